@@ -1,0 +1,234 @@
+"""Async client for the daemon socket: one connection, pipelined requests, typed errors."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import msgspec
+from anyio.abc import SocketStream, TaskGroup
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from . import protocol as p
+from .paths import find_workspace, socket_path
+
+__all__ = ["DaemonUnavailable", "RecallClient", "RemoteError", "Session", "connect", "open_client"]
+
+R = TypeVar("R", bound=p.Reply)
+
+
+class DaemonUnavailable(ConnectionError):
+    """The daemon could not be reached, or the connection broke before a reply came."""
+
+
+class RemoteError(Exception):
+    """The daemon answered a request with a typed error."""
+
+    def __init__(self, code: str, message: str, retryable: bool = False) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+
+
+class _Pending:
+    __slots__ = ("event", "reply")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.reply: p.Reply | None = None
+
+
+class RecallClient:
+    """One open connection to the daemon. Use :func:`connect` to get one.
+
+    Requests may be issued concurrently from many tasks; each waits for its own reply.
+    """
+
+    def __init__(self, stream: SocketStream, tg: TaskGroup, socket: Path) -> None:
+        self._stream = stream
+        self._tg = tg
+        self._socket = socket
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._send_lock = anyio.Lock()
+        self._closed = False
+        self.welcome: p.Welcome | None = None
+
+    async def call(self, request: p.Request, reply_type: type[R] = p.Reply) -> R:  # type: ignore[assignment]
+        """Send one request and wait for its reply.
+
+        Raises:
+            RemoteError: the daemon answered with a typed error.
+            DaemonUnavailable: the connection is gone.
+        """
+        if self._closed:
+            raise DaemonUnavailable(f"connection to recalld at {self._socket} is closed")
+        rid = next(self._ids)
+        request = msgspec.structs.replace(request, id=rid)
+        slot = self._pending[rid] = _Pending()
+        try:
+            try:
+                async with self._send_lock:
+                    await self._stream.send(p.frame(request))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                raise DaemonUnavailable(f"recalld at {self._socket} went away: {exc}") from exc
+            await slot.event.wait()
+        finally:
+            self._pending.pop(rid, None)
+        reply = slot.reply
+        if reply is None:
+            raise DaemonUnavailable(f"recalld at {self._socket} closed the connection")
+        if isinstance(reply, p.Error):
+            raise RemoteError(reply.code, reply.message, reply.retryable)
+        if not isinstance(reply, reply_type):
+            raise RemoteError("internal", f"unexpected reply {type(reply).__name__}")
+        return reply
+
+    async def _read_replies(self) -> None:
+        reader = BufferedByteReceiveStream(self._stream)
+        try:
+            while True:
+                header = await reader.receive_exactly(p.HEADER.size)
+                (size,) = p.HEADER.unpack(header)
+                body = await reader.receive_exactly(size)
+                reply = p.decode_reply(body)
+                slot = self._pending.get(reply.id)
+                if slot is not None:
+                    slot.reply = reply
+                    slot.event.set()
+        except (
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            OSError,
+            msgspec.DecodeError,
+            msgspec.ValidationError,
+        ):
+            pass
+        finally:
+            self._closed = True
+            for slot in self._pending.values():
+                slot.event.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self._stream.aclose()
+
+
+async def open_client(
+    tg: TaskGroup,
+    *,
+    agent: str,
+    workspace: str | None = None,
+    client: str = "",
+    model: str | None = None,
+    path: str | os.PathLike[str] | None = None,
+    timeout: float = 5.0,
+) -> RecallClient:
+    """Connect, start the reply reader in ``tg`` and say hello.
+
+    Raises:
+        DaemonUnavailable: nothing answers on the socket (not running, wrong path).
+        RemoteError: the daemon refused the hello (version mismatch, wrong uid).
+    """
+    sock = Path(path) if path is not None else socket_path()
+    try:
+        with anyio.fail_after(timeout):
+            stream = await anyio.connect_unix(sock)
+    except (OSError, TimeoutError) as exc:
+        raise DaemonUnavailable(
+            f"recalld is not answering at {sock} ({exc.__class__.__name__}: {exc}). "
+            "Start it with `scripts/run` or `systemctl --user start recalld.socket`."
+        ) from exc
+    rc = RecallClient(stream, tg, sock)
+    tg.start_soon(rc._read_replies, name="recall client reader")
+    hello = p.Hello(
+        version=p.PROTOCOL_VERSION,
+        agent=agent,
+        workspace=workspace if workspace is not None else find_workspace(),
+        client=client,
+        model=model,
+    )
+    try:
+        with anyio.fail_after(timeout):
+            rc.welcome = await rc.call(hello, p.Welcome)
+    except BaseException:
+        await rc.aclose()
+        raise
+    return rc
+
+
+@asynccontextmanager
+async def connect(
+    *,
+    agent: str,
+    workspace: str | None = None,
+    client: str = "",
+    model: str | None = None,
+    path: str | os.PathLike[str] | None = None,
+    timeout: float = 5.0,
+) -> AsyncIterator[RecallClient]:
+    """Open a connection for the duration of a ``with`` block (see :func:`open_client`).
+
+    Errors come out as themselves, not wrapped in the task group's ExceptionGroup.
+    """
+    try:
+        async with anyio.create_task_group() as tg:
+            rc = await open_client(
+                tg, agent=agent, workspace=workspace, client=client, model=model, path=path,
+                timeout=timeout,
+            )
+            try:
+                yield rc
+            finally:
+                await rc.aclose()
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+class Session:
+    """A long-lived, reconnecting client (the MCP shim holds one for its whole life).
+
+    Connects on first use. If the daemon went away (restart, idle timeout), the next call
+    reconnects once and retries; writes stay safe to retry through idempotency keys.
+    """
+
+    def __init__(self, tg: TaskGroup, **hello: object) -> None:
+        self._tg = tg
+        self._hello = hello
+        self._client: RecallClient | None = None
+        self._lock = anyio.Lock()
+
+    async def _ensure(self) -> RecallClient:
+        async with self._lock:
+            if self._client is None or self._client.closed:
+                self._client = await open_client(self._tg, **self._hello)  # type: ignore[arg-type]
+            return self._client
+
+    async def call(self, request: p.Request, reply_type: type[R] = p.Reply) -> R:  # type: ignore[assignment]
+        """Like :meth:`RecallClient.call`, reconnecting once if the connection had dropped."""
+        client = await self._ensure()
+        try:
+            return await client.call(request, reply_type)
+        except DaemonUnavailable:
+            self._client = None
+        client = await self._ensure()
+        return await client.call(request, reply_type)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()

@@ -1,0 +1,109 @@
+"""``recall-mcp``: the MCP stdio shim an agent host spawns; it forwards tool calls to recalld.
+
+stdout carries MCP frames only; every log line goes to stderr. ``initialize`` is answered
+without touching the daemon: the shim connects on the first tool call, and a missing daemon
+is a clear tool error, never a hang.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+
+from . import __version__
+from .client import Session
+from .paths import find_workspace
+
+__all__ = ["ShimConfig", "build_server", "main"]
+
+log = logging.getLogger("recall-mcp")
+
+INSTRUCTIONS = """recalld is the shared, local memory of the agents on this machine.
+Search before you re-derive: memory_search for facts, notes and decisions. Store what a later
+session would want to know with memory_store (decisions, conventions, gotchas), not what the
+repository already says. Hits are leads about the past: check them against the task at hand."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShimConfig:
+    agent: str
+    workspace: str
+    model: str | None = None
+    socket: str | None = None
+
+
+def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
+    """The MCP server with every recalld tool registered (imports the SDK, ~1 s)."""
+    from mcp.server.mcpserver import MCPServer
+
+    from . import mcp_tools
+
+    holder: dict[str, Session] = {}
+
+    @asynccontextmanager
+    async def lifespan(_server: object) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tg:
+            holder["session"] = Session(
+                tg, agent=config.agent, workspace=config.workspace, client="recall-mcp",
+                model=config.model, path=config.socket,
+            )
+            try:
+                yield None
+            finally:
+                await holder["session"].aclose()
+                tg.cancel_scope.cancel()
+
+    server = MCPServer(
+        name="recalld",
+        title="recalld memory",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+    )
+    mcp_tools.register(server, lambda: holder["session"])
+    return server
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="recall-mcp",
+        description="MCP stdio server that forwards to the recalld daemon. An agent host "
+        "(Claude Code, Cursor, Codex) spawns it; it is not meant to be run by hand.",
+    )
+    ap.add_argument("--agent", default=os.environ.get("RECALL_AGENT"),
+                    help="this agent's name (default: $RECALL_AGENT, else 'agent')")
+    ap.add_argument("--model", default=os.environ.get("RECALL_MODEL"),
+                    help="the model driving the agent, recorded with what it writes "
+                    "(default: $RECALL_MODEL)")
+    ap.add_argument("--workspace", help="workspace path (default: the git root of the "
+                    "working directory)")
+    ap.add_argument("--socket", help="daemon socket (default: $RECALLD_SOCKET, else "
+                    "$XDG_RUNTIME_DIR/recalld/recalld.sock)")
+    ap.add_argument("--version", action="version", version=f"recall-mcp {__version__}")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    logging.basicConfig(
+        stream=sys.stderr, level=os.environ.get("RECALL_MCP_LOG_LEVEL", "WARNING"),
+        format="recall-mcp %(levelname)s %(name)s: %(message)s",
+    )
+    config = ShimConfig(
+        agent=args.agent or "agent",
+        workspace=args.workspace or find_workspace(),
+        model=args.model,
+        socket=args.socket,
+    )
+    build_server(config).run("stdio")
+
+
+if __name__ == "__main__":
+    main()

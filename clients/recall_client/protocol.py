@@ -1,0 +1,280 @@
+"""The daemon's wire protocol: every frame either side may send, declared once.
+
+A frame is a 4-byte big-endian length followed by one msgpack-encoded message. Requests
+form a tagged union on ``op``; replies a tagged union on ``type``. Every request carries an
+``id`` that its reply echoes, so one connection can pipeline many requests and receive the
+replies out of order. The first request on a connection must be a :class:`Hello`.
+
+The daemon imports this module; nothing redefines these shapes.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+__all__ = [
+    "MAX_FRAME",
+    "PROTOCOL_VERSION",
+    "ActorStatus",
+    "Error",
+    "ErrorCode",
+    "FrameTooLarge",
+    "Hello",
+    "MemoryHit",
+    "MemorySearch",
+    "MemorySearchResult",
+    "MemoryStore",
+    "ModelStatus",
+    "Ping",
+    "Pong",
+    "Reply",
+    "Request",
+    "Status",
+    "StatusReport",
+    "StatusResult",
+    "Stored",
+    "Welcome",
+    "decode_reply",
+    "decode_request",
+    "encode",
+    "frame",
+    "peek_request_id",
+]
+
+PROTOCOL_VERSION = 1
+# Large enough for a long memory plus metadata; small enough that a hostile client cannot make
+# the daemon buffer much. Bigger payloads are refused before they are read.
+MAX_FRAME = 4 * 1024 * 1024
+HEADER = struct.Struct(">I")
+
+ErrorCode = Literal["invalid_request", "not_found", "forbidden", "busy", "unavailable", "internal"]
+
+# Reusable bounded field types: the bounds live in the protocol, so the daemon rejects
+# out-of-range input with a typed error whichever client sent it.
+Name = Annotated[str, Meta(min_length=1, max_length=128)]
+Tag = Annotated[str, Meta(min_length=1, max_length=64)]
+Tags = Annotated[list[Tag], Meta(max_length=32)]
+Text = Annotated[str, Meta(min_length=1, max_length=100_000)]
+Query = Annotated[str, Meta(min_length=1, max_length=4_000)]
+Key = Annotated[str, Meta(min_length=1, max_length=200)]
+Path = Annotated[str, Meta(min_length=1, max_length=4_096)]
+Seconds = Annotated[float, Meta(ge=0)]
+
+
+# --------------------------------------------------------------------------- requests
+
+
+class Request(Struct, tag_field="op", kw_only=True, forbid_unknown_fields=True):
+    """Base of every client frame; ``id`` is chosen by the client and echoed in the reply."""
+
+    id: Annotated[int, Meta(ge=0, le=2**53)] = 0
+
+
+class Hello(Request, tag="hello"):
+    """Opens a session: who is calling, from which workspace, speaking which version."""
+
+    version: int
+    agent: Name
+    workspace: Path | None = None
+    client: Annotated[str, Meta(max_length=64)] = ""
+    # The writer's declared model (e.g. "claude-opus-4"); memory_search can filter on it.
+    model: Annotated[str, Meta(max_length=128)] | None = None
+
+
+class Ping(Request, tag="ping"):
+    """Round trip with no work; used by health checks and benchmarks."""
+
+
+class MemoryStore(Request, tag="memory_store"):
+    """Store one memory. Acknowledged only after its transaction has committed."""
+
+    text: Text
+    tags: Tags = []
+    source: Annotated[str, Meta(max_length=128)] | None = None
+    session: Annotated[str, Meta(max_length=200)] | None = None
+    # When the remembered thing happened (unix seconds); defaults to the time of capture.
+    ts: Annotated[float, Meta(ge=0)] | None = None
+    ttl_s: Annotated[float, Meta(gt=0)] | None = None
+    # A retried request with the same key returns the first request's result.
+    idempotency_key: Key | None = None
+    # Overrides the hello's workspace for this one record (bulk import, benchmarks).
+    workspace: Path | None = None
+
+
+class MemorySearch(Request, tag="memory_search"):
+    """Search memories of the caller's workspace, lexically and by meaning."""
+
+    query: Query
+    limit: Annotated[int, Meta(ge=1, le=50)] = 5
+    # keyword and bm25 are lexical only; hybrid adds the semantic channel when it is up.
+    mode: Literal["keyword", "bm25", "hybrid"] = "hybrid"
+    tags: Tags = []
+    workspace: Path | None = None
+
+
+class Status(Request, tag="status"):
+    """The daemon's introspection report."""
+
+    # Wait up to this long for the embedding model to finish loading before answering;
+    # lets a client (or a test) wait for readiness without polling.
+    wait_model_s: Annotated[float, Meta(ge=0, le=600)] = 0.0
+
+
+Requests = Hello | Ping | MemoryStore | MemorySearch | Status
+
+
+# --------------------------------------------------------------------------- replies
+
+
+class Reply(Struct, tag_field="type", kw_only=True, omit_defaults=True):
+    """Base of every daemon frame; ``id`` is the request's."""
+
+    id: int
+
+
+class Error(Reply, tag="error"):
+    """A typed failure of one request. ``retryable`` says whether trying again may succeed."""
+
+    code: ErrorCode
+    message: str
+    retryable: bool = False
+
+
+class Welcome(Reply, tag="welcome"):
+    """Answer to a hello: the identity the daemon will use for this connection."""
+
+    version: int
+    server: str
+    agent: str
+    workspace: str
+    uid: int
+    pid: int
+
+
+class Pong(Reply, tag="pong"):
+    pass
+
+
+class Stored(Reply, tag="stored"):
+    """A write that has committed."""
+
+    record_id: str
+    # True when the same content already existed in the workspace; record_id is that record.
+    duplicate: bool = False
+    # True when the idempotency key was seen before; the reply is the first one's.
+    replayed: bool = False
+
+
+class MemoryHit(Struct, kw_only=True):
+    id: str
+    score: float
+    text: str
+    snippet: str
+    ts: float
+    tags: list[str]
+    source: str | None = None
+
+
+class MemorySearchResult(Reply, tag="memory_search_result"):
+    query: str
+    hits: list[MemoryHit]
+    semantic_used: bool
+    mode: str
+    took_ms: float
+
+
+class ActorStatus(Struct, kw_only=True):
+    name: str
+    state: str
+    queue_depth: int
+    queue_capacity: int
+    processed: int
+    errors: int
+
+
+class ModelStatus(Struct, kw_only=True):
+    name: str
+    state: Literal["disabled", "loading", "ready", "failed"]
+    reason: str | None = None
+    dim: int | None = None
+    load_s: float | None = None
+
+
+class StatusReport(Struct, kw_only=True):
+    state: str
+    version: str
+    pid: int
+    uptime_s: float
+    socket: str
+    data_dir: str
+    model: ModelStatus
+    semantic_search: bool
+    actors: list[ActorStatus]
+    records: dict[str, dict[str, int]]
+    index: dict[str, Any]
+    agents: list[dict[str, Any]]
+    search_latency_ms: dict[str, float | None]
+
+
+class StatusResult(Reply, tag="status_result"):
+    report: StatusReport
+
+
+Replies = Error | Welcome | Pong | Stored | MemorySearchResult | StatusResult
+
+
+# --------------------------------------------------------------------------- codec
+
+_encoder = msgspec.msgpack.Encoder()
+_request_decoder = msgspec.msgpack.Decoder(Requests)
+_reply_decoder = msgspec.msgpack.Decoder(Replies)
+
+
+class _IdOnly(Struct):
+    id: int = 0
+
+
+_id_decoder = msgspec.msgpack.Decoder(_IdOnly)
+
+
+class FrameTooLarge(ValueError):
+    """A frame's declared length is over :data:`MAX_FRAME`."""
+
+
+def encode(msg: Request | Reply) -> bytes:
+    """Encode one message body (no length prefix)."""
+    return _encoder.encode(msg)
+
+
+def frame(msg: Request | Reply) -> bytes:
+    """Encode one message with its length prefix, ready to send."""
+    body = _encoder.encode(msg)
+    return HEADER.pack(len(body)) + body
+
+
+def decode_request(body: bytes) -> Request:
+    """Decode a request body.
+
+    Raises:
+        msgspec.DecodeError: not msgpack at all.
+        msgspec.ValidationError: msgpack, but not a valid request (unknown op, bad field).
+    """
+    return _request_decoder.decode(body)  # type: ignore[no-any-return]
+
+
+def decode_reply(body: bytes) -> Reply:
+    """Decode a reply body. Raises msgspec.DecodeError or msgspec.ValidationError."""
+    return _reply_decoder.decode(body)  # type: ignore[no-any-return]
+
+
+def peek_request_id(body: bytes) -> int:
+    """Best-effort request id of a body that failed validation, so its error reply can name it."""
+    try:
+        value = _id_decoder.decode(body).id
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return 0
+    return value if isinstance(value, int) and 0 <= value <= 2**53 else 0

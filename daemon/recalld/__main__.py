@@ -1,0 +1,3 @@
+from recalld.main import main
+
+main()

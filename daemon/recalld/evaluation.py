@@ -1,0 +1,123 @@
+"""The evaluation actor: decides what a committed record may become.
+
+Capture already redacted and trust-scored each text before its COMMIT (that must happen
+before anything is written). Evaluation is what may wait: it settles records captured as
+``pending`` into ``eligible`` or ``ineligible`` by the policy below, then hands every new
+record on to the embedding actor.
+
+Policy for a pending record (episodes are captured pending):
+- blocked content stays blocked (capture decided it);
+- trust below the floor (0.3) -> ineligible: high-risk text is never served by default;
+- otherwise -> eligible.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from .capture import WriteJob
+from .trust import DEFAULT_TRUST_FLOOR
+
+__all__ = ["EvaluationActor"]
+
+log = logging.getLogger(__name__)
+
+
+class _SettlePending(WriteJob):
+    __slots__ = ("limit",)
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def apply(self, conn: sqlite3.Connection, now: float) -> int:
+        rows = conn.execute(
+            "SELECT rowid, trust FROM records WHERE eligibility = 'pending' ORDER BY rowid LIMIT ?",
+            (self.limit,),
+        ).fetchall()
+        for rowid, trust in rows:
+            verdict = "eligible" if trust >= DEFAULT_TRUST_FLOOR else "ineligible"
+            conn.execute(
+                "UPDATE records SET eligibility = ?, updated_at = ? WHERE rowid = ?",
+                (verdict, now, rowid),
+            )
+        return len(rows)
+
+
+@dataclass(slots=True)
+class _Stats:
+    processed: int = 0
+    errors: int = 0
+    last_error: str | None = None
+
+
+class EvaluationActor:
+    name = "evaluation"
+
+    def __init__(
+        self,
+        nudges: MemoryObjectReceiveStream[list[int]],
+        downstream: MemoryObjectSendStream[list[int]],
+        reader: sqlite3.Connection,
+        submit: Callable[[WriteJob], Any],
+        *,
+        batch: int = 512,
+    ) -> None:
+        self._nudges = nudges
+        self._downstream = downstream
+        self._reader = reader
+        self._submit = submit
+        self._batch = batch
+        self.stats = _Stats()
+        self.state = "starting"
+
+    def queue_depth(self) -> tuple[int, int]:
+        s = self._nudges.statistics()
+        return s.current_buffer_used, int(s.max_buffer_size)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with self._nudges, self._downstream:
+            self.state = "running"
+            task_status.started()
+            # A start-up pass: whatever a crash left pending or unembedded.
+            await self._settle()
+            await self._forward([0])
+            async for rowids in self._nudges:
+                await self._settle()
+                self.stats.processed += len(rowids)
+                await self._forward(rowids)
+            self.state = "stopped"
+
+    async def _settle(self) -> None:
+        while await anyio.to_thread.run_sync(_has_pending, self._reader):
+            job = _SettlePending(self._batch)
+            await self._submit(job)
+            try:
+                settled = await job.wait()
+            except Exception as exc:
+                self.stats.errors += 1
+                self.stats.last_error = str(exc)
+                log.warning("evaluation could not settle pending records: %s", exc)
+                return
+            if not settled:
+                return
+
+    async def _forward(self, rowids: list[int]) -> None:
+        # The embedding actor reads its backlog from SQLite; this is only a wake-up, and one
+        # already queued covers this one.
+        try:
+            self._downstream.send_nowait(rowids)
+        except anyio.WouldBlock:
+            pass
+
+
+def _has_pending(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM records WHERE eligibility = 'pending' LIMIT 1").fetchone() is not None

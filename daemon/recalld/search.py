@@ -1,0 +1,299 @@
+"""The search actor: lexical (FTS5 bm25) and semantic (FAISS) channels, fused.
+
+Searches queue on one bounded stream served by a few workers; each worker owns a read-only
+SQLite connection and does all of a search's database work in one thread hop. A full queue
+answers ``busy`` (retryable) instead of letting latency grow without bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import numpy as np
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from recall_client import protocol as p
+
+from .capture import Principal
+from .embedding import Model
+from .errors import RecallError
+from .store import open_reader
+from .vector_index import VectorIndex
+
+__all__ = ["SearchActor", "fts_query", "make_snippet", "query_terms"]
+
+log = logging.getLogger(__name__)
+
+RRF_K = 60
+# Candidates each channel contributes to fusion: deep enough that fusion can reorder, bounded
+# so a common word cannot make one search read the whole table.
+CHANNEL_DEPTH = 100
+
+_STOP = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself
+    yourselves""".split()
+)
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+def query_terms(query: str) -> list[str]:
+    """The words of a query that carry meaning: stop words dropped, order kept, deduped."""
+    words = [w.lower() for w in _TOKEN.findall(query)]
+    content = [w for w in words if w not in _STOP]
+    return list(dict.fromkeys(content or words))
+
+
+def fts_query(terms: Sequence[str]) -> str | None:
+    """An FTS5 MATCH expression: each term quoted (so no query syntax leaks in), OR-ed."""
+    if not terms:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def make_snippet(text: str, terms: Sequence[str], width: int = 200) -> str:
+    """A window of ``text`` around the first query term it contains."""
+    if len(text) <= width:
+        return text
+    lowered = text.lower()
+    positions = [i for t in terms if (i := lowered.find(t)) >= 0]
+    centre = min(positions) if positions else 0
+    start = max(0, min(centre - width // 3, len(text) - width))
+    end = start + width
+    return ("…" if start else "") + text[start:end].strip() + ("…" if end < len(text) else "")
+
+
+@dataclass(slots=True)
+class SearchJob:
+    principal: Principal
+    req: p.MemorySearch
+    qvec: np.ndarray | None
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: p.MemorySearchResult | None = None
+    error: BaseException | None = None
+
+
+@dataclass(slots=True)
+class _Stats:
+    processed: int = 0
+    errors: int = 0
+    latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=2000))
+
+
+_tags_decoder = msgspec.json.Decoder(list[str])
+
+
+class SearchActor:
+    name = "search"
+
+    def __init__(self, data_dir: Path, model: Model, *, workers: int, queue_size: int) -> None:
+        self._data_dir = data_dir
+        self._model = model
+        self.index: VectorIndex | None = None
+        self._workers = workers
+        send, receive = anyio.create_memory_object_stream[SearchJob](queue_size)
+        self._send: MemoryObjectSendStream[SearchJob] = send
+        self._receive: MemoryObjectReceiveStream[SearchJob] = receive
+        self.stats = _Stats()
+        self.state = "starting"
+
+    def queue_depth(self) -> tuple[int, int]:
+        s = self._receive.statistics()
+        return s.current_buffer_used, int(s.max_buffer_size)
+
+    def latency_percentiles(self) -> dict[str, float | None]:
+        data = sorted(self.stats.latencies_ms)
+        if not data:
+            return {"p50": None, "p90": None, "p99": None}
+        pick = lambda q: round(data[min(len(data) - 1, int(q * len(data)))], 3)  # noqa: E731
+        return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99)}
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        conns = [open_reader(self._data_dir) for _ in range(self._workers)]
+        try:
+            async with self._receive, anyio.create_task_group() as tg:
+                for i, conn in enumerate(conns):
+                    tg.start_soon(self._worker, conn, self._receive.clone(), name=f"search worker {i}")
+                self.state = "running"
+                task_status.started()
+        finally:
+            for conn in conns:
+                conn.close()
+            self.state = "stopped"
+
+    async def close(self) -> None:
+        await self._send.aclose()
+
+    async def search(self, principal: Principal, req: p.MemorySearch) -> p.MemorySearchResult:
+        """Run one memory search.
+
+        Raises:
+            RecallError: ``busy`` when the queue is full, ``unavailable`` when shutting down.
+        """
+        started = time.perf_counter()
+        qvec = None
+        if req.mode == "hybrid":
+            qvec = await self._model.embed_query(req.query)
+        job = SearchJob(principal, req, qvec)
+        try:
+            self._send.send_nowait(job)
+        except anyio.WouldBlock:
+            raise RecallError("busy", "too many searches queued; retry shortly", retryable=True) from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise RecallError("unavailable", "recalld is shutting down", retryable=True) from None
+        await job.done.wait()
+        if job.error is not None:
+            raise job.error
+        assert job.result is not None
+        took = (time.perf_counter() - started) * 1000
+        job.result.took_ms = round(took, 3)
+        self.stats.latencies_ms.append(took)
+        return job.result
+
+    async def _worker(self, conn: sqlite3.Connection, jobs: MemoryObjectReceiveStream[SearchJob]) -> None:
+        limiter = anyio.CapacityLimiter(1)
+        async with jobs:
+            async for job in jobs:
+                try:
+                    job.result = await anyio.to_thread.run_sync(
+                        self._search_sync, conn, job, limiter=limiter
+                    )
+                    self.stats.processed += 1
+                except RecallError as exc:
+                    job.error = exc
+                except Exception as exc:
+                    self.stats.errors += 1
+                    log.exception("search failed")
+                    job.error = RecallError("internal", f"search failed: {type(exc).__name__}")
+                finally:
+                    job.done.set()
+
+    # ------------------------------------------------------------------ worker thread
+
+    def _search_sync(self, conn: sqlite3.Connection, job: SearchJob) -> p.MemorySearchResult:
+        req, who = job.req, job.principal
+        workspace = req.workspace or who.workspace
+        now = time.time()
+        terms = query_terms(req.query)
+        match = fts_query(terms)
+        visible = (
+            " r.workspace = ? AND r.kind = 'memory' AND r.tombstoned_at IS NULL"
+            " AND (r.expires_at IS NULL OR r.expires_at > ?) AND r.eligibility = 'eligible'"
+        )
+        params: list[Any] = [workspace, now]
+        if req.tags:
+            visible += " AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE value IN (%s))" % (
+                ",".join("?" * len(req.tags))
+            )
+            params.extend(req.tags)
+
+        lexical: list[int] = []
+        if match is not None:
+            lexical = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT r.rowid FROM records_fts f JOIN records r ON r.rowid = f.rowid"
+                    f" WHERE records_fts MATCH ? AND {visible}"
+                    " ORDER BY bm25(records_fts) LIMIT ?",
+                    (match, *params, CHANNEL_DEPTH),
+                )
+            ]
+
+        semantic: list[int] = []
+        index = self.index
+        semantic_used = job.qvec is not None and index is not None
+        if semantic_used:
+            assert index is not None and job.qvec is not None
+            semantic = self._semantic(conn, index, job.qvec, visible, params)
+
+        ranked = _rrf([lexical, semantic] if semantic_used else [lexical])
+        top = ranked[: req.limit]
+        rows = _fetch(conn, [rowid for rowid, _ in top])
+        # Normalise so the best possible fused score (rank 1 in every channel) is 1.0.
+        best = (2 if semantic_used else 1) / (RRF_K + 1)
+        hits = []
+        for rowid, score in top:
+            row = rows.get(rowid)
+            if row is None:
+                continue
+            rid, text, ts, tags, source = row
+            hits.append(
+                p.MemoryHit(
+                    id=rid,
+                    score=round(score / best, 4),
+                    text=text,
+                    snippet=make_snippet(text, terms),
+                    ts=ts,
+                    tags=_tags_decoder.decode(tags),
+                    source=source,
+                )
+            )
+        return p.MemorySearchResult(
+            id=0, query=req.query, hits=hits, semantic_used=semantic_used, mode=req.mode, took_ms=0.0
+        )
+
+    def _semantic(
+        self,
+        conn: sqlite3.Connection,
+        index: VectorIndex,
+        qvec: np.ndarray,
+        visible: str,
+        params: list[Any],
+    ) -> list[int]:
+        # FAISS knows nothing of workspaces or tombstones: over-fetch, keep what the same
+        # visibility filter as the lexical channel allows, and widen until enough survive.
+        want = CHANNEL_DEPTH
+        k = want * 4
+        while True:
+            ids, _scores = index.search_sync(qvec, k)
+            if not len(ids):
+                return []
+            id_list = [int(i) for i in ids]
+            allowed = {
+                row[0]
+                for row in conn.execute(
+                    f"SELECT r.rowid FROM records r WHERE r.rowid IN ({','.join('?' * len(id_list))})"
+                    f" AND {visible}",
+                    (*id_list, *params),
+                )
+            }
+            kept = [i for i in id_list if i in allowed]
+            if len(kept) >= want or k >= index.ntotal:
+                return kept[:want]
+            k = min(index.ntotal, k * 4)
+
+
+def _rrf(channels: list[list[int]]) -> list[tuple[int, float]]:
+    scores: dict[int, float] = {}
+    for channel in channels:
+        for rank, rowid in enumerate(channel):
+            scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (RRF_K + rank + 1)
+    return sorted(scores.items(), key=lambda kv: kv[1], reverse=True)
+
+
+def _fetch(conn: sqlite3.Connection, rowids: list[int]) -> dict[int, tuple[Any, ...]]:
+    if not rowids:
+        return {}
+    return {
+        row[0]: row[1:]
+        for row in conn.execute(
+            f"SELECT rowid, id, text, ts, tags, source FROM records"
+            f" WHERE rowid IN ({','.join('?' * len(rowids))})",
+            rowids,
+        )
+    }

@@ -1,0 +1,243 @@
+"""The socket server: frames in, typed replies out, one task per in-flight request.
+
+Handlers never raise into the listener. A request that fails gets an ``Error`` reply and the
+connection goes on; only a frame that cannot be parsed at all (or is too large, or never
+finishes arriving) closes that one connection. A peer of another uid is refused.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import anyio
+import msgspec
+from anyio.abc import SocketAttribute, SocketStream
+from anyio.streams.buffered import BufferedByteReceiveStream
+from recall_client import protocol as p
+
+from .capture import MemoryStoreJob, Principal
+from .errors import RecallError
+
+if TYPE_CHECKING:
+    from .app import Daemon
+
+__all__ = ["Connection", "Server"]
+
+log = logging.getLogger(__name__)
+
+# A frame that has started must finish arriving within this; a client may idle between
+# frames for IDLE_TIMEOUT before the daemon hangs up (clients reconnect on demand).
+FRAME_TIMEOUT = 30.0
+IDLE_TIMEOUT = 900.0
+# A peer that stops reading its replies is cut off rather than left to pin memory.
+SEND_TIMEOUT = 30.0
+
+
+@dataclass(slots=True)
+class Connection:
+    """What the daemon knows of one connected client (status shows these)."""
+
+    cid: int
+    uid: int
+    pid: int
+    principal: Principal | None = None
+    connected_at: float = field(default_factory=time.time)
+    requests: int = 0
+    errors: int = 0
+    inflight: int = 0
+
+
+def _peer_credentials(stream: SocketStream) -> tuple[int, int]:
+    """(uid, pid) of the peer from SO_PEERCRED; the kernel vouches for these."""
+    sock: socket.socket = stream.extra(SocketAttribute.raw_socket)
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return uid, pid
+
+
+class Server:
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+        self._ids = itertools.count(1)
+        self.connections: dict[int, Connection] = {}
+        self.refused = 0
+
+    def inflight(self) -> int:
+        return sum(c.inflight for c in self.connections.values())
+
+    async def handle(self, stream: SocketStream) -> None:
+        """Serve one connection until it closes; never raises."""
+        try:
+            await self._serve(stream)
+        except Exception:
+            log.exception("connection handler failed")
+        finally:
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def _serve(self, stream: SocketStream) -> None:
+        uid, pid = _peer_credentials(stream)
+        settings = self._daemon.settings
+        if uid != os.getuid():
+            self.refused += 1
+            log.warning("refused a connection from uid %d (pid %d)", uid, pid)
+            await self._send_quietly(stream, p.Error(
+                id=0, code="forbidden", message="recalld serves only its own user"
+            ))
+            return
+        if len(self.connections) >= settings.max_connections:
+            await self._send_quietly(stream, p.Error(
+                id=0, code="busy", message="too many connections", retryable=True
+            ))
+            return
+        conn = Connection(cid=next(self._ids), uid=uid, pid=pid)
+        self.connections[conn.cid] = conn
+        send_lock = anyio.Lock()
+        inflight = anyio.Semaphore(settings.max_inflight_per_connection)
+        reader = BufferedByteReceiveStream(stream)
+        try:
+            async with anyio.create_task_group() as tg:
+                while True:
+                    body = await self._read_frame(reader, stream, first=conn.principal is None)
+                    if body is None:
+                        break
+                    try:
+                        req = p.decode_request(body)
+                    except msgspec.ValidationError as exc:
+                        conn.errors += 1
+                        await self._reply(stream, send_lock, p.Error(
+                            id=p.peek_request_id(body), code="invalid_request", message=str(exc)
+                        ))
+                        continue
+                    except msgspec.DecodeError:
+                        # Not msgpack at all: the stream cannot be trusted any more.
+                        await self._reply(stream, send_lock, p.Error(
+                            id=0, code="invalid_request", message="frame is not valid msgpack"
+                        ))
+                        break
+                    conn.requests += 1
+                    if conn.principal is None:
+                        if not await self._hello(stream, send_lock, conn, req):
+                            break
+                        continue
+                    await inflight.acquire()
+                    tg.start_soon(self._answer, stream, send_lock, inflight, conn, req,
+                                  name=f"request {req.id} of connection {conn.cid}")
+                # Reading is over; let in-flight requests finish and reply.
+        finally:
+            self.connections.pop(conn.cid, None)
+
+    async def _read_frame(
+        self, reader: BufferedByteReceiveStream, stream: SocketStream, *, first: bool
+    ) -> bytes | None:
+        try:
+            with anyio.fail_after(FRAME_TIMEOUT if first else IDLE_TIMEOUT):
+                header = await reader.receive_exactly(p.HEADER.size)
+            (size,) = p.HEADER.unpack(header)
+            if size > p.MAX_FRAME:
+                await self._send_quietly(stream, p.Error(
+                    id=0, code="invalid_request",
+                    message=f"frame of {size} bytes is over the {p.MAX_FRAME}-byte limit",
+                ))
+                return None
+            with anyio.fail_after(FRAME_TIMEOUT):
+                return await reader.receive_exactly(size)
+        except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead,
+                anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            return None
+
+    async def _hello(
+        self, stream: SocketStream, lock: anyio.Lock, conn: Connection, req: p.Request
+    ) -> bool:
+        if not isinstance(req, p.Hello):
+            await self._reply(stream, lock, p.Error(
+                id=req.id, code="invalid_request", message="the first frame must be a hello"
+            ))
+            return False
+        if req.version != p.PROTOCOL_VERSION:
+            await self._reply(stream, lock, p.Error(
+                id=req.id, code="invalid_request",
+                message=f"protocol version {req.version} is not spoken here "
+                f"(recalld speaks {p.PROTOCOL_VERSION}); upgrade the client",
+            ))
+            return False
+        workspace = req.workspace or "/"
+        conn.principal = Principal(
+            agent=req.agent, workspace=workspace, uid=conn.uid, pid=conn.pid,
+            client=req.client, model=req.model,
+        )
+        await self._reply(stream, lock, p.Welcome(
+            id=req.id, version=p.PROTOCOL_VERSION, server=f"recalld {self._daemon.version}",
+            agent=req.agent, workspace=workspace, uid=conn.uid, pid=conn.pid,
+        ))
+        return True
+
+    async def _answer(
+        self, stream: SocketStream, lock: anyio.Lock, inflight: anyio.Semaphore,
+        conn: Connection, req: p.Request,
+    ) -> None:
+        conn.inflight += 1
+        try:
+            try:
+                reply = await self._dispatch(conn, req)
+            except RecallError as exc:
+                conn.errors += 1
+                reply = p.Error(id=req.id, code=exc.code, message=exc.message,
+                                retryable=exc.retryable)
+            except Exception:
+                conn.errors += 1
+                log.exception("request %s failed", type(req).__name__)
+                reply = p.Error(id=req.id, code="internal", message="internal error; see the daemon log")
+            reply.id = req.id
+            await self._reply(stream, lock, reply)
+        finally:
+            conn.inflight -= 1
+            inflight.release()
+
+    async def _dispatch(self, conn: Connection, req: p.Request) -> p.Reply:
+        daemon = self._daemon
+        who = conn.principal
+        assert who is not None
+        match req:
+            case p.Ping():
+                return p.Pong(id=req.id)
+            case p.MemoryStore():
+                job = MemoryStoreJob(who, req)
+                await daemon.submit(job)
+                result: p.Stored = await job.wait()
+                return result
+            case p.MemorySearch():
+                return await daemon.search.search(who, req)
+            case p.Status():
+                if req.wait_model_s:
+                    with anyio.move_on_after(req.wait_model_s):
+                        await daemon.model.ready.wait()
+                return p.StatusResult(id=req.id, report=await daemon.status_report())
+            case p.Hello():
+                raise RecallError("invalid_request", "hello was already said on this connection")
+            case _:
+                raise RecallError("invalid_request", f"unsupported request {type(req).__name__}")
+
+    async def _reply(self, stream: SocketStream, lock: anyio.Lock, reply: p.Reply) -> None:
+        data = p.frame(reply)
+        try:
+            with anyio.fail_after(SEND_TIMEOUT):
+                async with lock:
+                    await stream.send(data)
+        except (TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            # The peer is gone or not reading: closing makes its reader loop end too.
+            await stream.aclose()
+
+    async def _send_quietly(self, stream: SocketStream, reply: p.Reply) -> None:
+        try:
+            with anyio.fail_after(1):
+                await stream.send(p.frame(reply))
+        except (TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass

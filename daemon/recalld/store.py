@@ -1,0 +1,155 @@
+"""The SQLite store: schema migrations and the connections the actors use.
+
+SQLite is the source of truth: every record, its full-text index and its vector live here.
+One writer connection (owned by the capture actor) and any number of read connections, all
+in WAL mode so readers never block the writer nor each other.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+
+__all__ = ["DB_NAME", "MIGRATIONS", "open_reader", "open_writer", "schema_version"]
+
+log = logging.getLogger(__name__)
+
+DB_NAME = "recalld.db"
+
+# Numbered migrations: the list index + 1 is the version stored in PRAGMA user_version.
+# Never edit a migration that has shipped; append a new one.
+MIGRATIONS: list[str] = [
+    # 1: records with FTS5, vectors, idempotency keys.
+    """
+    CREATE TABLE records (
+        rowid         INTEGER PRIMARY KEY,       -- also the FAISS id
+        id            TEXT NOT NULL UNIQUE,      -- public id, e.g. mem_01JD...
+        kind          TEXT NOT NULL,             -- memory | episode | experience | lesson
+        ts            REAL NOT NULL,             -- when the remembered thing happened
+        created_at    REAL NOT NULL,
+        updated_at    REAL NOT NULL,
+        workspace     TEXT NOT NULL,
+        agent         TEXT NOT NULL,
+        uid           INTEGER NOT NULL,
+        session       TEXT,
+        source        TEXT,
+        text          TEXT NOT NULL,             -- redacted before it was ever written
+        tags          TEXT NOT NULL DEFAULT '[]',-- JSON array
+        trust         REAL NOT NULL DEFAULT 1.0,
+        eligibility   TEXT NOT NULL DEFAULT 'pending',
+        expires_at    REAL,
+        tombstoned_at REAL,
+        content_hash  BLOB NOT NULL,
+        embed_state   INTEGER NOT NULL DEFAULT 0 -- 0 waiting for a vector, 1 embedded
+    );
+    CREATE UNIQUE INDEX records_dedup ON records(workspace, kind, content_hash)
+        WHERE tombstoned_at IS NULL;
+    CREATE INDEX records_scope ON records(workspace, kind, ts);
+    CREATE INDEX records_unembedded ON records(rowid) WHERE embed_state = 0;
+    CREATE INDEX records_pending ON records(rowid) WHERE eligibility = 'pending';
+
+    CREATE VIRTUAL TABLE records_fts USING fts5(
+        text, content='records', content_rowid='rowid',
+        tokenize='porter unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER records_fts_insert AFTER INSERT ON records BEGIN
+        INSERT INTO records_fts(rowid, text) VALUES (new.rowid, new.text);
+    END;
+    CREATE TRIGGER records_fts_delete AFTER DELETE ON records BEGIN
+        INSERT INTO records_fts(records_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+    END;
+    CREATE TRIGGER records_fts_update AFTER UPDATE OF text ON records BEGIN
+        INSERT INTO records_fts(records_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+        INSERT INTO records_fts(rowid, text) VALUES (new.rowid, new.text);
+    END;
+
+    CREATE TABLE vectors (
+        rowid INTEGER PRIMARY KEY REFERENCES records(rowid) ON DELETE CASCADE,
+        model TEXT NOT NULL,
+        vec   BLOB NOT NULL                      -- float32, L2-normalised
+    );
+
+    CREATE TABLE idempotency (
+        agent      TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        record_id  TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (agent, key)
+    ) WITHOUT ROWID;
+    """,
+]
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    # Readers must wait out a checkpoint rather than fail with "database is locked".
+    conn.execute("PRAGMA busy_timeout=10000")
+    conn.execute("PRAGMA temp_store=MEMORY")
+    conn.execute("PRAGMA cache_size=-65536")  # 64 MiB
+    conn.execute("PRAGMA mmap_size=268435456")  # 256 MiB
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    current = schema_version(conn)
+    if current > len(MIGRATIONS):
+        raise RuntimeError(
+            f"database schema version {current} is newer than this recalld "
+            f"({len(MIGRATIONS)}); upgrade recalld"
+        )
+    for version in range(current + 1, len(MIGRATIONS) + 1):
+        log.info("migrating database to schema version %d", version)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _split(MIGRATIONS[version - 1]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={version}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def _split(script: str) -> list[str]:
+    """Split a migration into statements (triggers contain ';', so use sqlite's own test)."""
+    statements: list[str] = []
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                statements.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        statements.append(buf.strip())
+    return statements
+
+
+def open_writer(data_dir: Path, *, durability: str = "full") -> sqlite3.Connection:
+    """Open the one writer connection, creating and migrating the database as needed.
+
+    The connection is used from one worker thread at a time (the capture actor serialises
+    its batches), so ``check_same_thread`` is off. Transactions are explicit.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    conn = sqlite3.connect(
+        data_dir / DB_NAME, isolation_level=None, check_same_thread=False, timeout=10
+    )
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    _configure(conn)
+    _migrate(conn)
+    return conn
+
+
+def open_reader(data_dir: Path) -> sqlite3.Connection:
+    """Open a read-only connection for searches (one per search worker)."""
+    uri = f"file:{data_dir / DB_NAME}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=10)
+    _configure(conn)
+    conn.execute("PRAGMA query_only=ON")
+    return conn

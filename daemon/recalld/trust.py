@@ -1,0 +1,92 @@
+"""Trust scoring: how far a stored text can be believed, and whether it is unsafe to serve.
+
+Trust starts at 1.0 for a first-party note and is lowered by what the text does: text that
+gives its reader instructions (prompt-injection markers) or quotes someone else's authority.
+High-risk content lands below the default search floor of 0.3; content that tries to take
+over the reader outright is blocked.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["DEFAULT_TRUST_FLOOR", "assess"]
+
+DEFAULT_TRUST_FLOOR = 0.3
+
+# (reason, pattern, penalty). Penalties add up; the sum is subtracted from 1.0.
+_MARKERS: list[tuple[str, re.Pattern[str], float]] = [
+    (
+        "override_instructions",
+        re.compile(
+            r"(?i)\b(?:ignore|disregard|forget|override)\b[^.\n]{0,40}\b(?:previous|prior|above|"
+            r"earlier|all|any|your|the)\b[^.\n]{0,20}\b(?:instructions?|prompts?|rules|guidelines|"
+            r"directives|context)\b"
+        ),
+        0.6,
+    ),
+    (
+        "role_hijack",
+        re.compile(
+            r"(?i)\b(?:you are now|from now on,? you|act as|pretend (?:to be|you are)|"
+            r"new (?:system )?instructions?:|system prompt:?)"
+        ),
+        0.45,
+    ),
+    (
+        "fake_system_turn",
+        re.compile(r"(?im)^\s*(?:<\|?(?:system|im_start)\|?>|\[?system\]?:|###\s*system)"),
+        0.45,
+    ),
+    (
+        "exfiltration",
+        re.compile(
+            r"(?i)\b(?:send|post|upload|exfiltrate|leak|email)\b[^.\n]{0,40}\b(?:secrets?|tokens?|"
+            r"credentials?|api keys?|passwords?|\.env|ssh keys?)\b"
+        ),
+        0.5,
+    ),
+    (
+        "imperative_to_reader",
+        re.compile(
+            r"(?i)\b(?:assistant|ai|agent|model|claude|you)\b[^.\n]{0,15}\b(?:must|should always|"
+            r"shall|are required to|never reveal)\b"
+        ),
+        0.25,
+    ),
+    (
+        "dangerous_command",
+        re.compile(r"(?i)(?:rm\s+-rf\s+[/~]|curl[^|\n]{0,80}\|\s*(?:ba)?sh|chmod\s+777\s+/)"),
+        0.3,
+    ),
+    (
+        "quoted_authority",
+        re.compile(
+            r"(?i)(?:\b(?:according to|as (?:\w+ ){0,2}said|(?:he|she|they) said|quote:)|^\s*>\s)"
+        ),
+        0.15,
+    ),
+]
+
+# Sources whose text comes from outside the agent's own hand.
+_SOURCE_PENALTY = {"web": 0.2, "external": 0.2, "email": 0.2, "tool_output": 0.1, "quoted": 0.15}
+
+_BLOCK_AT = 0.05
+
+
+def assess(text: str, *, source: str | None = None) -> tuple[float, bool, list[str]]:
+    """Score ``text``: (trust in 0..1, blocked, reasons)."""
+    reasons: list[str] = []
+    penalty = 0.0
+    for reason, pattern, weight in _MARKERS:
+        if pattern.search(text):
+            reasons.append(reason)
+            penalty += weight
+    if source is not None and source.lower() in _SOURCE_PENALTY:
+        reasons.append(f"source:{source.lower()}")
+        penalty += _SOURCE_PENALTY[source.lower()]
+    trust = round(max(0.0, 1.0 - penalty), 3)
+    blocked = trust <= _BLOCK_AT and (
+        "override_instructions" in reasons or "exfiltration" in reasons
+    )
+    return trust, blocked, reasons
