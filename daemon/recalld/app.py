@@ -62,6 +62,8 @@ class Daemon:
         self.socket_path = settings.socket_path
         self.data_dir = settings.data_path
         self._stop = anyio.Event()
+        # Set once the model has loaded (or failed) and the vector index is open.
+        self.warm = anyio.Event()
         self._readers: list[sqlite3.Connection] = []
 
     # ------------------------------------------------------------------ running
@@ -104,6 +106,7 @@ class Daemon:
             async def run_background(*, task_status: TaskStatus[None]) -> None:
                 with background:
                     async with anyio.create_task_group() as bg:
+                        self._background = bg
                         await bg.start(self.embedding.run, name="embedding actor")
                         await bg.start(self.evaluation.run, name="evaluation actor")
                         task_status.started()
@@ -129,8 +132,9 @@ class Daemon:
             log.info("recalld %s accepting on %s (pid %d)", self.version, self.socket_path, os.getpid())
             task_status.started()
 
-            root.start_soon(self._load_model, name="model loader")
-            root.start_soon(self._snapshot_periodically, name="index snapshotter")
+            # Background work is cancelled first at shutdown; all of it resumes from SQLite.
+            self._background.start_soon(self._load_model, name="model loader")
+            self._background.start_soon(self._snapshot_periodically, name="index snapshotter")
 
             await self._stop.wait()
 
@@ -183,6 +187,12 @@ class Daemon:
         return listener
 
     async def _load_model(self) -> None:
+        try:
+            await self._warm_up()
+        finally:
+            self.warm.set()
+
+    async def _warm_up(self) -> None:
         systemd.notify("STATUS=accepting; loading the embedding model")
         await self.model.load()
         if self.model.embedder is None:
@@ -196,8 +206,8 @@ class Daemon:
         self.embedding.index = index
         try:
             self._wake_embedding.send_nowait([0])
-        except anyio.WouldBlock:
-            pass
+        except (anyio.WouldBlock, anyio.ClosedResourceError):
+            pass  # already awake, or stopping
         systemd.notify(f"STATUS=ready; {index.ntotal} vectors indexed")
 
     async def _snapshot_periodically(self) -> None:

@@ -125,14 +125,12 @@ class Model:
         self.reason: str | None = "embedder = none in config" if kind == "none" else None
         self.embedder: Embedder | None = None
         self.load_s: float | None = None
-        self.ready = anyio.Event()
         # The priority lane: the lock serialises use of the model; background batches also
         # wait on the condition until no query is waiting.
         self._lock = anyio.Lock()
         self._lane = anyio.Condition()
         self._queries_waiting = 0
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._on_ready: list[Callable[[], None]] = []
 
     @property
     def name(self) -> str:
@@ -140,13 +138,9 @@ class Model:
             return self.embedder.name
         return {"minilm": "all-MiniLM-L6-v2", "hash": "hash-384"}.get(self.kind, "none")
 
-    def on_ready(self, callback: Callable[[], None]) -> None:
-        self._on_ready.append(callback)
-
     async def load(self) -> None:
         """Load the model in a worker thread; on failure record why and stay lexical-only."""
         if self.kind == "none":
-            self.ready.set()
             return
         started = time.perf_counter()
         try:
@@ -154,7 +148,10 @@ class Model:
                 self.embedder = HashEmbedder()
             else:
                 path = Path(self._path) if self._path else bundled_model_path()
-                self.embedder = await anyio.to_thread.run_sync(SentenceTransformerEmbedder, path)
+                # Abandon (not wait for) a half-done load if the daemon stops meanwhile.
+                self.embedder = await anyio.to_thread.run_sync(
+                    SentenceTransformerEmbedder, path, abandon_on_cancel=True
+                )
                 # One throwaway encode so the first real query does not pay for warm-up.
                 await anyio.to_thread.run_sync(self.embedder.encode, ["warm up"])
         except Exception as exc:  # any failure to load means lexical-only, reported
@@ -165,10 +162,6 @@ class Model:
             self.state = "ready"
             self.load_s = time.perf_counter() - started
             log.info("embedding model %s ready in %.1fs", self.name, self.load_s)
-            for callback in self._on_ready:
-                callback()
-        finally:
-            self.ready.set()
 
     async def embed_query(self, text: str) -> np.ndarray | None:
         """Embed one query, ahead of background batches; None when no model is up.

@@ -123,7 +123,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         anyio.run(_run, settings, args.config, backend="asyncio")
     except* SocketInUse as group:
-        log.error("%s", group.exceptions[0])
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup):  # nested task groups nest the error
+            leaf = leaf.exceptions[0]
+        log.error("%s", leaf)
         raise SystemExit(1) from None
 
 

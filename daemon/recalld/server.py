@@ -218,7 +218,7 @@ class Server:
             case p.Status():
                 if req.wait_model_s:
                     with anyio.move_on_after(req.wait_model_s):
-                        await daemon.model.ready.wait()
+                        await daemon.warm.wait()
                 return p.StatusResult(id=req.id, report=await daemon.status_report())
             case p.Hello():
                 raise RecallError("invalid_request", "hello was already said on this connection")

@@ -1,0 +1,159 @@
+"""Shared fixtures: a real daemon process on a temp socket and data dir.
+
+Readiness is the daemon's own sd_notify READY=1 on a datagram socket the fixture listens on:
+no sleeping, no polling, and the systemd notification is exercised by every test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import pytest
+from recall_client import protocol as p
+from recall_client.client import RecallClient, connect
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep every test away from the user's real socket, data and config."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data-home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config-home"))
+    for var in ("RECALLD_SOCKET", "RECALLD_DATA_DIR", "RECALLD_EMBEDDER", "NOTIFY_SOCKET",
+                "RECALL_AGENT", "LISTEN_FDS", "LISTEN_PID"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@dataclass
+class DaemonProcess:
+    """A recalld process under test, with its socket, data dir and captured log."""
+
+    root: Path
+    embedder: str = "hash"
+    extra_env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+    notifications: list[str] = field(default_factory=list)
+
+    @property
+    def socket(self) -> Path:
+        return self.root / "sock" / "recalld.sock"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "daemon.log"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            RECALLD_SOCKET=str(self.socket),
+            RECALLD_DATA_DIR=str(self.data_dir),
+            RECALLD_EMBEDDER=self.embedder,
+            PYTHONUNBUFFERED="1",
+        )
+        env.update(self.extra_env)
+        return env
+
+    async def start(self, timeout: float = 30.0) -> None:
+        """Start the daemon and return once it has reported READY=1."""
+        notify_path = self.root / "notify.sock"
+        notify_path.unlink(missing_ok=True)
+        async with await anyio.create_unix_datagram_socket(local_path=notify_path) as notify:
+            env = self.env()
+            env["NOTIFY_SOCKET"] = str(notify_path)
+            log = open(self.log_path, "ab")
+            self.proc = subprocess.Popen(
+                [str(BIN / "recalld")], env=env, stdout=subprocess.DEVNULL, stderr=log
+            )
+            log.close()
+            with anyio.fail_after(timeout):
+                while True:
+                    data, _ = await notify.receive()
+                    message = data.decode()
+                    self.notifications.append(message)
+                    if "READY=1" in message.split("\n"):
+                        return
+
+    def signal(self, signum: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+    async def wait(self, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        proc = self.proc
+        with anyio.fail_after(timeout):
+            return await anyio.to_thread.run_sync(proc.wait)
+
+    async def stop(self) -> int:
+        """SIGTERM and wait for a clean exit."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.signal(signal.SIGTERM)
+        return await self.wait()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    @asynccontextmanager
+    async def client(self, agent: str = "tester", workspace: str = "/ws/test") -> AsyncIterator[RecallClient]:
+        async with connect(agent=agent, workspace=workspace, path=self.socket) as rc:
+            yield rc
+
+    async def status(self, wait_model_s: float = 0.0) -> p.StatusReport:
+        async with self.client() as rc:
+            reply = await rc.call(p.Status(wait_model_s=wait_model_s), p.StatusResult)
+        return reply.report
+
+
+@pytest.fixture
+def daemon_factory(tmp_path: Path) -> Iterator[type[DaemonProcess]]:
+    """Make daemons under this test's tmp dir; all are killed at the end."""
+    made: list[DaemonProcess] = []
+
+    def make(name: str = "d", **kwargs: object) -> DaemonProcess:
+        root = tmp_path / name
+        root.mkdir(exist_ok=True)
+        d = DaemonProcess(root=root, **kwargs)  # type: ignore[arg-type]
+        made.append(d)
+        return d
+
+    yield make  # type: ignore[misc]
+    for d in made:
+        d.kill()
+
+
+@pytest.fixture
+async def running_daemon(daemon_factory) -> AsyncIterator[DaemonProcess]:  # type: ignore[no-untyped-def]
+    """A real daemon (hash embedder) on a temp socket and data dir."""
+    d = daemon_factory()
+    await d.start()
+    try:
+        yield d
+    finally:
+        if d.proc is not None and d.proc.poll() is None:
+            code = await d.stop()
+            assert code == 0, f"daemon exited {code}:\n{d.log()}"

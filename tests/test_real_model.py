@@ -1,0 +1,54 @@
+"""With the real bundled all-MiniLM-L6-v2: meaning, not words."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from recall_client import protocol as p
+
+from .conftest import DaemonProcess
+
+pytestmark = pytest.mark.real_model
+
+MEMORIES = [
+    "Alice prefers squash merges and short commit subjects.",
+    "The deploy script lives in tools/deploy.sh and needs the VPN up.",
+    "Our cat Whiskers hates the vacuum cleaner.",
+]
+PARAPHRASE = "which pet animal is scared of household appliances"
+
+
+async def _wait_embedded(d: DaemonProcess, n: int) -> None:
+    with anyio.fail_after(120):
+        while True:
+            report = await d.status(wait_model_s=120)
+            if report.index["size"] >= n and report.index["embedding_backlog"] == 0:
+                return
+            await anyio.sleep(0.1)
+
+
+async def test_a_paraphrase_sharing_no_word_finds_the_memory_and_survives_restart(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    d: DaemonProcess = daemon_factory(embedder="minilm")
+    await d.start(timeout=60)
+    report = await d.status(wait_model_s=120)
+    assert report.model.state == "ready", report.model.reason
+    assert report.model.dim == 384
+    async with d.client() as rc:
+        ids = [(await rc.call(p.MemoryStore(text=t), p.Stored)).record_id for t in MEMORIES]
+    await _wait_embedded(d, 3)
+
+    async with d.client() as rc:
+        lexical = await rc.call(p.MemorySearch(query=PARAPHRASE, mode="bm25"), p.MemorySearchResult)
+        hybrid = await rc.call(p.MemorySearch(query=PARAPHRASE), p.MemorySearchResult)
+    assert lexical.hits == [], "the paraphrase must share no word with the memory"
+    assert hybrid.semantic_used
+    assert hybrid.hits[0].id == ids[2]
+
+    assert await d.stop() == 0
+    await d.start(timeout=60)
+    await d.status(wait_model_s=120)
+    async with d.client() as rc:
+        again = await rc.call(p.MemorySearch(query=PARAPHRASE), p.MemorySearchResult)
+    assert again.semantic_used
+    assert again.hits[0].id == ids[2]
+    assert await d.stop() == 0
