@@ -86,7 +86,7 @@ async def test_without_a_daemon_initialize_is_answered_and_tools_fail_clearly(tm
 def test_the_client_package_never_loads_torch_faiss_or_aiosqlite() -> None:
     code = (
         "import sys, recall_client, recall_client.client, recall_client.ctl, "
-        "recall_client.mcp_shim, recall_client.mcp_tools, recall_client.protocol\n"
+        "recall_client.mcp_shim, recall_client.mcp_memory, recall_client.mcp_common, recall_client.protocol\n"
         "heavy = {'torch', 'faiss', 'aiosqlite', 'sentence_transformers', 'numpy'} & set(sys.modules)\n"
         "print(sorted(heavy))\n"
         "sys.exit(1 if heavy else 0)\n"

@@ -43,7 +43,7 @@ def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
     """The MCP server with every recalld tool registered (imports the SDK, ~1 s)."""
     from mcp.server.mcpserver import MCPServer
 
-    from . import mcp_tools
+    from . import mcp_memory
 
     holder: dict[str, Session] = {}
 
@@ -67,7 +67,9 @@ def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
     )
-    mcp_tools.register(server, lambda: holder["session"])
+    # One module per tool family; each registers its tools on the server.
+    for module in (mcp_memory,):
+        module.register(server, lambda: holder["session"])
     return server
 
 

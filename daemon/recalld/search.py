@@ -30,7 +30,7 @@ from .errors import RecallError
 from .store import open_reader
 from .vector_index import VectorIndex
 
-__all__ = ["SearchActor", "fts_query", "make_snippet", "query_terms"]
+__all__ = ["Candidate", "SearchActor", "fts_query", "make_snippet", "query_terms", "retrieve"]
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,6 @@ class SearchActor:
         workspace = req.workspace or who.workspace
         now = time.time()
         terms = query_terms(req.query)
-        match = fts_query(terms)
         visible = (
             " r.workspace = ? AND r.kind = 'memory' AND r.tombstoned_at IS NULL"
             " AND (r.expires_at IS NULL OR r.expires_at > ?) AND r.eligibility = 'eligible'"
@@ -202,40 +201,23 @@ class SearchActor:
             )
             params.extend(req.tags)
 
-        lexical: list[int] = []
-        if match is not None:
-            lexical = [
-                row[0]
-                for row in conn.execute(
-                    "SELECT r.rowid FROM records_fts f JOIN records r ON r.rowid = f.rowid"
-                    f" WHERE records_fts MATCH ? AND {visible}"
-                    " ORDER BY bm25(records_fts) LIMIT ?",
-                    (match, *params, CHANNEL_DEPTH),
-                )
-            ]
-
-        semantic: list[int] = []
         index = self.index
         semantic_used = job.qvec is not None and index is not None
-        if semantic_used:
-            assert index is not None and job.qvec is not None
-            semantic = self._semantic(conn, index, job.qvec, visible, params)
-
-        ranked = _rrf([lexical, semantic] if semantic_used else [lexical])
-        top = ranked[: req.limit]
-        rows = _fetch(conn, [rowid for rowid, _ in top])
-        # Normalise so the best possible fused score (rank 1 in every channel) is 1.0.
-        best = (2 if semantic_used else 1) / (RRF_K + 1)
+        candidates = retrieve(
+            conn, terms, job.qvec if semantic_used else None, index,
+            visible, params, limit=req.limit,
+        )
+        rows = _fetch(conn, [c.rowid for c in candidates])
         hits = []
-        for rowid, score in top:
-            row = rows.get(rowid)
+        for c in candidates:
+            row = rows.get(c.rowid)
             if row is None:
                 continue
             rid, text, ts, tags, source = row
             hits.append(
                 p.MemoryHit(
                     id=rid,
-                    score=round(score / best, 4),
+                    score=round(c.score, 4),
                     text=text,
                     snippet=make_snippet(text, terms),
                     ts=ts,
@@ -247,35 +229,92 @@ class SearchActor:
             id=0, query=req.query, hits=hits, semantic_used=semantic_used, mode=req.mode, took_ms=0.0
         )
 
-    def _semantic(
-        self,
-        conn: sqlite3.Connection,
-        index: VectorIndex,
-        qvec: np.ndarray,
-        visible: str,
-        params: list[Any],
-    ) -> list[int]:
-        # FAISS knows nothing of workspaces or tombstones: over-fetch, keep what the same
-        # visibility filter as the lexical channel allows, and widen until enough survive.
-        want = CHANNEL_DEPTH
-        k = want * 4
-        while True:
-            ids, _scores = index.search_sync(qvec, k)
-            if not len(ids):
-                return []
-            id_list = [int(i) for i in ids]
-            allowed = {
-                row[0]
-                for row in conn.execute(
-                    f"SELECT r.rowid FROM records r WHERE r.rowid IN ({','.join('?' * len(id_list))})"
-                    f" AND {visible}",
-                    (*id_list, *params),
-                )
-            }
-            kept = [i for i in id_list if i in allowed]
-            if len(kept) >= want or k >= index.ntotal:
-                return kept[:want]
-            k = min(index.ntotal, k * 4)
+@dataclass(slots=True)
+class Candidate:
+    """One record found by retrieval, with what each channel said of it."""
+
+    rowid: int
+    score: float  # fused, in 0..1; higher is better
+    lexical_rank: int | None = None  # 0-based rank in the bm25 channel
+    semantic_rank: int | None = None  # 0-based rank in the cosine channel
+    cosine: float | None = None
+
+
+def retrieve(
+    conn: sqlite3.Connection,
+    terms: Sequence[str],
+    qvec: np.ndarray | None,
+    index: VectorIndex | None,
+    visible: str,
+    params: Sequence[Any],
+    *,
+    limit: int,
+) -> list[Candidate]:
+    """Candidates for a query, best first: the lexical and (when ``qvec`` is given) the
+    semantic channel, each restricted by the same SQL visibility clause, then fused.
+
+    ``visible`` is a SQL condition over ``records r`` with ``params`` for its placeholders;
+    every caller (memory, episode, experience search) passes its own reader contract here,
+    so no channel can see more than another.
+    """
+    match = fts_query(terms)
+    lexical: list[int] = []
+    if match is not None:
+        lexical = [
+            row[0]
+            for row in conn.execute(
+                "SELECT r.rowid FROM records_fts f JOIN records r ON r.rowid = f.rowid"
+                f" WHERE records_fts MATCH ? AND {visible}"
+                " ORDER BY bm25(records_fts) LIMIT ?",
+                (match, *params, CHANNEL_DEPTH),
+            )
+        ]
+    semantic: list[tuple[int, float]] = []
+    if qvec is not None and index is not None:
+        semantic = _semantic(conn, index, qvec, visible, params)
+    fused = _rrf([lexical, [rowid for rowid, _ in semantic]] if qvec is not None else [lexical])
+    # Normalise so the best possible fused score (rank 1 in every channel) is 1.0.
+    best = (2 if qvec is not None else 1) / (RRF_K + 1)
+    lexical_rank = {rowid: i for i, rowid in enumerate(lexical)}
+    semantic_rank = {rowid: (i, cos) for i, (rowid, cos) in enumerate(semantic)}
+    out = []
+    for rowid, score in fused[:limit]:
+        sem = semantic_rank.get(rowid)
+        out.append(Candidate(
+            rowid=rowid, score=score / best, lexical_rank=lexical_rank.get(rowid),
+            semantic_rank=sem[0] if sem else None, cosine=sem[1] if sem else None,
+        ))
+    return out
+
+
+def _semantic(
+    conn: sqlite3.Connection,
+    index: VectorIndex,
+    qvec: np.ndarray,
+    visible: str,
+    params: Sequence[Any],
+) -> list[tuple[int, float]]:
+    # FAISS knows nothing of workspaces or tombstones: over-fetch, keep what the same
+    # visibility filter as the lexical channel allows, and widen until enough survive.
+    want = CHANNEL_DEPTH
+    k = want * 4
+    while True:
+        ids, scores = index.search_sync(qvec, k)
+        if not len(ids):
+            return []
+        id_list = [int(i) for i in ids]
+        allowed = {
+            row[0]
+            for row in conn.execute(
+                f"SELECT r.rowid FROM records r WHERE r.rowid IN ({','.join('?' * len(id_list))})"
+                f" AND {visible}",
+                (*id_list, *params),
+            )
+        }
+        kept = [(i, float(s)) for i, s in zip(id_list, scores) if i in allowed]
+        if len(kept) >= want or k >= index.ntotal:
+            return kept[:want]
+        k = min(index.ntotal, k * 4)
 
 
 def _rrf(channels: list[list[int]]) -> list[tuple[int, float]]:

@@ -1,4 +1,4 @@
-"""The MCP tools of ``recall-mcp``: schemas, descriptions and the forwarding to recalld.
+"""MCP tools for memories: ``memory_store`` and ``memory_search``.
 
 Each tool's inputSchema carries the bounds the daemon enforces too, and each returns a
 pydantic model, so the SDK publishes an outputSchema and sends structuredContent.
@@ -11,12 +11,12 @@ from collections.abc import Callable
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from . import protocol as p
-from .client import DaemonUnavailable, RemoteError, Session
+from .client import Session
+from .mcp_common import forwarder
 
 __all__ = ["register"]
 
@@ -61,24 +61,10 @@ Side effects: none; read-only.
 Errors: invalid_request for an empty query or out-of-range top_k/max_results; unavailable when the daemon is down."""
 
 
-def tool_error(exc: Exception) -> ToolError:
-    """The MCP tool error a model can act on, for a daemon failure."""
-    if isinstance(exc, DaemonUnavailable):
-        return ToolError(f"recalld unavailable: {exc}")
-    if isinstance(exc, RemoteError):
-        hint = " (retry shortly)" if exc.retryable else ""
-        return ToolError(f"{exc.code}: {exc.message}{hint}")
-    return ToolError(str(exc))
-
-
 def register(server: MCPServer, session: Callable[[], Session]) -> None:
     """Register every tool on ``server``; ``session`` returns the live daemon session."""
 
-    async def call(request: p.Request, reply_type: type[p.Reply]) -> p.Reply:
-        try:
-            return await session().call(request, reply_type)
-        except (DaemonUnavailable, RemoteError) as exc:
-            raise tool_error(exc) from exc
+    call = forwarder(session)
 
     @server.tool(
         name="memory_store",
@@ -102,7 +88,6 @@ def register(server: MCPServer, session: Callable[[], Session]) -> None:
             idempotency_key=idempotency_key or f"mcp-{uuid.uuid4().hex}",
         )
         reply = await call(req, p.Stored)
-        assert isinstance(reply, p.Stored)
         return MemoryStoreResult(id=reply.record_id, duplicate=reply.duplicate, replayed=reply.replayed)
 
     @server.tool(
@@ -125,7 +110,6 @@ def register(server: MCPServer, session: Callable[[], Session]) -> None:
             query=query, limit=top_k or max_results or 5, mode=mode or "hybrid", tags=tags or [],
         )
         reply = await call(req, p.MemorySearchResult)
-        assert isinstance(reply, p.MemorySearchResult)
         entries = [
             MemoryEntry(id=h.id, text=h.text, snippet=h.snippet, source=h.source, tags=h.tags,
                         score=h.score, ts=h.ts)
