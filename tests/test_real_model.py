@@ -33,6 +33,7 @@ async def test_a_paraphrase_sharing_no_word_finds_the_memory_and_survives_restar
     report = await d.status(wait_model_s=120)
     assert report.model.state == "ready", report.model.reason
     assert report.model.dim == 384
+    assert report.model.backend == "onnxruntime"
     async with d.client() as rc:
         ids = [(await rc.call(p.MemoryStore(text=t), p.Stored)).record_id for t in MEMORIES]
     await _wait_embedded(d, 3)
@@ -52,3 +53,17 @@ async def test_a_paraphrase_sharing_no_word_finds_the_memory_and_survives_restar
     assert again.semantic_used
     assert again.hits[0].id == ids[2]
     assert await d.stop() == 0
+
+
+def test_the_onnx_export_matches_sentence_transformers() -> None:
+    from recalld.embedding import SentenceTransformerEmbedder, bundled_model_path
+    from recalld.onnx_model import OnnxEmbedder, ensure_export
+
+    path = bundled_model_path()
+    texts = ["x", "The deploy script lives in tools/deploy.sh and needs the VPN up.",
+             "a much longer sentence " * 40, "Ünïcödé and emoji 🚀 survive tokenisation"]
+    onnx = OnnxEmbedder(ensure_export(path), path)
+    reference = SentenceTransformerEmbedder(path).encode(texts)
+    got = onnx.encode(texts)
+    assert got.shape == reference.shape == (4, 384)
+    assert float(abs(got - reference).max()) < 1e-4

@@ -28,7 +28,7 @@ def render_status(report: p.StatusReport) -> str:
     m = report.model
     model = f"{m.name}: {m.state}"
     if m.state == "ready" and m.load_s is not None:
-        model += f" (loaded in {m.load_s:.1f}s, dim {m.dim})"
+        model += f" ({m.backend}, loaded in {m.load_s:.1f}s, dim {m.dim})"
     if m.reason:
         model += f" ({m.reason})"
     lat = report.search_latency_ms

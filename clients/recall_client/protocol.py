@@ -202,6 +202,7 @@ class ModelStatus(Struct, kw_only=True):
     reason: str | None = None
     dim: int | None = None
     load_s: float | None = None
+    backend: str | None = None  # onnxruntime | sentence-transformers | hash
 
 
 class StatusReport(Struct, kw_only=True):

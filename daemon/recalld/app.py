@@ -56,7 +56,7 @@ class Daemon:
         self.state = "starting"
         self.started_at = time.time()
         self._started_mono = time.monotonic()
-        self.model = Model(settings.embedder, settings.model_path)
+        self.model = Model(settings.embedder, settings.model_path, settings.embed_backend)
         self.index: VectorIndex | None = None
         self.server = Server(self)
         self.socket_path = settings.socket_path

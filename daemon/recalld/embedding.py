@@ -1,7 +1,8 @@
 """Embedding: the model, its priority lane, and the actor that embeds the backlog.
 
-The model loads in a worker thread after the socket accepts (importing sentence-transformers
-alone takes seconds). Until it is ready, or if it fails, search runs lexical only and status
+The model loads in a worker thread after the socket accepts. It runs on ONNX Runtime (see
+onnx_model.py: no torch in the daemon, sub-second load), falling back to sentence-transformers
+when no export can be made. Until it is ready, or if it fails, search runs lexical only and status
 says why. One model serves everyone: it runs under one lock, and a query embedding waiting
 for it goes before the next background batch, so searches stay fast while captures embed.
 """
@@ -26,6 +27,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from .capture import WriteJob
+from .onnx_model import OnnxEmbedder, ensure_export
 from .vector_index import VectorIndex
 
 __all__ = [
@@ -75,9 +77,7 @@ class SentenceTransformerEmbedder:
         torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
         self._model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
         self.name = path.name if path.name != "model" else "all-MiniLM-L6-v2"
-        dim = self._model.get_sentence_embedding_dimension()
-        assert dim is not None
-        self.dim = int(dim)
+        self.dim = int(self.encode(["dimension probe"]).shape[1])
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         vecs = self._model.encode(
@@ -118,9 +118,11 @@ class HashEmbedder:
 class Model:
     """The one embedding model of the daemon: its load state and its priority lane."""
 
-    def __init__(self, kind: str, path: str = "") -> None:
+    def __init__(self, kind: str, path: str = "", backend: str = "auto") -> None:
         self.kind = kind
         self._path = path
+        self._backend = backend
+        self.backend: str | None = None
         self.state = "disabled" if kind == "none" else "loading"
         self.reason: str | None = "embedder = none in config" if kind == "none" else None
         self.embedder: Embedder | None = None
@@ -145,13 +147,10 @@ class Model:
         started = time.perf_counter()
         try:
             if self.kind == "hash":
-                self.embedder = HashEmbedder()
+                self.embedder, self.backend = HashEmbedder(), "hash"
             else:
                 path = Path(self._path) if self._path else bundled_model_path()
-                # Abandon (not wait for) a half-done load if the daemon stops meanwhile.
-                self.embedder = await anyio.to_thread.run_sync(
-                    SentenceTransformerEmbedder, path, abandon_on_cancel=True
-                )
+                self.embedder, self.backend = await self._load_model(path)
                 # One throwaway encode so the first real query does not pay for warm-up.
                 await anyio.to_thread.run_sync(self.embedder.encode, ["warm up"])
         except Exception as exc:  # any failure to load means lexical-only, reported
@@ -161,7 +160,25 @@ class Model:
         else:
             self.state = "ready"
             self.load_s = time.perf_counter() - started
-            log.info("embedding model %s ready in %.1fs", self.name, self.load_s)
+            log.info("embedding model %s (%s) ready in %.1fs", self.name, self.backend, self.load_s)
+
+    async def _load_model(self, path: Path) -> tuple[Embedder, str]:
+        # Abandon (not wait for) a half-done load if the daemon stops meanwhile.
+        if self._backend in ("auto", "onnx"):
+            try:
+                onnx = await anyio.to_thread.run_sync(ensure_export, path, abandon_on_cancel=True)
+                embedder = await anyio.to_thread.run_sync(
+                    OnnxEmbedder, onnx, path, abandon_on_cancel=True
+                )
+                return embedder, "onnxruntime"
+            except Exception as exc:
+                if self._backend == "onnx":
+                    raise
+                log.warning("ONNX backend unavailable (%s); using sentence-transformers", exc)
+        embedder = await anyio.to_thread.run_sync(
+            SentenceTransformerEmbedder, path, abandon_on_cancel=True
+        )
+        return embedder, "sentence-transformers"
 
     async def embed_query(self, text: str) -> np.ndarray | None:
         """Embed one query, ahead of background batches; None when no model is up.

@@ -66,6 +66,7 @@ async def build_report(daemon: Daemon) -> p.StatusReport:
             reason=model.reason,
             dim=model.embedder.dim if model.embedder is not None else None,
             load_s=round(model.load_s, 3) if model.load_s is not None else None,
+            backend=model.backend,
         ),
         semantic_search=daemon.index is not None,
         actors=actors,

@@ -1,0 +1,386 @@
+"""recalld benchmark: capture, search, embedding, memory and start-up, in one run.
+
+Prints a table (``--json``: one object). Every figure is measured through the real daemon
+over its socket, with the real bundled model, on this machine, in this run.
+
+  --quick   10k records for the search figures (a minute or two)
+  default   10k and 100k
+  --large   also 1M (vectors precomputed, queries through the real model)
+  --peer    also mcp-memory-service, fed the same texts and queries (own venv)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "daemon"), str(REPO / "clients")]
+
+from recall_client import protocol as p  # noqa: E402
+from recall_client.client import connect  # noqa: E402
+from recalld.capture import content_hash, new_id  # noqa: E402
+from recalld.store import open_writer  # noqa: E402
+
+BIN = Path(sys.executable).parent
+
+# ---------------------------------------------------------------- synthetic corpus
+
+_SUBJECTS = ["the deploy script", "the CI pipeline", "the staging database", "the auth service",
+             "the billing worker", "the search index", "the mobile app", "the payments API",
+             "the nightly backup", "the feature flag service", "the rate limiter",
+             "the websocket gateway", "the migration tool", "the test suite", "the docker image",
+             "the cache layer", "the log shipper", "the cron scheduler", "the GraphQL schema",
+             "the release branch"]
+_VERBS = ["fails when", "needs", "was changed so that", "breaks if", "is faster since",
+          "should not be run before", "depends on", "times out unless", "was rewritten because",
+          "only works after"]
+_OBJECTS = ["the VPN is up", "Redis 7 is running", "the lockfile hash changes",
+            "PostgreSQL 16 listens on port 5433", "the JWT secret rotates", "uv sync has run",
+            "the S3 bucket is in eu-west-1", "node 20 is installed", "the cert expires",
+            "two workers share a queue", "the feature flag is off", "the schema is migrated",
+            "pytest runs with -n 4", "the API key is in the vault", "the build cache is warm",
+            "ARM images are built", "the timezone is UTC", "the retry budget is spent",
+            "the webhook secret matches", "the load balancer drains"]
+_TAILS = ["", " (see ticket {n})", "; Alice confirmed on {d}", " after the {d} incident",
+          "; fixed in commit {h}", " — measured {n} ms", ", per the runbook section {n}"]
+
+
+def synthetic_texts(n: int, seed: int = 7) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        tail = rng.choice(_TAILS).format(n=rng.randint(10, 9999), d=f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+                                         h=f"{rng.getrandbits(28):07x}")
+        out.append(f"{rng.choice(_SUBJECTS).capitalize()} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)}{tail}. #{i}")
+    return out
+
+
+def synthetic_queries(n: int, seed: int = 11) -> list[str]:
+    rng = random.Random(seed)
+    forms = ["why does {s} fail", "what does {s} need", "{o}", "how to fix {s} timeout",
+             "when was {s} changed", "{s} {o}"]
+    return [rng.choice(forms).format(s=rng.choice(_SUBJECTS).replace("the ", ""), o=rng.choice(_OBJECTS))
+            for _ in range(n)]
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def pct(values: list[float], q: float) -> float:
+    data = sorted(values)
+    return data[min(len(data) - 1, int(q * len(data)))]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Daemon:
+    def __init__(self, root: Path, embedder: str = "minilm", durability: str = "full") -> None:
+        self.root = root
+        self.socket = root / "recalld.sock"
+        self.data = root / "data"
+        self.embedder = embedder
+        self.durability = durability
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> float:
+        """Start; return seconds from spawn to READY=1 (accepting)."""
+        notify_path = self.root / "notify.sock"
+        notify_path.unlink(missing_ok=True)
+        env = dict(os.environ, RECALLD_SOCKET=str(self.socket), RECALLD_DATA_DIR=str(self.data),
+                   RECALLD_EMBEDDER=self.embedder, RECALLD_DURABILITY=self.durability,
+                   NOTIFY_SOCKET=str(notify_path), RECALLD_LOG_LEVEL="WARNING")
+        async with await anyio.create_unix_datagram_socket(local_path=notify_path) as notify:
+            started = time.perf_counter()
+            self.proc = subprocess.Popen([str(BIN / "recalld")], env=env,
+                                         stdout=subprocess.DEVNULL, stderr=open(self.root / "log", "ab"))
+            with anyio.fail_after(600):
+                while True:
+                    data, _ = await notify.receive()
+                    if "READY=1" in data.decode().split("\n"):
+                        return time.perf_counter() - started
+
+    async def status(self, wait: float = 0) -> p.StatusReport:
+        async with connect(agent="bench", workspace="/bench", path=self.socket) as rc:
+            return (await rc.call(p.Status(wait_model_s=wait), p.StatusResult)).report
+
+    async def wait_embedded(self, timeout: float = 3600) -> None:
+        with anyio.fail_after(timeout):
+            while True:
+                r = await self.status(wait=600)
+                if r.index.get("embedding_backlog", 1) == 0 and r.index.get("type"):
+                    return
+                await anyio.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+# ---------------------------------------------------------------- measurements
+
+
+async def bench_capture(d: Daemon, texts: list[str], clients: int, window: int = 32) -> float:
+    """Acknowledged stores per second from ``clients`` connections, ``window`` in flight each."""
+    per = len(texts) // clients
+
+    async def client(k: int) -> None:
+        mine = texts[k * per:(k + 1) * per]
+        async with connect(agent=f"bench{k}", workspace="/bench/capture", path=d.socket) as rc:
+            sem = anyio.Semaphore(window)
+
+            async def one(t: str) -> None:
+                async with sem:
+                    await rc.call(p.MemoryStore(text=t), p.Stored)
+
+            async with anyio.create_task_group() as tg:
+                for t in mine:
+                    tg.start_soon(one, t)
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for k in range(clients):
+            tg.start_soon(client, k)
+    return per * clients / (time.perf_counter() - started)
+
+
+def bench_raw_insert(root: Path, texts: list[str], batch: int, durability: str) -> float:
+    """Batched inserts straight into the same schema, same pragmas: the storage limit."""
+    conn = open_writer(root / "raw", durability=durability)
+    started = time.perf_counter()
+    now = time.time()
+    for i in range(0, len(texts), batch):
+        conn.execute("BEGIN IMMEDIATE")
+        for t in texts[i:i + batch]:
+            conn.execute(
+                "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
+                " text, tags, trust, eligibility, content_hash) VALUES"
+                " (?, 'memory', ?, ?, ?, '/bench', 'raw', 0, ?, '[]', 1.0, 'eligible', ?)",
+                (new_id("mem"), now, now, now, t, content_hash("memory", t)),
+            )
+        conn.execute("COMMIT")
+    rate = len(texts) / (time.perf_counter() - started)
+    conn.close()
+    return rate
+
+
+def build_corpus(data: Path, n: int, dim: int, basis: np.ndarray, seed: int = 3) -> None:
+    """Write ``n`` records with precomputed vectors straight into a fresh database."""
+    rng = np.random.default_rng(seed)
+    conn = open_writer(data, durability="normal")
+    texts = synthetic_texts(n)
+    now = time.time()
+    chunk = 20_000
+    for i in range(0, n, chunk):
+        part = texts[i:i + chunk]
+        # Each vector: a mix of a few real sentence embeddings plus noise, so neighbourhoods
+        # look like a real corpus rather than uniform noise.
+        picks = rng.integers(0, len(basis), size=(len(part), 3))
+        vecs = basis[picks].sum(axis=1) + rng.normal(0, 0.05, size=(len(part), dim))
+        vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+        conn.execute("BEGIN")
+        for j, t in enumerate(part):
+            cur = conn.execute(
+                "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
+                " text, tags, trust, eligibility, content_hash, embed_state) VALUES"
+                " (?, 'memory', ?, ?, ?, '/bench/search', 'bench', 0, ?, '[]', 1.0, 'eligible', ?, 1)",
+                (new_id("mem"), now - (n - i - j), now, now, t, content_hash("memory", t)),
+            )
+            conn.execute("INSERT INTO vectors (rowid, model, vec) VALUES (?, ?, ?)",
+                         (cur.lastrowid, "all-MiniLM-L6-v2", vecs[j].tobytes()))
+        conn.execute("COMMIT")
+    conn.close()
+
+
+async def bench_search(d: Daemon, queries: list[str], mode: str) -> tuple[float, float]:
+    lat: list[float] = []
+    async with connect(agent="bench", workspace="/bench/search", path=d.socket) as rc:
+        for q in queries[:10]:  # warm caches
+            await rc.call(p.MemorySearch(query=q + " warm", mode=mode), p.MemorySearchResult)
+        for q in queries:
+            t = time.perf_counter()
+            await rc.call(p.MemorySearch(query=q, mode=mode, limit=10), p.MemorySearchResult)
+            lat.append((time.perf_counter() - t) * 1000)
+    return statistics.median(lat), pct(lat, 0.99)
+
+
+async def bench_embedding(d: Daemon, texts: list[str]) -> tuple[float, float]:
+    """(pipeline records/s, bare model records/s) on the same texts."""
+    await d.wait_embedded()
+    started = time.perf_counter()
+    async with connect(agent="bench", workspace="/bench/embed", path=d.socket) as rc:
+        async with anyio.create_task_group() as tg:
+            for t in texts:
+                tg.start_soon(rc.call, p.MemoryStore(text=t), p.Stored)
+    await d.wait_embedded()
+    pipeline = len(texts) / (time.perf_counter() - started)
+
+    from recalld.embedding import SentenceTransformerEmbedder, bundled_model_path
+
+    model = SentenceTransformerEmbedder(bundled_model_path())
+    model.encode(texts[:32])
+    started = time.perf_counter()
+    for i in range(0, len(texts), 32):
+        model.encode(texts[i:i + 32])
+    bare = len(texts) / (time.perf_counter() - started)
+    return pipeline, bare
+
+
+async def bench_shim(d: Daemon) -> tuple[float, float]:
+    """(seconds from spawn to initialize answered, RSS MB of the shim)."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(command=str(BIN / "recall-mcp"), args=["--agent", "bench"],
+                                   env={"RECALLD_SOCKET": str(d.socket), "PATH": os.environ["PATH"]})
+    started = time.perf_counter()
+    async with Client(params) as client:
+        init = time.perf_counter() - started
+        await client.call_tool("memory_search", {"query": "deploy script"})
+        pids = subprocess.run(["pgrep", "-f", "recall-mcp --agent bench"], capture_output=True,
+                              text=True).stdout.split()
+        rss = max((rss_mb(int(pid)) for pid in pids), default=float("nan"))
+    return init, rss
+
+
+# ---------------------------------------------------------------- main
+
+
+async def run(args: argparse.Namespace) -> dict[str, float | None]:
+    out: dict[str, float | None] = {k: None for k in (
+        "capture_acked_per_s_1", "capture_acked_per_s_16", "capture_raw_per_s", "capture_vs_raw_ratio",
+        "hybrid_p50_ms_10k", "hybrid_p99_ms_10k", "lexical_p50_ms_10k",
+        "hybrid_p50_ms_100k", "hybrid_p99_ms_100k", "lexical_p50_ms_100k", "hybrid_p50_ms_1m",
+        "hybrid_p99_ms_1m", "lexical_p50_ms_1m", "embed_pipeline_per_s", "embed_bare_per_s",
+        "embed_vs_bare_ratio", "rss_daemon_mb", "rss_shim_mb", "rss_daemon_plus_8_shims_mb",
+        "daemon_accepting_s", "model_ready_s", "shim_initialize_s", "peer_store_per_s",
+        "peer_search_p50_ms")}
+    log = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
+    with tempfile.TemporaryDirectory(prefix="recalld-bench-") as tmp:
+        root = Path(tmp)
+
+        # -------- start-up and capture (fresh daemon, real model)
+        d = Daemon(root / "capture")
+        d.root.mkdir()
+        out["daemon_accepting_s"] = await d.start()
+        t = time.perf_counter()
+        await d.status(wait=600)
+        out["model_ready_s"] = out["daemon_accepting_s"] + (time.perf_counter() - t)
+        log(f"start: accepting {out['daemon_accepting_s']:.2f}s, model ready {out['model_ready_s']:.1f}s")
+        n_cap = 4000 if args.quick else 20000
+        texts = synthetic_texts(n_cap * 2 + 2000, seed=101)
+        out["capture_acked_per_s_1"] = await bench_capture(d, texts[:n_cap // 4], 1)
+        out["capture_acked_per_s_16"] = await bench_capture(d, texts[n_cap:n_cap * 2], 16)
+        out["capture_raw_per_s"] = bench_raw_insert(root, texts[n_cap * 2:n_cap * 3], 256, "full")
+        out["capture_vs_raw_ratio"] = out["capture_acked_per_s_16"] / out["capture_raw_per_s"]
+        log(f"capture: 1 client {out['capture_acked_per_s_1']:.0f}/s, 16 clients "
+            f"{out['capture_acked_per_s_16']:.0f}/s, raw {out['capture_raw_per_s']:.0f}/s")
+        init, shim_rss = await bench_shim(d)
+        out["shim_initialize_s"], out["rss_shim_mb"] = init, shim_rss
+        emb = synthetic_texts(600 if args.quick else 2000, seed=202)
+        emb = [f"{t} (embedding run)" for t in emb]
+        pipe, bare = await bench_embedding(d, emb)
+        out["embed_pipeline_per_s"], out["embed_bare_per_s"] = pipe, bare
+        out["embed_vs_bare_ratio"] = pipe / bare
+        log(f"embedding: pipeline {pipe:.0f}/s, bare {bare:.0f}/s")
+        d.stop()
+
+        # -------- search at each size (precomputed corpus vectors, real query embeddings)
+        from recalld.embedding import SentenceTransformerEmbedder, bundled_model_path
+
+        model = SentenceTransformerEmbedder(bundled_model_path())
+        basis = model.encode(synthetic_texts(2000, seed=5))
+        del model
+        queries = synthetic_queries(300)
+        sizes = [("10k", 10_000)]
+        if not args.quick:
+            sizes.append(("100k", 100_000))
+        if args.large:
+            sizes.append(("1m", 1_000_000))
+        for label, n in sizes:
+            d = Daemon(root / f"search-{label}")
+            d.root.mkdir()
+            t = time.perf_counter()
+            build_corpus(d.data, n, basis.shape[1], basis)
+            log(f"corpus {label}: built in {time.perf_counter() - t:.1f}s")
+            await d.start()
+            await d.wait_embedded()
+            h50, h99 = await bench_search(d, queries, "hybrid")
+            l50, _ = await bench_search(d, queries, "bm25")
+            out[f"hybrid_p50_ms_{label}"], out[f"hybrid_p99_ms_{label}"] = h50, h99
+            out[f"lexical_p50_ms_{label}"] = l50
+            log(f"search {label}: hybrid p50 {h50:.1f} ms p99 {h99:.1f} ms, lexical p50 {l50:.1f} ms")
+            if label in ("100k",) or (args.quick and label == "10k"):
+                assert d.proc is not None
+                out["rss_daemon_mb"] = rss_mb(d.proc.pid)
+            d.stop()
+        if out["rss_daemon_mb"] is not None and out["rss_shim_mb"] is not None:
+            out["rss_daemon_plus_8_shims_mb"] = out["rss_daemon_mb"] + 8 * out["rss_shim_mb"]
+
+        if args.peer:
+            from peer_bench import bench_peer  # type: ignore[import-not-found]
+
+            store_rate, search_p50 = bench_peer(root / "peer", texts[:2000], queries[:100])
+            out["peer_store_per_s"], out["peer_search_p50_ms"] = store_rate, search_p50
+    return out
+
+
+TARGETS = {
+    "capture_acked_per_s_16": (">=", 20_000), "capture_vs_raw_ratio": (">=", 0.65),
+    "hybrid_p50_ms_100k": ("<=", 20), "hybrid_p99_ms_100k": ("<=", 60),
+    "lexical_p50_ms_100k": ("<=", 3), "hybrid_p50_ms_1m": ("<=", 35),
+    "embed_vs_bare_ratio": (">=", 0.9), "rss_daemon_plus_8_shims_mb": ("<=", 1024),
+    "daemon_accepting_s": ("<=", 1.0),
+}
+
+
+def render(out: dict[str, float | None]) -> str:
+    lines = [f"{'metric':<30}{'value':>14}  target", "-" * 60]
+    for key, value in out.items():
+        target = TARGETS.get(key)
+        mark = ""
+        if target and value is not None:
+            op, bound = target
+            ok = value >= bound if op == ">=" else value <= bound
+            mark = f"{op} {bound}  {'ok' if ok else 'MISSED'}"
+        shown = "-" if value is None else (f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3f}")
+        lines.append(f"{key:<30}{shown:>14}  {mark}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="scripts/bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="10k records only (a minute or two)")
+    ap.add_argument("--large", action="store_true", help="also 1M records")
+    ap.add_argument("--peer", action="store_true", help="also mcp-memory-service")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args = ap.parse_args()
+    out = anyio.run(run, args)
+    print(json.dumps(out, indent=2) if args.json else render(out))
+
+
+if __name__ == "__main__":
+    main()
