@@ -104,6 +104,14 @@ def _reload(config: Path | None) -> None:
              fresh.log_level)
 
 
+def _have_uvloop() -> bool:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     try:
@@ -121,7 +129,9 @@ def main(argv: list[str] | None = None) -> None:
     # Everything the daemon creates (database, index, backups) is for its user alone.
     os.umask(0o077)
     try:
-        anyio.run(_run, settings, args.config, backend="asyncio")
+        # uvloop roughly doubles socket round trips per second over the default loop.
+        anyio.run(_run, settings, args.config, backend="asyncio",
+                  backend_options={"use_uvloop": _have_uvloop()})
     except* SocketInUse as group:
         leaf: BaseException = group
         while isinstance(leaf, BaseExceptionGroup):  # nested task groups nest the error

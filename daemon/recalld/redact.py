@@ -76,10 +76,22 @@ _PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
 
 _PLACEHOLDER = re.compile(r"\[REDACTED:[a-z_]+\]")
 
+# Every pattern above needs one of these substrings. Most texts contain none, and one scan for
+# them costs a fraction of running every pattern: capture runs this on every write. The scan
+# runs on the lowercased text because re's IGNORECASE alternations are many times slower.
+_TRIGGERS = re.compile(
+    r"private key|eyj|aws_?secret|github_pat_|glpat-|xox[abposr]-|hooks\.slack|sk-|_live_"
+    r"|_test_|aiza|ya29\.|npm_|pypi-|hf_|sg\.|accountkey=|sharedaccesskey=|://|bearer|token"
+    r"|passw|pwd|secret|api[_-]?key|apikey|access[_-]?key|credential"
+    r"|akia|asia|agpa|aida|aroa|anpa|anva|aipa|gh[pousr]_|sk[0-9a-f]{32}"
+)
+
 
 def redact(text: str) -> tuple[str, list[str]]:
     """Return ``text`` with every secret replaced, and the names of what was found."""
     found: list[str] = []
+    if _TRIGGERS.search(text.lower()) is None:
+        return text, found
     for name, pattern, group in _PATTERNS:
 
         def _sub(m: re.Match[str], name: str = name, group: int = group) -> str:

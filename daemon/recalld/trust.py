@@ -68,6 +68,15 @@ _MARKERS: list[tuple[str, re.Pattern[str], float]] = [
     ),
 ]
 
+# Every marker above needs one of these words; one scan for them (on the lowercased text:
+# re's IGNORECASE alternations are many times slower) spares the full set of patterns for the
+# many texts that contain none. This runs on every capture.
+_TRIGGERS = re.compile(
+    r"(?m:ignore|disregard|forget|override|you are now|from now on|act as|pretend|instruction"
+    r"|system|send|post|upload|exfiltrat|leak|email|must|should always|shall|required to"
+    r"|never reveal|rm\s+-rf|curl|chmod|according to|said|quote:|^\s*>)"
+)
+
 # Sources whose text comes from outside the agent's own hand.
 _SOURCE_PENALTY = {"web": 0.2, "external": 0.2, "email": 0.2, "tool_output": 0.1, "quoted": 0.15}
 
@@ -78,10 +87,11 @@ def assess(text: str, *, source: str | None = None) -> tuple[float, bool, list[s
     """Score ``text``: (trust in 0..1, blocked, reasons)."""
     reasons: list[str] = []
     penalty = 0.0
-    for reason, pattern, weight in _MARKERS:
-        if pattern.search(text):
-            reasons.append(reason)
-            penalty += weight
+    if _TRIGGERS.search(text.lower()) is not None:
+        for reason, pattern, weight in _MARKERS:
+            if pattern.search(text):
+                reasons.append(reason)
+                penalty += weight
     if source is not None and source.lower() in _SOURCE_PENALTY:
         reasons.append(f"source:{source.lower()}")
         penalty += _SOURCE_PENALTY[source.lower()]

@@ -8,6 +8,7 @@ difference, a missing file or a corrupt one, and the index is rebuilt from SQLit
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -33,6 +34,13 @@ SNAPSHOT_META = "index.meta.json"
 faiss.cvar.distance_compute_blas_threshold = 20
 # One query at a time gains nothing from OpenMP on 2 cores and loses to thread wake-ups.
 faiss.omp_set_num_threads(1)
+
+# Below this many vectors an exact flat scan is fast enough (~3 ms at 50k). From it on, an
+# inverted-file index (IVF) trained on the collection scans about 1/8 of it per query (recall@10
+# ~0.94 on clustered data): unlike HNSW it builds in seconds from SQLite, and it can remove.
+IVF_MIN = 50_000
+IVF_PROBE_SHARE = 8  # nprobe = nlist / 8
+IVF_TRAIN_SAMPLE = 50_000
 
 
 class _ReadWriteLock:
@@ -80,8 +88,10 @@ class _Meta(msgspec.Struct):
 
 
 class VectorIndex:
-    """``IndexIDMap2`` over an inner-product flat index (vectors are L2-normalised, so the
-    inner product is the cosine). Ids are ``records.rowid``.
+    """An inner-product index (vectors are L2-normalised, so the inner product is the cosine):
+    ``IndexIDMap2(IndexFlatIP)`` while small, ``IndexIVFFlat`` from :data:`IVF_MIN` vectors
+    (chosen when the index is built at start; a flat index that grows past it is rebuilt as IVF
+    at the next start). Ids are ``records.rowid``.
 
     Searches run in worker threads side by side; mutation holds the write lock. Methods
     ending in ``_sync`` block and belong in worker threads.
@@ -91,8 +101,11 @@ class VectorIndex:
         self._dir = data_dir
         self.dim = dim
         self.model = model
-        self._index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+        self._index: faiss.Index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
         self._lock = _ReadWriteLock()
+        # Highest id ever added: a batch of newer ids cannot be in the index yet, so adding it
+        # needs no removal pass first.
+        self._max_id = 0
         self.dirty = False
         self.rebuilt_reason: str | None = None
 
@@ -102,6 +115,8 @@ class VectorIndex:
 
     @property
     def kind(self) -> str:
+        if isinstance(self._index, faiss.IndexIVF):
+            return f"IndexIVFFlat(nlist={self._index.nlist}, nprobe={self._index.nprobe})"
         return "IndexIDMap2(IndexFlatIP)"
 
     # ------------------------------------------------------------------ start-up
@@ -126,7 +141,7 @@ class VectorIndex:
             return
         self.rebuilt_reason = reason
         log.warning("vector index: rebuilding from SQLite (%s)", reason)
-        self._index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
+        self._index = self._new_index(conn, len(ids))
         batch: list[int] = []
         blobs: list[bytes] = []
         for rowid, blob in conn.execute(
@@ -151,6 +166,25 @@ class VectorIndex:
     def _add_blobs(self, ids: list[int], blobs: list[bytes]) -> None:
         vecs = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), self.dim)
         self._index.add_with_ids(vecs, np.array(ids, dtype=np.int64))
+        self._max_id = max(self._max_id, max(ids))
+
+    def _new_index(self, conn: sqlite3.Connection, expected: int) -> faiss.Index:
+        if expected < IVF_MIN:
+            return faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
+        nlist = int(min(8192, 4 * math.sqrt(expected)))
+        # A random sample of the collection, read by rowid, trains the coarse quantiser.
+        sample = [
+            blob for (blob,) in conn.execute(
+                "SELECT vec FROM vectors WHERE model = ? ORDER BY random() LIMIT ?",
+                (self.model, IVF_TRAIN_SAMPLE),
+            ) if len(blob) == self.dim * 4
+        ]
+        train = np.frombuffer(b"".join(sample), dtype=np.float32).reshape(len(sample), self.dim)
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, nlist,
+                                   faiss.METRIC_INNER_PRODUCT)
+        index.train(train)
+        index.nprobe = max(1, nlist // IVF_PROBE_SHARE)
+        return index
 
     def _try_snapshot(self, expected_ids: np.ndarray) -> str | None:
         path, meta_path = self._dir / SNAPSHOT, self._dir / SNAPSHOT_META
@@ -163,12 +197,15 @@ class VectorIndex:
             index = faiss.read_index(str(path))
         except Exception as exc:  # corrupt files raise all sorts of things
             return f"snapshot unreadable: {type(exc).__name__}: {exc}"
-        if not isinstance(index, faiss.IndexIDMap2) or index.d != self.dim:
+        if not isinstance(index, (faiss.IndexIDMap2, faiss.IndexIVF)) or index.d != self.dim:
             return "snapshot has the wrong index type"
-        have = np.sort(faiss.vector_to_array(index.id_map).astype(np.int64))
+        if isinstance(index, faiss.IndexIVF) != (len(expected_ids) >= IVF_MIN):
+            return "snapshot index type does not fit the collection size"
+        have = np.sort(_index_ids(index))
         if have.shape != expected_ids.shape or not np.array_equal(have, expected_ids):
             return f"snapshot has {len(have)} vectors, SQLite {len(expected_ids)}"
         self._index = index
+        self._max_id = int(have[-1]) if len(have) else 0
         return None
 
     # ------------------------------------------------------------------ mutation
@@ -178,9 +215,12 @@ class VectorIndex:
 
     def _add_sync(self, ids: np.ndarray, vecs: np.ndarray) -> None:
         with self._lock.write():
-            # A re-embedded record replaces its old vector rather than doubling it.
-            self._index.remove_ids(ids)
+            if len(ids) and int(ids.min()) <= self._max_id:
+                # A re-embedded record replaces its old vector rather than doubling it.
+                self._index.remove_ids(ids)
             self._index.add_with_ids(np.ascontiguousarray(vecs, dtype=np.float32), ids)
+            if len(ids):
+                self._max_id = max(self._max_id, int(ids.max()))
             self.dirty = True
 
     async def remove(self, ids: np.ndarray) -> None:
@@ -227,3 +267,15 @@ class VectorIndex:
         os.replace(tmp, path)
         os.replace(tmp_meta, meta_path)
         log.info("vector index: snapshot of %d vectors written", meta.ntotal)
+
+
+def _index_ids(index: faiss.Index) -> np.ndarray:
+    """Every id held by a flat ``IndexIDMap2`` or an ``IndexIVF``."""
+    if isinstance(index, faiss.IndexIVF):
+        lists = index.invlists
+        parts = [
+            faiss.rev_swig_ptr(lists.get_ids(i), lists.list_size(i)).copy()
+            for i in range(index.nlist) if lists.list_size(i)
+        ]
+        return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
+    return faiss.vector_to_array(index.id_map).astype(np.int64)
