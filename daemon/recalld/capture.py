@@ -249,8 +249,8 @@ class CaptureActor:
             # delays it until the next one.
             try:
                 self._downstream.send_nowait(new_rowids)
-            except anyio.WouldBlock:
-                pass
+            except (anyio.WouldBlock, anyio.BrokenResourceError):
+                pass  # or stopping: the backlog is picked up at the next start
 
 
 def _apply_batch(conn: sqlite3.Connection, jobs: list[WriteJob], now: float) -> None:

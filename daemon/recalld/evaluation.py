@@ -115,8 +115,8 @@ class EvaluationActor:
         # already queued covers this one.
         try:
             self._downstream.send_nowait(rowids)
-        except anyio.WouldBlock:
-            pass
+        except (anyio.WouldBlock, anyio.BrokenResourceError):
+            pass  # already awake, or stopping
 
 
 def _has_pending(conn: sqlite3.Connection) -> bool:
