@@ -40,7 +40,8 @@ async def build_report(daemon: Daemon) -> p.StatusReport:
             "dim": daemon.index.dim,
             "rebuilt_reason": daemon.index.rebuilt_reason,
         }
-    index["embedding_backlog"] = await _embedding_backlog(daemon)
+    records, backlog = await _counts(daemon)
+    index["embedding_backlog"] = backlog
     agents = [
         {
             "agent": c.principal.agent,
@@ -70,14 +71,15 @@ async def build_report(daemon: Daemon) -> p.StatusReport:
         ),
         semantic_search=daemon.index is not None,
         actors=actors,
-        records=await _record_counts(daemon),
+        records=records,
         index=index,
         agents=agents,
         search_latency_ms=daemon.search.latency_percentiles(),
     )
 
 
-async def _record_counts(daemon: Daemon) -> dict[str, dict[str, int]]:
+async def _counts(daemon: Daemon) -> tuple[dict[str, dict[str, int]], int]:
+    """Records by kind and eligibility, and the embedding backlog, from one read connection."""
     counts: dict[str, dict[str, int]] = {}
     async with aiosqlite.connect(f"file:{daemon.data_dir / DB_NAME}?mode=ro", uri=True) as db:
         async with db.execute(
@@ -88,13 +90,8 @@ async def _record_counts(daemon: Daemon) -> dict[str, dict[str, int]]:
                 counts.setdefault(kind, {"total": 0})
                 counts[kind][eligibility] = n
                 counts[kind]["total"] += n
-    return counts
-
-
-async def _embedding_backlog(daemon: Daemon) -> int:
-    async with aiosqlite.connect(f"file:{daemon.data_dir / DB_NAME}?mode=ro", uri=True) as db:
         async with db.execute(
             "SELECT count(*) FROM records WHERE embed_state = 0 AND tombstoned_at IS NULL"
         ) as cur:
             row = await cur.fetchone()
-    return int(row[0]) if row else 0
+    return counts, int(row[0]) if row else 0
