@@ -15,7 +15,7 @@ from anyio.abc import SocketStream, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from . import protocol as p
-from .paths import find_workspace, socket_path
+from .paths import admin_token_path, find_workspace, read_admin_token, socket_path
 
 __all__ = ["DaemonUnavailable", "RecallClient", "RemoteError", "Session", "connect", "open_client"]
 
@@ -135,12 +135,17 @@ async def open_client(
     model: str | None = None,
     path: str | os.PathLike[str] | None = None,
     timeout: float = 5.0,
+    admin_token: str | None = None,
 ) -> RecallClient:
     """Connect, start the reply reader in ``tg`` and say hello.
 
+    ``admin_token`` (the contents of the daemon's admin.token file) asks for the
+    admin:workspace scope.
+
     Raises:
         DaemonUnavailable: nothing answers on the socket (not running, wrong path).
-        RemoteError: the daemon refused the hello (version mismatch, wrong uid).
+        RemoteError: the daemon refused the hello (version mismatch, wrong uid, an admin
+            token that does not match).
     """
     sock = Path(path) if path is not None else socket_path()
     try:
@@ -159,6 +164,7 @@ async def open_client(
         workspace=workspace if workspace is not None else find_workspace(),
         client=client,
         model=model,
+        admin_token=admin_token,
     )
     try:
         with anyio.fail_after(timeout):
@@ -178,6 +184,7 @@ async def connect(
     model: str | None = None,
     path: str | os.PathLike[str] | None = None,
     timeout: float = 5.0,
+    admin_token: str | None = None,
 ) -> AsyncIterator[RecallClient]:
     """Open a connection for the duration of a ``with`` block (see :func:`open_client`).
 
@@ -187,7 +194,7 @@ async def connect(
         async with anyio.create_task_group() as tg:
             rc = await open_client(
                 tg, agent=agent, workspace=workspace, client=client, model=model, path=path,
-                timeout=timeout,
+                timeout=timeout, admin_token=admin_token,
             )
             try:
                 yield rc
@@ -205,10 +212,13 @@ class Session:
 
     Connects on first use. If the daemon went away (restart, idle timeout), the next call
     reconnects once and retries; writes stay safe to retry through idempotency keys.
+    With ``admin``, each connection presents the admin token file, read when connecting (the
+    daemon may create it only when it first starts).
     """
 
-    def __init__(self, tg: TaskGroup, **hello: object) -> None:
+    def __init__(self, tg: TaskGroup, *, admin: bool = False, **hello: object) -> None:
         self._tg = tg
+        self._admin = admin
         self._hello = hello
         self._client: RecallClient | None = None
         self._lock = anyio.Lock()
@@ -216,7 +226,17 @@ class Session:
     async def _ensure(self) -> RecallClient:
         async with self._lock:
             if self._client is None or self._client.closed:
-                self._client = await open_client(self._tg, **self._hello)  # type: ignore[arg-type]
+                hello = dict(self._hello)
+                if self._admin:
+                    token = read_admin_token()
+                    if token is None:
+                        raise RemoteError(
+                            "forbidden",
+                            f"--admin: no readable admin token at {admin_token_path()} "
+                            "(recalld writes it when it starts)",
+                        )
+                    hello["admin_token"] = token
+                self._client = await open_client(self._tg, **hello)  # type: ignore[arg-type]
             return self._client
 
     async def call(self, request: p.Request, reply_type: type[R] = p.Reply) -> R:  # type: ignore[assignment]

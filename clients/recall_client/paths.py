@@ -5,7 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["config_dir", "config_file", "data_dir", "find_workspace", "runtime_dir", "socket_path"]
+__all__ = [
+    "admin_token_path",
+    "config_dir",
+    "config_file",
+    "data_dir",
+    "find_workspace",
+    "read_admin_token",
+    "runtime_dir",
+    "socket_path",
+]
 
 
 def runtime_dir() -> Path:
@@ -41,6 +50,27 @@ def config_dir() -> Path:
 
 def config_file() -> Path:
     return config_dir() / "config.toml"
+
+
+def admin_token_path() -> Path:
+    """``$RECALLD_ADMIN_TOKEN_FILE``, else ``$XDG_CONFIG_HOME/recalld/admin.token``.
+
+    The daemon creates it (0600) at start; whoever can read it may act with the
+    admin:workspace scope (recallctl, ``recall-mcp --admin``).
+    """
+    explicit = os.environ.get("RECALLD_ADMIN_TOKEN_FILE")
+    if explicit:
+        return Path(explicit)
+    return config_dir() / "admin.token"
+
+
+def read_admin_token() -> str | None:
+    """The admin token, or None when the file is missing or unreadable."""
+    try:
+        token = admin_token_path().read_text().strip()
+    except OSError:
+        return None
+    return token or None
 
 
 def find_workspace(start: Path | None = None) -> str:

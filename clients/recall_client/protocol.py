@@ -20,8 +20,12 @@ __all__ = [
     "MAX_FRAME",
     "PROTOCOL_VERSION",
     "ActorStatus",
+    "CaptureEpisode",
+    "EpisodeCaptured",
     "Error",
     "ErrorCode",
+    "Forget",
+    "Forgotten",
     "FrameTooLarge",
     "Hello",
     "MemoryHit",
@@ -37,7 +41,13 @@ __all__ = [
     "StatusReport",
     "StatusResult",
     "Stored",
+    "VerdictSet",
     "Welcome",
+    "WorkEpisode",
+    "WorkFloor",
+    "WorkResult",
+    "WorkSearch",
+    "WorkSearchResult",
     "decode_reply",
     "decode_request",
     "encode",
@@ -83,6 +93,9 @@ class Hello(Request, tag="hello"):
     client: Annotated[str, Meta(max_length=64)] = ""
     # The writer's declared model (e.g. "claude-opus-4"); memory_search can filter on it.
     model: Annotated[str, Meta(max_length=128)] | None = None
+    # The contents of the daemon's admin token file; grants the admin:workspace scope.
+    # A token that does not match is refused (forbidden), never silently ignored.
+    admin_token: Annotated[str, Meta(min_length=1, max_length=256)] | None = None
 
 
 class Ping(Request, tag="ping"):
@@ -124,7 +137,84 @@ class Status(Request, tag="status"):
     wait_model_s: Annotated[float, Meta(ge=0, le=600)] = 0.0
 
 
-Requests = Hello | Ping | MemoryStore | MemorySearch | Status
+# ---- work episodes (seed 001): capture, work_search, work_result; forget (any record)
+
+SessionId = Annotated[str, Meta(min_length=1, max_length=200)]
+Label = Annotated[str, Meta(min_length=1, max_length=64)]
+UnitScore = Annotated[float, Meta(ge=0, le=1)]
+
+
+class CaptureEpisode(Request, tag="capture_episode"):
+    """Record one thing an agent did. Captured ``pending``; the evaluation actor settles it."""
+
+    summary: Text
+    session_id: SessionId | None = None
+    tool: Name | None = None
+    # ok / success / ... count as success; anything else (error, timeout, denied) waits for
+    # a verdict before it becomes eligible (see recalld.episodes).
+    status: Label = "ok"
+    error_code: Annotated[str, Meta(min_length=1, max_length=128)] | None = None
+    duration_ms: Annotated[float, Meta(ge=0)] | None = None
+    result_size: Annotated[int, Meta(ge=0)] | None = None
+    # How the episode reached recalld (mcp, hook, cli, api) and what kind of step it was.
+    channel: Label = "api"
+    episode_type: Label = "tool_call"
+    tags: Tags = []
+    # A verdict already known at capture (0 = the task failed .. 1 = it succeeded).
+    task_result: UnitScore | None = None
+    # Where the summary's words came from (web, tool_output, user, ...); trust weighs it.
+    source: Annotated[str, Meta(max_length=128)] | None = None
+    ts: Annotated[float, Meta(ge=0)] | None = None
+    ttl_s: Annotated[float, Meta(gt=0)] | None = None
+    idempotency_key: Key | None = None
+    # Overrides the hello's workspace for this one episode (a hook reports its own cwd).
+    workspace: Path | None = None
+
+
+class WorkSearch(Request, tag="work_search"):
+    """Search the caller's work episodes under the reader contract (seed 001)."""
+
+    # Optional: without a query the newest episodes under the filters are listed.
+    query: Query | None = None
+    tool: Name | None = None
+    session_id: SessionId | None = None
+    # Unix seconds, inclusive.
+    since: Annotated[int, Meta(ge=1)] | None = None
+    until: Annotated[int, Meta(ge=1)] | None = None
+    k: Annotated[int, Meta(ge=1, le=200)] = 20
+    min_trust: UnitScore = 0.3
+    include_pending: bool = False
+    # Crosses the agent partition; needs the admin:workspace scope.
+    any_caller: bool = False
+    semantic: bool = False
+    # None: the daemon's configured default (detailed unless configured otherwise).
+    response_format: Literal["concise", "detailed"] | None = None
+    # Legacy alias of response_format (terse = concise, full = detailed); loses to it.
+    verbosity: Literal["terse", "full"] | None = None
+
+
+class WorkResult(Request, tag="work_result"):
+    """Set the verdict of one episode or of every episode of a session."""
+
+    task_result: UnitScore
+    episode_id: Key | None = None
+    session_id: SessionId | None = None
+    # When the verdict was reached; defaults to now.
+    verdict_at: Annotated[float, Meta(ge=0)] | None = None
+    # Judge another agent's episodes too; needs the admin:workspace scope.
+    any_caller: bool = False
+
+
+class Forget(Request, tag="forget"):
+    """Tombstone one record the caller may see: it never surfaces again."""
+
+    record_id: Key
+
+
+Requests = (
+    Hello | Ping | MemoryStore | MemorySearch | Status
+    | CaptureEpisode | WorkSearch | WorkResult | Forget
+)
 
 
 # --------------------------------------------------------------------------- replies
@@ -153,6 +243,9 @@ class Welcome(Reply, tag="welcome"):
     workspace: str
     uid: int
     pid: int
+    # What this connection may do: read:workspace and write:workspace for every peer of
+    # the daemon's uid, plus admin:workspace for one that presented the admin token.
+    scopes: list[str] = []
 
 
 class Pong(Reply, tag="pong"):
@@ -225,7 +318,86 @@ class StatusResult(Reply, tag="status_result"):
     report: StatusReport
 
 
-Replies = Error | Welcome | Pong | Stored | MemorySearchResult | StatusResult
+# ---- work episodes (seed 001)
+
+
+class EpisodeCaptured(Reply, tag="episode_captured"):
+    """An episode that has committed, with what capture decided before the COMMIT."""
+
+    record_id: str
+    prev_id: str | None = None
+    eligibility: str = "pending"
+    trust: float = 1.0
+    blocked: bool = False
+    # Kinds of secret redacted from the episode, e.g. ["aws_key"].
+    redacted: list[str] = []
+    duplicate: bool = False
+    replayed: bool = False
+
+
+class WorkFloor(Struct, kw_only=True):
+    """The reader contract a search ran under."""
+
+    min_trust: float
+    include_pending: bool
+    semantic_used: bool
+
+
+class WorkEpisode(Struct, kw_only=True):
+    """One episode as work_search returns it. Fields left UNSET are not sent at all
+    (response_format=concise drops some); None is sent as null."""
+
+    id: str
+    ts: float
+    vault: str | msgspec.UnsetType | None = msgspec.UNSET
+    session_id: str | msgspec.UnsetType | None = msgspec.UNSET
+    caller: str | msgspec.UnsetType | None = msgspec.UNSET
+    channel: str | msgspec.UnsetType = msgspec.UNSET
+    episode_type: str | msgspec.UnsetType = msgspec.UNSET
+    task_result: float | msgspec.UnsetType | None = msgspec.UNSET
+    verdict_at: float | msgspec.UnsetType | None = msgspec.UNSET
+    tool: str | msgspec.UnsetType | None = msgspec.UNSET
+    status: str
+    error_code: str | msgspec.UnsetType | None = msgspec.UNSET
+    duration_ms: float | msgspec.UnsetType | None = msgspec.UNSET
+    result_size: int | msgspec.UnsetType | None = msgspec.UNSET
+    summary: str | msgspec.UnsetType | None = msgspec.UNSET
+    tags: list[str] | msgspec.UnsetType = msgspec.UNSET
+    trust: float | msgspec.UnsetType | None = msgspec.UNSET
+    eligibility: str
+    blocked: bool | msgspec.UnsetType = msgspec.UNSET
+    prev_id: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class WorkSearchResult(Reply, tag="work_search_result"):
+    available: bool
+    message: str | None = None
+    floor: WorkFloor | None = None
+    results: list[WorkEpisode] = []
+    response_format: Literal["concise", "detailed"] = "detailed"
+    took_ms: float = 0.0
+
+
+class VerdictSet(Reply, tag="verdict_set"):
+    task_result: float
+    verdict_at: float
+    # Episodes the verdict applies to, and how many of them it changed.
+    matched: int
+    updated: int
+
+
+class Forgotten(Reply, tag="forgotten"):
+    record_id: str
+    kind: str
+    tombstoned_at: float
+    # True when the record had been forgotten before; nothing changed.
+    already: bool = False
+
+
+Replies = (
+    Error | Welcome | Pong | Stored | MemorySearchResult | StatusResult
+    | EpisodeCaptured | WorkSearchResult | VerdictSet | Forgotten
+)
 
 
 # --------------------------------------------------------------------------- codec

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import anyio
 from anyio.abc import SocketListener, TaskStatus
-from recall_client import __version__
+from recall_client import __version__, paths
 from recall_client import protocol as p
 
 from . import systemd
@@ -29,6 +29,7 @@ from .embedding import EmbeddingActor, Model
 from .config import Settings
 from .errors import RecallError
 from .evaluation import EvaluationActor
+from .scopes import ensure_admin_token
 from .search import SearchActor
 from .server import Server
 from .store import open_reader, open_writer
@@ -62,6 +63,9 @@ class Daemon:
         self.socket_path = settings.socket_path
         self.data_dir = settings.data_path
         self._stop = anyio.Event()
+        # Presented in a hello, it grants admin:workspace (see recalld.scopes).
+        self.admin_token_path = paths.admin_token_path()
+        self.admin_token: str | None = None
         # Set once the model has loaded (or failed) and the vector index is open.
         self.warm = anyio.Event()
         self._readers: list[sqlite3.Connection] = []
@@ -79,6 +83,7 @@ class Daemon:
     ) -> None:
         s = self.settings
         writer = open_writer(self.data_dir, durability=s.durability)
+        self.admin_token = ensure_admin_token(self.admin_token_path)
         jobs_send, jobs_recv = anyio.create_memory_object_stream[WriteJob](s.queue_size)
         eval_send, eval_recv = anyio.create_memory_object_stream[list[int]](256)
         embed_send, embed_recv = anyio.create_memory_object_stream[list[int]](256)

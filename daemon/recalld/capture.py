@@ -60,6 +60,8 @@ class Principal:
     pid: int
     client: str = ""
     model: str | None = None
+    # What this connection may do (see recalld.scopes); the hello decides.
+    scopes: frozenset[str] = frozenset()
 
 
 class WriteJob:

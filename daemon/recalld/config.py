@@ -40,6 +40,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # Requests one connection may have in flight; more wait (TCP-like backpressure).
     max_inflight_per_connection: Annotated[int, Meta(ge=1, le=10_000)] = 64
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # The tools' default response_format when a call names none (work_search's seed calls
+    # this tools.defaults.responseFormat): detailed returns every field.
+    response_format: Literal["concise", "detailed"] = "detailed"
 
     @property
     def socket_path(self) -> Path:
@@ -59,6 +62,7 @@ _ENV = {
     "RECALLD_EMBED_BACKEND": "embed_backend",
     "RECALLD_DURABILITY": "durability",
     "RECALLD_LOG_LEVEL": "log_level",
+    "RECALLD_RESPONSE_FORMAT": "response_format",
 }
 
 

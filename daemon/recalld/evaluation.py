@@ -5,10 +5,12 @@ before anything is written). Evaluation is what may wait: it settles records cap
 ``pending`` into ``eligible`` or ``ineligible`` by the policy below, then hands every new
 record on to the embedding actor.
 
-Policy for a pending record (episodes are captured pending):
-- blocked content stays blocked (capture decided it);
-- trust below the floor (0.3) -> ineligible: high-risk text is never served by default;
-- otherwise -> eligible.
+Policy for a pending record:
+- an episode: :func:`recalld.episodes.settle` (blocked when unsafe; ineligible below the
+  trust floor; eligible on a success status or a known verdict; otherwise it waits for
+  work_result);
+- any other kind: trust below the floor (0.3) -> ineligible (high-risk text is never served
+  by default), otherwise eligible.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from . import episodes
 from .capture import WriteJob
 from .trust import DEFAULT_TRUST_FLOOR
 
@@ -40,11 +43,14 @@ class _SettlePending(WriteJob):
 
     def apply(self, conn: sqlite3.Connection, now: float) -> int:
         rows = conn.execute(
-            "SELECT rowid, trust FROM records WHERE eligibility = 'pending' ORDER BY rowid LIMIT ?",
-            (self.limit,),
+            f"{_SETTLEABLE} ORDER BY r.rowid LIMIT ?", (*episodes.SETTLEABLE_PARAMS, self.limit)
         ).fetchall()
-        for rowid, trust in rows:
-            verdict = "eligible" if trust >= DEFAULT_TRUST_FLOOR else "ineligible"
+        for rowid, kind, trust, blocked, status, task_result in rows:
+            if kind == "episode":
+                verdict = episodes.settle(trust, bool(blocked), status, task_result)
+                assert verdict is not None, "SETTLEABLE_SQL let through an unsettleable episode"
+            else:
+                verdict = "eligible" if trust >= DEFAULT_TRUST_FLOOR else "ineligible"
             conn.execute(
                 "UPDATE records SET eligibility = ?, updated_at = ? WHERE rowid = ?",
                 (verdict, now, rowid),
@@ -119,5 +125,13 @@ class EvaluationActor:
             pass  # already awake, or stopping
 
 
+# Pending records the policy can settle now (episodes waiting for a verdict are skipped).
+_SETTLEABLE = (
+    "SELECT r.rowid, r.kind, r.trust, e.blocked, e.status, e.task_result FROM records r"
+    " LEFT JOIN episodes e ON e.rowid = r.rowid WHERE r.eligibility = 'pending'"
+    f" AND r.tombstoned_at IS NULL AND {episodes.SETTLEABLE_SQL}"
+)
+
+
 def _has_pending(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT 1 FROM records WHERE eligibility = 'pending' LIMIT 1").fetchone() is not None
+    return conn.execute(f"{_SETTLEABLE} LIMIT 1", episodes.SETTLEABLE_PARAMS).fetchone() is not None

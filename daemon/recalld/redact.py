@@ -51,9 +51,32 @@ _PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     ("sendgrid_key", re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}\b"), 0),
     ("twilio_key", re.compile(r"\bSK[0-9a-fA-F]{32}\b"), 0),
     ("azure_key", re.compile(r"(?i)\b(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,})"), 1),
-    # scheme://user:password@host — keep the user and host, drop the password.
-    ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:([^\s@/]+)@"), 1),
+    # scheme://user:password@host — keep the user and host, drop the password (the user may
+    # be empty: redis://:password@host).
+    ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@"), 1),
+    # Shell commands, as agent hooks record them: curl -u user:password, an
+    # "Authorization: Basic" header, mysql -pPASSWORD, --password VALUE.
+    ("basic_auth", re.compile(r"(?:\s-u|--user)\s+['\"]?[^\s:'\"]+:([^\s'\"]+)"), 1),
+    ("basic_auth", re.compile(r"(?i)\bauthorization:\s*basic\s+([A-Za-z0-9+/]{8,}={0,2})"), 1),
+    ("cli_password", re.compile(r"\b(?:mysql|mysqldump|mysqladmin)\b[^\n|;&]*?\s-p([^\s-]\S*)"), 1),
+    (
+        "cli_secret_flag",
+        re.compile(
+            # --password VALUE, --db-password VALUE; not --token-file PATH, --password-stdin.
+            r"(?i)--(?![a-z0-9-]*(?:file|path|stdin|dir|name|env|type|url|length|policy)\b)"
+            r"[a-z0-9-]*" + _SECRET_KEY + r"[a-z0-9-]*\s+['\"]?([^\s'\"-][^\s'\"]{3,})"
+        ),
+        1,
+    ),
     ("bearer_token", re.compile(r"(?i)\b(?:bearer|token)\s+([A-Za-z0-9._~+/-]{20,}=*)"), 1),
+    # "key": "value" in JSON (a tool's input or config): quoted, so plainly a value.
+    (
+        "secret_assignment",
+        re.compile(r'(?i)"[A-Z0-9_.-]*' + _SECRET_KEY + r'[A-Z0-9_.-]*"\s*:\s*"([^"\s]{3,})"'),
+        1,
+    ),
+    # DB_PASS=..., SMTP_PASS=... (.env files): PASS only as a whole word of the key.
+    ("secret_assignment", re.compile(r"(?i)\b[A-Z0-9]+_PASS\s*=\s*[\"']?([^\s\"',;]{4,})"), 1),
     # KEY=value (.env files, shell, CLI flags) where the key names a secret.
     (
         "secret_assignment",

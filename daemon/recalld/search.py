@@ -12,10 +12,10 @@ import re
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
@@ -30,7 +30,15 @@ from .errors import RecallError
 from .store import open_reader
 from .vector_index import VectorIndex
 
-__all__ = ["Candidate", "SearchActor", "fts_query", "make_snippet", "query_terms", "retrieve"]
+__all__ = [
+    "Candidate",
+    "ReadJob",
+    "SearchActor",
+    "fts_query",
+    "make_snippet",
+    "query_terms",
+    "retrieve",
+]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +97,19 @@ class SearchJob:
 
 
 @dataclass(slots=True)
+class ReadJob:
+    """Any other read (work_search, ...): ``fn(conn)`` run on a worker's connection."""
+
+    fn: Callable[[sqlite3.Connection], Any]
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
 class _Stats:
     processed: int = 0
     errors: int = 0
@@ -106,9 +127,9 @@ class SearchActor:
         self._model = model
         self.index: VectorIndex | None = None
         self._workers = workers
-        send, receive = anyio.create_memory_object_stream[SearchJob](queue_size)
-        self._send: MemoryObjectSendStream[SearchJob] = send
-        self._receive: MemoryObjectReceiveStream[SearchJob] = receive
+        send, receive = anyio.create_memory_object_stream[SearchJob | ReadJob](queue_size)
+        self._send: MemoryObjectSendStream[SearchJob | ReadJob] = send
+        self._receive: MemoryObjectReceiveStream[SearchJob | ReadJob] = receive
         self.stats = _Stats()
         self.state = "starting"
 
@@ -150,12 +171,7 @@ class SearchActor:
         if req.mode == "hybrid":
             qvec = await self._model.embed_query(req.query)
         job = SearchJob(principal, req, qvec)
-        try:
-            self._send.send_nowait(job)
-        except anyio.WouldBlock:
-            raise RecallError("busy", "too many searches queued; retry shortly", retryable=True) from None
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            raise RecallError("unavailable", "recalld is shutting down", retryable=True) from None
+        self._enqueue(job)
         await job.done.wait()
         if job.error is not None:
             raise job.error
@@ -165,14 +181,45 @@ class SearchActor:
         self.stats.latencies_ms.append(took)
         return job.result
 
-    async def _worker(self, conn: sqlite3.Connection, jobs: MemoryObjectReceiveStream[SearchJob]) -> None:
+    async def run_read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` in a search worker's thread on its read-only connection.
+
+        Reads share the searches' bounded queue and latency figures.
+
+        Raises:
+            RecallError: ``busy``/``unavailable`` as :meth:`search`; whatever ``fn`` raises
+                as a RecallError; ``internal`` for anything else.
+        """
+        started = time.perf_counter()
+        job = ReadJob(fn)
+        self._enqueue(job)
+        await job.done.wait()
+        if job.error is not None:
+            raise job.error
+        self.stats.latencies_ms.append((time.perf_counter() - started) * 1000)
+        return job.result  # type: ignore[no-any-return]
+
+    def _enqueue(self, job: SearchJob | ReadJob) -> None:
+        try:
+            self._send.send_nowait(job)
+        except anyio.WouldBlock:
+            raise RecallError("busy", "too many searches queued; retry shortly", retryable=True) from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise RecallError("unavailable", "recalld is shutting down", retryable=True) from None
+
+    async def _worker(
+        self, conn: sqlite3.Connection, jobs: MemoryObjectReceiveStream[SearchJob | ReadJob]
+    ) -> None:
         limiter = anyio.CapacityLimiter(1)
         async with jobs:
             async for job in jobs:
                 try:
-                    job.result = await anyio.to_thread.run_sync(
-                        self._search_sync, conn, job, limiter=limiter
-                    )
+                    if isinstance(job, ReadJob):
+                        job.result = await anyio.to_thread.run_sync(job.fn, conn, limiter=limiter)
+                    else:
+                        job.result = await anyio.to_thread.run_sync(
+                            self._search_sync, conn, job, limiter=limiter
+                        )
                     self.stats.processed += 1
                 except RecallError as exc:
                     job.error = exc

@@ -22,6 +22,7 @@ from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from recall_client import protocol as p
 
+from . import episodes, forget, scopes
 from .capture import MemoryStoreJob, Principal
 from .errors import RecallError
 
@@ -168,14 +169,20 @@ class Server:
                 f"(recalld speaks {p.PROTOCOL_VERSION}); upgrade the client",
             ))
             return False
+        try:
+            granted = scopes.grant(req.admin_token, self._daemon.admin_token)
+        except RecallError as exc:
+            await self._reply(stream, lock, p.Error(id=req.id, code=exc.code, message=exc.message))
+            return False
         workspace = req.workspace or "/"
         conn.principal = Principal(
             agent=req.agent, workspace=workspace, uid=conn.uid, pid=conn.pid,
-            client=req.client, model=req.model,
+            client=req.client, model=req.model, scopes=granted,
         )
         await self._reply(stream, lock, p.Welcome(
             id=req.id, version=p.PROTOCOL_VERSION, server=f"recalld {self._daemon.version}",
             agent=req.agent, workspace=workspace, uid=conn.uid, pid=conn.pid,
+            scopes=sorted(granted),
         ))
         return True
 
@@ -215,6 +222,14 @@ class Server:
                 return result
             case p.MemorySearch():
                 return await daemon.search.search(who, req)
+            case p.CaptureEpisode():
+                return await episodes.capture(daemon, who, req)
+            case p.WorkSearch():
+                return await episodes.search(daemon, who, req)
+            case p.WorkResult():
+                return await episodes.set_verdict(daemon, who, req)
+            case p.Forget():
+                return await forget.forget(daemon, who, req)
             case p.Status():
                 if req.wait_model_s:
                     with anyio.move_on_after(req.wait_model_s):

@@ -91,7 +91,10 @@ async def _counts(daemon: Daemon) -> tuple[dict[str, dict[str, int]], int]:
                 counts[kind][eligibility] = n
                 counts[kind]["total"] += n
         async with db.execute(
+            # The embedding actor's own backlog: a record waiting for its evaluation (an
+            # episode waiting for a verdict) is not embedded yet, and not late either.
             "SELECT count(*) FROM records WHERE embed_state = 0 AND tombstoned_at IS NULL"
+            " AND eligibility != 'pending'"
         ) as cur:
             row = await cur.fetchone()
     return counts, int(row[0]) if row else 0

@@ -78,6 +78,28 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (agent, key)
     ) WITHOUT ROWID;
     """,
+    # 2: work episodes (seed 001). The shared columns (ts, workspace = vault, agent = caller,
+    # session = session_id, text = summary, tags, trust, eligibility, expiry, tombstone) live
+    # in records; what only an episode has lives here, keyed by the record's rowid.
+    """
+    CREATE TABLE episodes (
+        rowid        INTEGER PRIMARY KEY REFERENCES records(rowid) ON DELETE CASCADE,
+        channel      TEXT NOT NULL,
+        episode_type TEXT NOT NULL,
+        tool         TEXT,
+        status       TEXT NOT NULL,
+        error_code   TEXT,
+        duration_ms  REAL,
+        result_size  INTEGER,
+        task_result  REAL,
+        verdict_at   REAL,
+        blocked      INTEGER NOT NULL DEFAULT 0,
+        prev_id      TEXT                        -- the session's previous episode
+    );
+    CREATE INDEX episodes_tool ON episodes(tool) WHERE tool IS NOT NULL;
+    -- The chain and the session verdict look episodes up by session.
+    CREATE INDEX records_session ON records(session, kind) WHERE session IS NOT NULL;
+    """,
 ]
 
 
