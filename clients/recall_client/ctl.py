@@ -13,6 +13,8 @@ import msgspec
 from . import __version__
 from . import protocol as p
 from .client import DaemonUnavailable, RecallClient, RemoteError, connect
+from .episode_input import InputError, episodes_from_text
+from .paths import read_admin_token
 
 __all__ = ["main"]
 
@@ -122,6 +124,94 @@ async def _store(rc: RecallClient, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _capture(rc: RecallClient, args: argparse.Namespace) -> int:
+    # In order, one at a time: each episode's prev_id is the one captured before it.
+    failed = 0
+    for item in episodes_from_text(sys.stdin.read()):
+        if isinstance(item, InputError):
+            failed += 1
+            print(f"recallctl capture: {item}", file=sys.stderr)
+            continue
+        try:
+            reply = await rc.call(item, p.EpisodeCaptured)
+        except RemoteError as exc:
+            failed += 1
+            print(f"recallctl capture: {exc.code}: {exc.message}", file=sys.stderr)
+            continue
+        if args.json:
+            sys.stdout.write(_json.encode(reply).decode() + "\n")
+        elif not args.quiet:
+            flags = [f for f, on in (("duplicate", reply.duplicate), ("replayed", reply.replayed),
+                                     ("blocked", reply.blocked)) if on]
+            if reply.redacted:
+                flags.append("redacted " + ",".join(reply.redacted))
+            print(reply.record_id + (f" ({'; '.join(flags)})" if flags else ""))
+    return 1 if failed else 0
+
+
+async def _work_search(rc: RecallClient, args: argparse.Namespace) -> int:
+    reply = await rc.call(
+        p.WorkSearch(
+            query=args.query, tool=args.tool, session_id=args.session, since=args.since,
+            until=args.until, k=args.k, min_trust=args.min_trust,
+            include_pending=args.include_pending, any_caller=args.any_caller,
+            semantic=args.semantic, response_format=args.format,
+        ),
+        p.WorkSearchResult,
+    )
+    if args.json:
+        # The seed's output shape, the same as the work_search tool's structuredContent.
+        _print_json({
+            "available": reply.available, "message": reply.message, "floor": reply.floor,
+            "results": reply.results,
+        })
+        return 0
+    print(reply.message or "")
+    for ep in reply.results:
+        verdict = "" if ep.task_result in (None, msgspec.UNSET) else f" verdict {ep.task_result:g}"
+        tool = ep.tool if isinstance(ep.tool, str) else "-"
+        print(f"{ep.id}  {ep.status:<8} {tool:<12} {ep.eligibility}{verdict}  {ep.summary or ''}")
+    return 0
+
+
+async def _work_result(rc: RecallClient, args: argparse.Namespace) -> int:
+    reply = await rc.call(
+        p.WorkResult(task_result=args.task_result, episode_id=args.episode,
+                     session_id=args.session, any_caller=args.any_caller),
+        p.VerdictSet,
+    )
+    if args.json:
+        _print_json(reply)
+    else:
+        print(f"verdict {reply.task_result:g} on {reply.matched} episode(s), "
+              f"{reply.updated} changed")
+    return 0
+
+
+async def _forget(rc: RecallClient, args: argparse.Namespace) -> int:
+    code = 0
+    for record_id in args.ids:
+        try:
+            reply = await rc.call(p.Forget(record_id=record_id), p.Forgotten)
+        except RemoteError as exc:
+            print(f"recallctl forget: {exc.code}: {exc.message}", file=sys.stderr)
+            code = 1
+            continue
+        if args.json:
+            sys.stdout.write(_json.encode(reply).decode() + "\n")
+        else:
+            print(f"{reply.record_id} ({reply.kind}) "
+                  + ("was already forgotten" if reply.already else "forgotten"))
+    return code
+
+
+def _unit(value: str) -> float:
+    number = float(value)
+    if not 0 <= number <= 1:
+        raise argparse.ArgumentTypeError(f"{value} is not in 0..1")
+    return number
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="recallctl",
@@ -131,6 +221,9 @@ def _parser() -> argparse.ArgumentParser:
                     "$XDG_RUNTIME_DIR/recalld/recalld.sock)")
     ap.add_argument("--agent", default="recallctl", help="agent name to act as")
     ap.add_argument("--workspace", help="workspace (default: git root of the working directory)")
+    ap.add_argument("--no-admin", action="store_true",
+                    help="do not present the admin token (act as a plain agent, without "
+                    "the admin:workspace scope)")
     ap.add_argument("--version", action="version", version=f"recallctl {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -161,6 +254,57 @@ def _parser() -> argparse.ArgumentParser:
     so.add_argument("--source")
     so.add_argument("--json", action="store_true")
     so.set_defaults(run=_store)
+
+    ca = sub.add_parser(
+        "capture", help="record work episodes from stdin (for agent hooks)",
+        description="Read one JSON object, a JSON array or JSON Lines from stdin and record "
+        "each as a work episode of --agent. An object with hook_event_name is an agent host's "
+        "hook payload (Claude Code: PostToolUse, PostToolUseFailure, Stop, ...); any other "
+        "object uses the episode's own fields (summary, tool, status, session_id, error_code, "
+        "duration_ms, result_size, episode_type, tags, task_result, ts, ...). Exit 0 when all "
+        "were recorded, 1 when any was not, 3 when the daemon is not running.",
+    )
+    ca.add_argument("--quiet", "-q", action="store_true",
+                    help="print nothing on success (hooks whose stdout reaches the model)")
+    ca.add_argument("--json", action="store_true", help="one JSON reply per episode")
+    ca.set_defaults(run=_capture)
+
+    ws = sub.add_parser("work-search", help="search work episodes (work_search)",
+                        description="Search this agent's work episodes under the reader "
+                        "contract; without a query, list the newest.")
+    ws.add_argument("query", nargs="?")
+    ws.add_argument("--tool")
+    ws.add_argument("--session")
+    ws.add_argument("--since", type=int, help="unix seconds")
+    ws.add_argument("--until", type=int, help="unix seconds")
+    ws.add_argument("-k", type=int, default=20)
+    ws.add_argument("--min-trust", type=_unit, default=0.3)
+    ws.add_argument("--include-pending", action="store_true")
+    ws.add_argument("--any-caller", action="store_true",
+                    help="every agent's episodes (needs the admin token)")
+    ws.add_argument("--semantic", action="store_true")
+    ws.add_argument("--format", choices=["concise", "detailed"])
+    ws.add_argument("--json", action="store_true")
+    ws.set_defaults(run=_work_search)
+
+    wr = sub.add_parser("work-result", help="set the verdict of an episode or a session",
+                        description="Set task_result (0 = failed .. 1 = succeeded) on one "
+                        "episode or on every episode of a session.")
+    target = wr.add_mutually_exclusive_group(required=True)
+    target.add_argument("--episode", metavar="ID")
+    target.add_argument("--session", metavar="SESSION_ID")
+    wr.add_argument("task_result", type=_unit)
+    wr.add_argument("--any-caller", action="store_true",
+                    help="judge another agent's episodes (needs the admin token)")
+    wr.add_argument("--json", action="store_true")
+    wr.set_defaults(run=_work_result)
+
+    fo = sub.add_parser("forget", help="tombstone records by id",
+                        description="Tombstone each record: it never surfaces in a search "
+                        "again and its vector leaves the index.")
+    fo.add_argument("ids", nargs="+", metavar="ID")
+    fo.add_argument("--json", action="store_true")
+    fo.set_defaults(run=_forget)
     return ap
 
 
@@ -169,8 +313,11 @@ def main(argv: list[str] | None = None) -> None:
     command: Callable[[RecallClient, argparse.Namespace], Awaitable[int]] = args.run
 
     async def run() -> int:
+        # recallctl is the user's own admin client: it acts with admin:workspace whenever it
+        # can read the daemon's admin token, unless told not to.
+        token = None if args.no_admin else read_admin_token()
         async with connect(agent=args.agent, workspace=args.workspace, client="recallctl",
-                           path=args.socket) as rc:
+                           path=args.socket, admin_token=token) as rc:
             return await command(rc, args)
 
     try:
