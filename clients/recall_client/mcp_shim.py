@@ -28,7 +28,9 @@ log = logging.getLogger("recall-mcp")
 INSTRUCTIONS = """recalld is the shared, local memory of the agents on this machine.
 Search before you re-derive: memory_search for facts, notes and decisions. Store what a later
 session would want to know with memory_store (decisions, conventions, gotchas), not what the
-repository already says. Hits are leads about the past: check them against the task at hand."""
+repository already says. work_search finds what agents actually did (commands, failures,
+sessions); work_result records how a task turned out. Hits are leads about the past: check
+them against the task at hand."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,13 +39,15 @@ class ShimConfig:
     workspace: str
     model: str | None = None
     socket: str | None = None
+    # Present the admin token file: the admin:workspace scope (work_search any_caller, ...).
+    admin: bool = False
 
 
 def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
     """The MCP server with every recalld tool registered (imports the SDK, ~1 s)."""
     from mcp.server.mcpserver import MCPServer
 
-    from . import mcp_memory
+    from . import mcp_memory, mcp_work
 
     holder: dict[str, Session] = {}
 
@@ -52,7 +56,7 @@ def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
         async with anyio.create_task_group() as tg:
             holder["session"] = Session(
                 tg, agent=config.agent, workspace=config.workspace, client="recall-mcp",
-                model=config.model, path=config.socket,
+                model=config.model, path=config.socket, admin=config.admin,
             )
             try:
                 yield None
@@ -68,7 +72,7 @@ def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
         lifespan=lifespan,
     )
     # One module per tool family; each registers its tools on the server.
-    for module in (mcp_memory,):
+    for module in (mcp_memory, mcp_work):
         module.register(server, lambda: holder["session"])
     return server
 
@@ -88,6 +92,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                     "working directory)")
     ap.add_argument("--socket", help="daemon socket (default: $RECALLD_SOCKET, else "
                     "$XDG_RUNTIME_DIR/recalld/recalld.sock)")
+    ap.add_argument("--admin", action="store_true",
+                    help="present the daemon's admin token ($XDG_CONFIG_HOME/recalld/"
+                    "admin.token) for the admin:workspace scope, e.g. work_search any_caller")
     ap.add_argument("--version", action="version", version=f"recall-mcp {__version__}")
     return ap.parse_args(argv)
 
@@ -103,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         workspace=args.workspace or find_workspace(),
         model=args.model,
         socket=args.socket,
+        admin=args.admin,
     )
     build_server(config).run("stdio")
 
