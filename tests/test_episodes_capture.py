@@ -281,6 +281,23 @@ def test_command_lines_lose_their_secrets(name: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "name", "core"),
+    [
+        ("curl --user bob:Sw0rdfish9 https://x", "basic_auth", "Sw0rdfish9"),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "basic_auth", "dXNlcjpwYXNzd29yZA=="),
+        ("mysql -u root -pS3cr3tpw shop", "cli_password", "S3cr3tpw"),
+        ('{"api_key": "k3y"}', "secret_assignment", "k3y"),
+        ("SMTP_PASS=mailpass1", "secret_assignment", "mailpass1"),
+        ("PRIVATE_KEY=abcdef123456", "secret_assignment", "abcdef123456"),
+        ("redis://:p4ssw0rd@cache:6379", "url_password", "p4ssw0rd"),
+    ],
+)
+def test_each_new_pattern_gets_past_the_prefilter(text: str, name: str, core: str) -> None:
+    redacted, found = redact(text)
+    assert core not in redacted and name in found
+
+
+@pytest.mark.parametrize(
     "text",
     ["docker login --password-stdin", "gh auth token --token-file ~/.tok", "git log -u origin",
      "ls -p /tmp", "bypass=true"],

@@ -105,7 +105,8 @@ _PLACEHOLDER = re.compile(r"\[REDACTED:[a-z_]+\]")
 _TRIGGERS = re.compile(
     r"private key|eyj|aws_?secret|github_pat_|glpat-|xox[abposr]-|hooks\.slack|sk-|_live_"
     r"|_test_|aiza|ya29\.|npm_|pypi-|hf_|sg\.|accountkey=|sharedaccesskey=|://|bearer|token"
-    r"|passw|pwd|secret|api[_-]?key|apikey|access[_-]?key|credential"
+    r"|passw|pwd|secret|api[_-]?key|apikey|access[_-]?key|private[_-]key|credential"
+    r"|_pass|-u\s|--user|authorization|mysql"
     r"|akia|asia|agpa|aida|aroa|anpa|anva|aipa|gh[pousr]_|sk[0-9a-f]{32}"
 )
 
