@@ -78,6 +78,14 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (agent, key)
     ) WITHOUT ROWID;
     """,
+    # 2: workspaces approved for use when require_approval is on.
+    """
+    CREATE TABLE workspace_approvals (
+        workspace   TEXT PRIMARY KEY,
+        approved_at REAL NOT NULL,
+        approved_by TEXT NOT NULL              -- agent name of the approving client
+    ) WITHOUT ROWID;
+    """,
 ]
 
 
