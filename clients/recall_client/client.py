@@ -204,20 +204,39 @@ class Session:
     """A long-lived, reconnecting client (the MCP shim holds one for its whole life).
 
     Connects on first use. If the daemon went away (restart, idle timeout), the next call
-    reconnects once and retries; writes stay safe to retry through idempotency keys.
+    reconnects once and retries; writes stay safe to retry through idempotency keys. With
+    ``autostart``, a daemon that does not answer is started (see :mod:`.autostart`).
     """
 
-    def __init__(self, tg: TaskGroup, **hello: object) -> None:
+    def __init__(self, tg: TaskGroup, *, autostart: bool = False, **hello: object) -> None:
         self._tg = tg
         self._hello = hello
+        self._autostart = autostart
         self._client: RecallClient | None = None
         self._lock = anyio.Lock()
 
     async def _ensure(self) -> RecallClient:
         async with self._lock:
             if self._client is None or self._client.closed:
-                self._client = await open_client(self._tg, **self._hello)  # type: ignore[arg-type]
+                try:
+                    self._client = await open_client(self._tg, **self._hello)  # type: ignore[arg-type]
+                except DaemonUnavailable:
+                    if not self._autostart:
+                        raise
+                    await self._start_daemon()
+                    self._client = await open_client(self._tg, **self._hello)  # type: ignore[arg-type]
             return self._client
+
+    async def _start_daemon(self) -> None:
+        from .autostart import AutostartFailed, ensure_daemon
+
+        path = self._hello.get("path")
+        sock = Path(path) if isinstance(path, (str, os.PathLike)) else socket_path()
+        try:
+            await ensure_daemon(sock)
+        except (AutostartFailed, OSError) as exc:
+            raise DaemonUnavailable(f"recalld is not answering at {sock} and starting it "
+                                    f"failed: {exc}") from exc
 
     async def call(self, request: p.Request, reply_type: type[R] = p.Reply) -> R:  # type: ignore[assignment]
         """Like :meth:`RecallClient.call`, reconnecting once if the connection had dropped."""

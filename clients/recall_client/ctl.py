@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from . import __version__
+from . import __version__, ctl_ops
 from . import protocol as p
 from .client import DaemonUnavailable, RecallClient, RemoteError, connect
 
@@ -161,29 +161,49 @@ def _parser() -> argparse.ArgumentParser:
     so.add_argument("--source")
     so.add_argument("--json", action="store_true")
     so.set_defaults(run=_store)
+
+    ctl_ops.add_commands(sub)
     return ap
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    command: Callable[[RecallClient, argparse.Namespace], Awaitable[int]] = args.run
 
     async def run() -> int:
+        # Commands that must also work with the daemon down open their own connections.
+        local: Callable[[argparse.Namespace], Awaitable[int]] | None = getattr(args, "local", None)
+        if local is not None:
+            return await local(args)
+        command: Callable[[RecallClient, argparse.Namespace], Awaitable[int]] = args.run
         async with connect(agent=args.agent, workspace=args.workspace, client="recallctl",
                            path=args.socket) as rc:
             return await command(rc, args)
 
     try:
-        code = anyio.run(run)
+        try:
+            code = anyio.run(run)
+        except BaseExceptionGroup as group:
+            raise _first_leaf(group) from None
     except DaemonUnavailable as exc:
         print(f"recallctl: {exc}", file=sys.stderr)
         code = 3
     except RemoteError as exc:
         print(f"recallctl: {exc.code}: {exc.message}", file=sys.stderr)
         code = 1
+    except OSError as exc:
+        print(f"recallctl: {exc}", file=sys.stderr)
+        code = 1
     except KeyboardInterrupt:
         code = 130
     raise SystemExit(code)
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error inside nested task-group groups, so it gets its own clear message."""
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
 
 
 if __name__ == "__main__":
