@@ -30,6 +30,7 @@ def install(home: Path, path: str | None = None) -> subprocess.CompletedProcess[
     """Run the installer for a user whose home is ``home`` (units under its ~/.config)."""
     env = dict(os.environ, HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
                XDG_DATA_HOME=str(home / ".local" / "share"))
+    env.pop("XDG_CACHE_HOME", None)
     if path is not None:
         env["PATH"] = path
     return subprocess.run([str(INSTALLER)], env=env, capture_output=True, text=True, timeout=120)
@@ -44,7 +45,8 @@ def test_the_installer_fills_in_paths_and_says_what_to_do_without_systemd(tmp_pa
     assert "@RECALLD_" not in service + socket_unit
     assert f'ExecStart="{REPO}/.venv/bin/recalld"' in service
     data_dir = tmp_path / ".local" / "share" / "recalld"
-    assert f'ReadWritePaths="{data_dir}"' in service
+    cache_dir = tmp_path / ".cache" / "recalld" / "models"
+    assert f'ReadWritePaths="{data_dir}" "{cache_dir}"' in service
     assert data_dir.stat().st_mode & 0o777 == 0o700
     # No user manager answers in this environment: the installer says what to run.
     assert "systemctl --user enable --now recalld.socket" in out.stdout
