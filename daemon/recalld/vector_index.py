@@ -247,7 +247,7 @@ class VectorIndex:
     def ids_sync(self) -> np.ndarray:
         """Every id in the index, sorted (doctor compares them with the vectors table)."""
         with self._lock.read():
-            ids = faiss.vector_to_array(self._index.id_map).astype(np.int64)
+            ids = _index_ids(self._index)
         return np.sort(ids)
 
     # ------------------------------------------------------------------ snapshot
