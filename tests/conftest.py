@@ -35,8 +35,10 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data-home"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config-home"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state-home"))
     for var in ("RECALLD_SOCKET", "RECALLD_DATA_DIR", "RECALLD_EMBEDDER", "NOTIFY_SOCKET",
-                "RECALL_AGENT", "LISTEN_FDS", "LISTEN_PID"):
+                "RECALL_AGENT", "LISTEN_FDS", "LISTEN_PID", "RECALLD_AUTOSTART",
+                "RECALLD_REQUIRE_APPROVAL", "WATCHDOG_USEC", "WATCHDOG_PID"):
         monkeypatch.delenv(var, raising=False)
 
 

@@ -16,9 +16,13 @@ from mcp.client.stdio import StdioServerParameters
 from .conftest import BIN, DaemonProcess
 
 
-def shim(socket: str, *args: str) -> StdioServerParameters:
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "XDG_RUNTIME_DIR")}
+def shim(socket: str, *args: str, autostart: bool = False) -> StdioServerParameters:
+    env = {k: v for k, v in os.environ.items() if k in (
+        "PATH", "HOME", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME",
+    )}
     env["RECALLD_SOCKET"] = socket
+    # A test that wants a daemon started by the shim says so (tests/test_ops_autostart.py).
+    env["RECALLD_AUTOSTART"] = "1" if autostart else "0"
     return StdioServerParameters(
         command=str(BIN / "recall-mcp"), args=["--agent", "shim-test", *args], env=env
     )

@@ -213,31 +213,57 @@ class Session:
     Connects on first use. If the daemon went away (restart, idle timeout), the next call
     reconnects once and retries; writes stay safe to retry through idempotency keys.
     With ``admin``, each connection presents the admin token file, read when connecting (the
-    daemon may create it only when it first starts).
+    daemon may create it only when it first starts). With ``autostart``, a daemon that does
+    not answer is started (see :mod:`.autostart`).
     """
 
-    def __init__(self, tg: TaskGroup, *, admin: bool = False, **hello: object) -> None:
+    def __init__(
+        self, tg: TaskGroup, *, admin: bool = False, autostart: bool = False, **hello: object
+    ) -> None:
         self._tg = tg
         self._admin = admin
         self._hello = hello
+        self._autostart = autostart
         self._client: RecallClient | None = None
         self._lock = anyio.Lock()
 
     async def _ensure(self) -> RecallClient:
         async with self._lock:
             if self._client is None or self._client.closed:
-                hello = dict(self._hello)
-                if self._admin:
-                    token = read_admin_token()
-                    if token is None:
-                        raise RemoteError(
-                            "forbidden",
-                            f"--admin: no readable admin token at {admin_token_path()} "
-                            "(recalld writes it when it starts)",
-                        )
-                    hello["admin_token"] = token
-                self._client = await open_client(self._tg, **hello)  # type: ignore[arg-type]
+                if self._admin and self._autostart and read_admin_token() is None:
+                    await self._start_daemon()  # the daemon writes the token when it starts
+                try:
+                    self._client = await open_client(self._tg, **self._hello_args())  # type: ignore[arg-type]
+                except DaemonUnavailable:
+                    if not self._autostart:
+                        raise
+                    await self._start_daemon()
+                    self._client = await open_client(self._tg, **self._hello_args())  # type: ignore[arg-type]
             return self._client
+
+    def _hello_args(self) -> dict[str, object]:
+        hello = dict(self._hello)
+        if self._admin:
+            token = read_admin_token()
+            if token is None:
+                raise RemoteError(
+                    "forbidden",
+                    f"--admin: no readable admin token at {admin_token_path()} "
+                    "(recalld writes it when it starts)",
+                )
+            hello["admin_token"] = token
+        return hello
+
+    async def _start_daemon(self) -> None:
+        from .autostart import AutostartFailed, ensure_daemon
+
+        path = self._hello.get("path")
+        sock = Path(path) if isinstance(path, (str, os.PathLike)) else socket_path()
+        try:
+            await ensure_daemon(sock)
+        except (AutostartFailed, OSError) as exc:
+            raise DaemonUnavailable(f"recalld is not answering at {sock} and starting it "
+                                    f"failed: {exc}") from exc
 
     async def call(self, request: p.Request, reply_type: type[R] = p.Reply) -> R:  # type: ignore[assignment]
         """Like :meth:`RecallClient.call`, reconnecting once if the connection had dropped."""

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from . import __version__
+from . import __version__, ctl_ops
 from . import protocol as p
 from .client import DaemonUnavailable, RecallClient, RemoteError, connect
 from .episode_input import InputError, episodes_from_text
@@ -305,14 +305,20 @@ def _parser() -> argparse.ArgumentParser:
     fo.add_argument("ids", nargs="+", metavar="ID")
     fo.add_argument("--json", action="store_true")
     fo.set_defaults(run=_forget)
+
+    ctl_ops.add_commands(sub)
     return ap
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    command: Callable[[RecallClient, argparse.Namespace], Awaitable[int]] = args.run
 
     async def run() -> int:
+        # Commands that must also work with the daemon down open their own connections.
+        local: Callable[[argparse.Namespace], Awaitable[int]] | None = getattr(args, "local", None)
+        if local is not None:
+            return await local(args)
+        command: Callable[[RecallClient, argparse.Namespace], Awaitable[int]] = args.run
         # recallctl is the user's own admin client: it acts with admin:workspace whenever it
         # can read the daemon's admin token, unless told not to.
         token = None if args.no_admin else read_admin_token()
@@ -321,16 +327,30 @@ def main(argv: list[str] | None = None) -> None:
             return await command(rc, args)
 
     try:
-        code = anyio.run(run)
+        try:
+            code = anyio.run(run)
+        except BaseExceptionGroup as group:
+            raise _first_leaf(group) from None
     except DaemonUnavailable as exc:
         print(f"recallctl: {exc}", file=sys.stderr)
         code = 3
     except RemoteError as exc:
         print(f"recallctl: {exc.code}: {exc.message}", file=sys.stderr)
         code = 1
+    except OSError as exc:
+        print(f"recallctl: {exc}", file=sys.stderr)
+        code = 1
     except KeyboardInterrupt:
         code = 130
     raise SystemExit(code)
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error inside nested task-group groups, so it gets its own clear message."""
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
 
 
 if __name__ == "__main__":

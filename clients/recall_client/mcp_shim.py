@@ -1,8 +1,10 @@
 """``recall-mcp``: the MCP stdio shim an agent host spawns; it forwards tool calls to recalld.
 
 stdout carries MCP frames only; every log line goes to stderr. ``initialize`` is answered
-without touching the daemon: the shim connects on the first tool call, and a missing daemon
-is a clear tool error, never a hang.
+without touching the daemon: the shim connects on the first tool call. When no daemon answers
+then, the shim starts one (unless autostart is off: ``RECALLD_AUTOSTART=0`` or
+``autostart = false``), and a daemon it cannot reach or start is a clear tool error, never a
+hang.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import anyio
 
 from . import __version__
 from .client import Session
-from .paths import find_workspace
+from .paths import autostart_enabled, find_workspace
 
 __all__ = ["ShimConfig", "build_server", "main"]
 
@@ -41,6 +43,7 @@ class ShimConfig:
     socket: str | None = None
     # Present the admin token file: the admin:workspace scope (work_search any_caller, ...).
     admin: bool = False
+    autostart: bool = False
 
 
 def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
@@ -55,8 +58,8 @@ def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
     async def lifespan(_server: object) -> AsyncIterator[None]:
         async with anyio.create_task_group() as tg:
             holder["session"] = Session(
-                tg, agent=config.agent, workspace=config.workspace, client="recall-mcp",
-                model=config.model, path=config.socket, admin=config.admin,
+                tg, autostart=config.autostart, agent=config.agent, workspace=config.workspace,
+                client="recall-mcp", model=config.model, path=config.socket, admin=config.admin,
             )
             try:
                 yield None
@@ -111,6 +114,7 @@ def main(argv: list[str] | None = None) -> None:
         model=args.model,
         socket=args.socket,
         admin=args.admin,
+        autostart=autostart_enabled(),
     )
     build_server(config).run("stdio")
 

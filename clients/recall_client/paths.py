@@ -1,19 +1,30 @@
-"""Where the daemon's socket, data and config live; one place for daemon and clients alike."""
+"""Where the daemon's socket, data and config live; one place for daemon and clients alike.
+
+Each location is the environment variable if set, else the config file's key, else the
+default, so a ``socket`` set in config.toml is where clients look too.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 __all__ = [
     "admin_token_path",
+    "autostart_enabled",
     "config_dir",
     "config_file",
     "data_dir",
+    "file_config",
     "find_workspace",
+    "log_file",
     "read_admin_token",
     "runtime_dir",
     "socket_path",
+    "state_dir",
 ]
 
 
@@ -26,20 +37,41 @@ def runtime_dir() -> Path:
 
 
 def socket_path() -> Path:
-    """``$RECALLD_SOCKET``, else ``$XDG_RUNTIME_DIR/recalld/recalld.sock``."""
-    explicit = os.environ.get("RECALLD_SOCKET")
+    """``$RECALLD_SOCKET``, else config ``socket``, else
+    ``$XDG_RUNTIME_DIR/recalld/recalld.sock``."""
+    explicit = os.environ.get("RECALLD_SOCKET") or _file_str("socket")
     if explicit:
         return Path(explicit)
     return runtime_dir() / "recalld" / "recalld.sock"
 
 
 def data_dir() -> Path:
-    """``$RECALLD_DATA_DIR``, else ``$XDG_DATA_HOME/recalld``."""
-    explicit = os.environ.get("RECALLD_DATA_DIR")
+    """``$RECALLD_DATA_DIR``, else config ``data_dir``, else ``$XDG_DATA_HOME/recalld``."""
+    explicit = os.environ.get("RECALLD_DATA_DIR") or _file_str("data_dir")
     if explicit:
         return Path(explicit)
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "recalld"
+
+
+def state_dir() -> Path:
+    """``$XDG_STATE_HOME/recalld``: where a daemon started by recall-mcp logs."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "recalld"
+
+
+def log_file() -> Path:
+    return state_dir() / "recalld.log"
+
+
+def autostart_enabled() -> bool:
+    """Whether recall-mcp may start a daemon: ``$RECALLD_AUTOSTART``, else config
+    ``autostart``, else yes."""
+    env = os.environ.get("RECALLD_AUTOSTART")
+    if env:
+        return env.strip().lower() not in {"0", "false", "no", "off"}
+    value = file_config().get("autostart", True)
+    return value if isinstance(value, bool) else True
 
 
 def config_dir() -> Path:
@@ -71,6 +103,21 @@ def read_admin_token() -> str | None:
     except OSError:
         return None
     return token or None
+
+
+def file_config() -> dict[str, Any]:
+    """The config file's keys; empty when there is none or it does not parse (the daemon
+    refuses a bad file with the reason, and `recallctl config` shows it)."""
+    try:
+        raw = msgspec.toml.decode(config_file().read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _file_str(key: str) -> str | None:
+    value = file_config().get(key)
+    return value if isinstance(value, str) and value else None
 
 
 def find_workspace(start: Path | None = None) -> str:

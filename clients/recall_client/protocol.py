@@ -21,9 +21,15 @@ __all__ = [
     "PROTOCOL_VERSION",
     "ActorStatus",
     "CaptureEpisode",
+    "Doctor",
+    "DoctorCheck",
+    "DoctorResult",
     "EpisodeCaptured",
     "Error",
     "ErrorCode",
+    "Export",
+    "ExportPage",
+    "ExportedRecord",
     "Forget",
     "Forgotten",
     "FrameTooLarge",
@@ -35,6 +41,9 @@ __all__ = [
     "ModelStatus",
     "Ping",
     "Pong",
+    "RefusedWorkspace",
+    "Reindex",
+    "ReindexStarted",
     "Reply",
     "Request",
     "Status",
@@ -48,6 +57,12 @@ __all__ = [
     "WorkResult",
     "WorkSearch",
     "WorkSearchResult",
+    "WorkspaceApproval",
+    "WorkspaceApprove",
+    "WorkspaceChanged",
+    "WorkspaceList",
+    "WorkspaceListResult",
+    "WorkspaceRevoke",
     "decode_reply",
     "decode_request",
     "encode",
@@ -211,9 +226,56 @@ class Forget(Request, tag="forget"):
     record_id: Key
 
 
+
+# --------------------------------------------------------------------------- operations
+# Admin requests recallctl sends (export, reindex, doctor, workspace approval). They act on
+# the whole daemon, so the workspace-approval gate does not apply to them.
+
+
+class Export(Request, tag="export"):
+    """One page of records for ``recallctl export``, in rowid order after ``after``."""
+
+    after: Annotated[int, Meta(ge=0)] = 0
+    limit: Annotated[int, Meta(ge=1, le=10_000)] = 500
+    # Only this workspace; None exports every workspace.
+    workspace: Path | None = None
+    # Only records of this kind (memory, episode, ...); None exports every kind.
+    kind: Name | None = None
+
+
+class Reindex(Request, tag="reindex"):
+    """Re-embed every record with the current model (e.g. after a model change)."""
+
+
+class Doctor(Request, tag="doctor"):
+    """The daemon's own health checks: database integrity, index vs SQLite, model, writer."""
+
+    # Wait up to this long for the model to finish loading, so its check can say ready.
+    wait_model_s: Annotated[float, Meta(ge=0, le=600)] = 0.0
+
+
+class WorkspaceApprove(Request, tag="workspace_approve"):
+    """Approve a workspace: with ``require_approval`` on, only approved ones are served."""
+
+    workspace: Path
+
+
+class WorkspaceRevoke(Request, tag="workspace_revoke"):
+    """Withdraw a workspace's approval."""
+
+    workspace: Path
+
+
+class WorkspaceList(Request, tag="workspace_list"):
+    """Approved workspaces, and those refused since the daemon started."""
+
+
+OpsRequests = Export | Reindex | Doctor | WorkspaceApprove | WorkspaceRevoke | WorkspaceList
+
 Requests = (
     Hello | Ping | MemoryStore | MemorySearch | Status
     | CaptureEpisode | WorkSearch | WorkResult | Forget
+    | OpsRequests
 )
 
 
@@ -394,9 +456,87 @@ class Forgotten(Reply, tag="forgotten"):
     already: bool = False
 
 
+
+# --------------------------------------------------------------------------- operations replies
+
+
+class ExportedRecord(Struct, kw_only=True):
+    """One record as ``recallctl export`` writes it (a JSON Lines row) and import reads it."""
+
+    id: str
+    kind: str
+    text: str
+    workspace: str
+    agent: str
+    ts: float
+    created_at: float | None = None
+    updated_at: float | None = None
+    session: str | None = None
+    source: str | None = None
+    tags: list[str] = []
+    trust: float | None = None
+    eligibility: str | None = None
+    expires_at: float | None = None
+
+
+class ExportPage(Reply, tag="export_page"):
+    records: list[ExportedRecord]
+    # Pass as ``after`` for the next page; None when this was the last one.
+    next_after: int | None = None
+    # Records to export in all; only on the first page (``after`` = 0).
+    total: int | None = None
+
+
+class ReindexStarted(Reply, tag="reindex_started"):
+    """Every live record was queued for embedding; status' embedding_backlog shows progress."""
+
+    queued: int
+    model: str
+
+
+class DoctorCheck(Struct, kw_only=True):
+    name: str
+    ok: bool
+    detail: str
+
+
+class DoctorResult(Reply, tag="doctor_result"):
+    checks: list[DoctorCheck]
+
+
+class WorkspaceChanged(Reply, tag="workspace_changed"):
+    workspace: str
+    approved: bool
+    # False when the workspace already was in the state asked for.
+    changed: bool
+
+
+class WorkspaceApproval(Struct, kw_only=True):
+    workspace: str
+    approved_at: float
+    approved_by: str
+
+
+class RefusedWorkspace(Struct, kw_only=True):
+    workspace: str
+    refused: int
+    last_refused_at: float
+
+
+class WorkspaceListResult(Reply, tag="workspace_list_result"):
+    require_approval: bool
+    approved: list[WorkspaceApproval]
+    # Workspaces whose requests were refused since the daemon started (not approved yet).
+    refused: list[RefusedWorkspace] = []
+
+
+
+OpsReplies = ExportPage | ReindexStarted | DoctorResult | WorkspaceChanged | WorkspaceListResult
+
 Replies = (
     Error | Welcome | Pong | Stored | MemorySearchResult | StatusResult
     | EpisodeCaptured | WorkSearchResult | VerdictSet | Forgotten
+    | OpsReplies
 )
 
 

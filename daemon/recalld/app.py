@@ -3,8 +3,8 @@
 Start-up, downstream first: embedding, evaluation, capture (the writer), search; then the
 listener binds and READY is reported; then the model loads in the background. Shutdown runs
 the other way: stop accepting, let in-flight requests finish (under a deadline), stop the
-background actors (their work lives in SQLite and resumes next start), drain the writer,
-snapshot the index.
+background actors (their work lives in SQLite and resumes next start), let the writer commit
+what is queued, snapshot the index.
 """
 
 from __future__ import annotations
@@ -19,17 +19,20 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
+import msgspec
 from anyio.abc import SocketListener, TaskStatus
 from recall_client import __version__, paths
 from recall_client import protocol as p
 
 from . import systemd
+from .approval import Approvals
 from .capture import CaptureActor, WriteJob
+from .config import RELOADABLE, Settings
 from .embedding import EmbeddingActor, Model
-from .config import Settings
 from .errors import RecallError
 from .evaluation import EvaluationActor
 from .scopes import ensure_admin_token
+from .ops import HealthProbe
 from .search import SearchActor
 from .server import Server
 from .store import open_reader, open_writer
@@ -39,9 +42,11 @@ __all__ = ["Daemon", "SocketInUse"]
 
 log = logging.getLogger(__name__)
 
-DRAIN_TIMEOUT = 10.0
 SNAPSHOT_EVERY = 120.0
-SAVE_TIMEOUT = 20.0
+# The stop stays inside the unit's TimeoutStopSec=30 even when every step runs to its bound:
+# the drain (settings.drain_timeout_s, 10 s), the writer's queued batches, the snapshot.
+WRITER_TIMEOUT = 5.0
+SAVE_TIMEOUT = 10.0
 # Waiting for room in a full writer queue longer than this answers busy instead.
 SUBMIT_TIMEOUT = 5.0
 
@@ -69,11 +74,22 @@ class Daemon:
         # Set once the model has loaded (or failed) and the vector index is open.
         self.warm = anyio.Event()
         self._readers: list[sqlite3.Connection] = []
+        self.approvals = Approvals()
+        # The socket file this process created (None when systemd passed the socket).
+        self._own_socket: tuple[int, int] | None = None
 
     # ------------------------------------------------------------------ running
 
     def request_stop(self) -> None:
         self._stop.set()
+
+    def reload(self, fresh: Settings) -> list[str]:
+        """Apply a re-read config: the reloadable keys now; returns the changed keys that
+        only a restart applies."""
+        now = {k: getattr(fresh, k) for k in RELOADABLE}
+        self.settings = msgspec.structs.replace(self.settings, **now)
+        old, new = msgspec.structs.asdict(self.settings), msgspec.structs.asdict(fresh)
+        return sorted(k for k in new if k not in RELOADABLE and new[k] != old[k])
 
     async def run(
         self,
@@ -84,13 +100,17 @@ class Daemon:
         s = self.settings
         writer = open_writer(self.data_dir, durability=s.durability)
         self.admin_token = ensure_admin_token(self.admin_token_path)
+        self.approvals.load(writer)
         jobs_send, jobs_recv = anyio.create_memory_object_stream[WriteJob](s.queue_size)
         eval_send, eval_recv = anyio.create_memory_object_stream[list[int]](256)
         embed_send, embed_recv = anyio.create_memory_object_stream[list[int]](256)
         self._jobs = jobs_send
         self.capture = CaptureActor(writer, jobs_recv, eval_send, batch=s.capture_batch)
+        # Every sender of the writer's queue is a named clone, closed at shutdown, so the
+        # writer's loop ends by itself once all of them are closed and its queue is empty.
+        self._eval_submit = jobs_send.clone()
         self.evaluation = EvaluationActor(
-            eval_recv, embed_send, self._reader(), jobs_send.clone().send
+            eval_recv, embed_send, self._reader(), self._eval_submit.send
         )
         self._embed_submit = jobs_send.clone()
         self.embedding = EmbeddingActor(
@@ -116,8 +136,16 @@ class Daemon:
                         await bg.start(self.evaluation.run, name="evaluation actor")
                         task_status.started()
 
+            writer_done = anyio.Event()
+
+            async def run_writer(*, task_status: TaskStatus[None]) -> None:
+                try:
+                    await self.capture.run(task_status=task_status)
+                finally:
+                    writer_done.set()
+
             await root.start(run_background, name="background actors")
-            await root.start(self.capture.run, name="capture actor")
+            await root.start(run_writer, name="capture actor")
             await root.start(self.search.run, name="search actor")
 
             listener = await self._listen(listener_socket)
@@ -140,23 +168,34 @@ class Daemon:
             # Background work is cancelled first at shutdown; all of it resumes from SQLite.
             self._background.start_soon(self._load_model, name="model loader")
             self._background.start_soon(self._snapshot_periodically, name="index snapshotter")
+            watchdog = systemd.watchdog_interval()
+            if watchdog is not None:
+                self._background.start_soon(self._watchdog, watchdog, name="watchdog")
 
             await self._stop.wait()
 
             # ---- shutdown: the head of the pipeline closes first
             self.state = "stopping"
-            systemd.notify("STOPPING=1\nSTATUS=draining")
-            log.info("stopping: no new connections; draining in-flight requests")
             accepting.cancel()
             await listener.aclose()
-            with anyio.move_on_after(DRAIN_TIMEOUT):
-                while self._busy():
-                    await anyio.sleep(0.05)
+            self._remove_socket()
+            systemd.notify("STOPPING=1\nSTATUS=draining in-flight requests")
+            log.info("stopping: no new connections; draining %d in-flight requests",
+                     self.server.inflight())
+            with anyio.move_on_after(self.settings.drain_timeout_s) as drain:
+                await self.server.wait_idle()
+            if drain.cancelled_caught:
+                log.warning("drain deadline (%.0fs) passed with %d requests in flight; "
+                            "closing their connections", self.settings.drain_timeout_s,
+                            self.server.inflight())
             self._connections.cancel()
             background.cancel()
-            await jobs_send.aclose()
-            await self._embed_submit.aclose()
+            # The writer commits what is queued (the open batches), then its loop ends.
+            for sender in (jobs_send, self._eval_submit, self._embed_submit):
+                await sender.aclose()
             await self._wake_embedding.aclose()
+            with anyio.move_on_after(WRITER_TIMEOUT):
+                await writer_done.wait()
             await self.search.close()
             with anyio.CancelScope(shield=True), anyio.move_on_after(SAVE_TIMEOUT):
                 if self.index is not None:
@@ -165,13 +204,12 @@ class Daemon:
         self.state = "stopped"
         log.info("recalld stopped")
 
-    def _busy(self) -> bool:
-        depth, _ = self.capture.queue_depth()
-        return depth > 0 or self.server.inflight() > 0
-
     async def _listen(self, passed: socket.socket | None) -> SocketListener:
         if passed is not None:
-            log.info("using the socket passed by systemd")
+            name = passed.getsockname()
+            log.info("using the socket passed by systemd (%s)", name or "unnamed")
+            if isinstance(name, str) and name:
+                self.socket_path = Path(name)
             return await SocketListener.from_socket(passed)
         path = self.socket_path
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -189,7 +227,21 @@ class Daemon:
         finally:
             os.umask(old)
         path.chmod(0o600)
+        st = path.stat()
+        self._own_socket = (st.st_dev, st.st_ino)
         return listener
+
+    def _remove_socket(self) -> None:
+        """Unlink the socket this process created, so a client's next attempt fails at once
+        (and recall-mcp may start a new daemon); never one systemd or another daemon owns."""
+        if self._own_socket is None:
+            return
+        try:
+            st = self.socket_path.lstat()
+            if (st.st_dev, st.st_ino) == self._own_socket:
+                self.socket_path.unlink()
+        except OSError:
+            pass
 
     async def _load_model(self) -> None:
         try:
@@ -209,11 +261,28 @@ class Daemon:
         self.index = index
         self.search.index = index
         self.embedding.index = index
-        try:
-            self._wake_embedding.send_nowait([0])
-        except (anyio.WouldBlock, anyio.ClosedResourceError):
-            pass  # already awake, or stopping
+        self.wake_embedding()
         systemd.notify(f"STATUS=ready; {index.ntotal} vectors indexed")
+
+    async def _watchdog(self, interval: float) -> None:
+        """Ping systemd's watchdog while the daemon is healthy: the event loop runs this
+        task, and the writer commits a probe in time. A stuck writer stops the pings, so
+        systemd restarts the daemon (Restart=on-failure) instead of it hanging silently."""
+        while True:
+            probe = HealthProbe()
+            healthy = False
+            with anyio.move_on_after(interval) as late:
+                try:
+                    await self.submit(probe)
+                    await probe.wait()
+                    healthy = True
+                except RecallError as exc:
+                    log.warning("watchdog: writer probe failed: %s", exc.message)
+            if healthy:
+                systemd.notify("WATCHDOG=1")
+            elif late.cancelled_caught:
+                log.warning("watchdog: the writer did not commit a probe within %.1fs", interval)
+            await anyio.sleep(interval)
 
     async def _snapshot_periodically(self) -> None:
         while True:
@@ -242,6 +311,13 @@ class Daemon:
                 raise RecallError("unavailable", "recalld is shutting down", retryable=True) from None
             return
         raise RecallError("busy", "the write queue is full; retry shortly", retryable=True)
+
+    def wake_embedding(self) -> None:
+        """Have the embedding actor look at its backlog now."""
+        try:
+            self._wake_embedding.send_nowait([0])
+        except (anyio.WouldBlock, anyio.ClosedResourceError):
+            pass  # already awake, or stopping
 
     async def status_report(self) -> p.StatusReport:
         from .status import build_report

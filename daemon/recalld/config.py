@@ -10,7 +10,7 @@ import msgspec
 from msgspec import Meta
 from recall_client import paths
 
-__all__ = ["ConfigError", "Settings", "load_settings"]
+__all__ = ["ENV", "RELOADABLE", "ConfigError", "Settings", "load_settings"]
 
 
 class ConfigError(ValueError):
@@ -43,6 +43,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # The tools' default response_format when a call names none (work_search's seed calls
     # this tools.defaults.responseFormat): detailed returns every field.
     response_format: Literal["concise", "detailed"] = "detailed"
+    # Read by recall-mcp, not the daemon: when no daemon answers, the shim starts one itself
+    # (under a lock, so racing shims start one). Off where systemd socket activation is used.
+    autostart: bool = True
+    # Serve only workspaces approved with `recallctl workspace approve PATH`.
+    require_approval: bool = False
+    # SIGTERM waits this long for in-flight requests before closing their connections; the
+    # whole stop (drain, writer, snapshot) stays well inside the unit's TimeoutStopSec=30.
+    drain_timeout_s: Annotated[float, Meta(gt=0, le=60)] = 10.0
 
     @property
     def socket_path(self) -> Path:
@@ -53,8 +61,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         return Path(self.data_dir) if self.data_dir else paths.data_dir()
 
 
+# Keys a SIGHUP applies to the running daemon; the others take effect at the next start.
+RELOADABLE = frozenset({"log_level", "require_approval"})
+
 # Environment variable -> settings key. Env wins over the file.
-_ENV = {
+ENV = {
     "RECALLD_SOCKET": "socket",
     "RECALLD_DATA_DIR": "data_dir",
     "RECALLD_EMBEDDER": "embedder",
@@ -63,6 +74,9 @@ _ENV = {
     "RECALLD_DURABILITY": "durability",
     "RECALLD_LOG_LEVEL": "log_level",
     "RECALLD_RESPONSE_FORMAT": "response_format",
+    "RECALLD_AUTOSTART": "autostart",
+    "RECALLD_REQUIRE_APPROVAL": "require_approval",
+    "RECALLD_DRAIN_TIMEOUT_S": "drain_timeout_s",
 }
 
 
@@ -79,7 +93,7 @@ def load_settings(config_file: Path | None = None, **overrides: object) -> Setti
             raw = msgspec.toml.decode(path.read_bytes())
         except msgspec.DecodeError as exc:
             raise ConfigError(f"{path}: {exc}") from exc
-    for env, key in _ENV.items():
+    for env, key in ENV.items():
         value = os.environ.get(env)
         if value:
             raw[key] = value

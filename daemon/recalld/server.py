@@ -22,7 +22,7 @@ from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from recall_client import protocol as p
 
-from . import episodes, forget, scopes
+from . import approval, episodes, forget, ops, scopes
 from .capture import MemoryStoreJob, Principal
 from .errors import RecallError
 
@@ -69,9 +69,19 @@ class Server:
         self._ids = itertools.count(1)
         self.connections: dict[int, Connection] = {}
         self.refused = 0
+        # Requests being answered across all connections; ``_idle`` is set whenever it is 0,
+        # so a drain waits for an event instead of polling.
+        self._inflight = 0
+        self._idle = anyio.Event()
+        self._idle.set()
 
     def inflight(self) -> int:
-        return sum(c.inflight for c in self.connections.values())
+        return self._inflight
+
+    async def wait_idle(self) -> None:
+        """Return once no request is being answered (the drain at shutdown)."""
+        while self._inflight:
+            await self._idle.wait()
 
     async def handle(self, stream: SocketStream) -> None:
         """Serve one connection until it closes; never raises."""
@@ -127,6 +137,13 @@ class Server:
                     if conn.principal is None:
                         if not await self._hello(stream, send_lock, conn, req):
                             break
+                        continue
+                    if self._daemon.state == "stopping":
+                        # Draining: what was already read finishes; nothing new starts.
+                        await self._reply(stream, send_lock, p.Error(
+                            id=req.id, code="unavailable", retryable=True,
+                            message="recalld is shutting down; retry after it restarts",
+                        ))
                         continue
                     await inflight.acquire()
                     tg.start_soon(self._answer, stream, send_lock, inflight, conn, req,
@@ -191,6 +208,9 @@ class Server:
         conn: Connection, req: p.Request,
     ) -> None:
         conn.inflight += 1
+        self._inflight += 1
+        if self._idle.is_set():
+            self._idle = anyio.Event()
         try:
             try:
                 reply = await self._dispatch(conn, req)
@@ -206,12 +226,17 @@ class Server:
             await self._reply(stream, lock, reply)
         finally:
             conn.inflight -= 1
+            self._inflight -= 1
+            if not self._inflight:
+                self._idle.set()
             inflight.release()
 
     async def _dispatch(self, conn: Connection, req: p.Request) -> p.Reply:
         daemon = self._daemon
         who = conn.principal
         assert who is not None
+        if daemon.settings.require_approval:
+            daemon.approvals.check(who, req)
         match req:
             case p.Ping():
                 return p.Pong(id=req.id)
@@ -235,6 +260,14 @@ class Server:
                     with anyio.move_on_after(req.wait_model_s):
                         await daemon.warm.wait()
                 return p.StatusResult(id=req.id, report=await daemon.status_report())
+            case p.Export():
+                return await ops.export_page(daemon, req)
+            case p.Reindex():
+                return await ops.reindex(daemon)
+            case p.Doctor():
+                return await ops.doctor(daemon, req)
+            case p.WorkspaceApprove() | p.WorkspaceRevoke() | p.WorkspaceList():
+                return await approval.handle(daemon, who, req)
             case p.Hello():
                 raise RecallError("invalid_request", "hello was already said on this connection")
             case _:

@@ -100,6 +100,14 @@ MIGRATIONS: list[str] = [
     -- The chain and the session verdict look episodes up by session.
     CREATE INDEX records_session ON records(session, kind) WHERE session IS NOT NULL;
     """,
+    # 3: workspaces approved for use when require_approval is on.
+    """
+    CREATE TABLE workspace_approvals (
+        workspace   TEXT PRIMARY KEY,
+        approved_at REAL NOT NULL,
+        approved_by TEXT NOT NULL              -- agent name of the approving client
+    ) WITHOUT ROWID;
+    """,
 ]
 
 

@@ -1,11 +1,11 @@
-"""systemd integration without a dependency: sd_notify and socket activation (LISTEN_FDS)."""
+"""systemd integration without a dependency: sd_notify, the watchdog and socket activation."""
 
 from __future__ import annotations
 
 import os
 import socket
 
-__all__ = ["SD_LISTEN_FDS_START", "listen_fds", "notify"]
+__all__ = ["SD_LISTEN_FDS_START", "listen_fds", "notify", "watchdog_interval"]
 
 SD_LISTEN_FDS_START = 3
 
@@ -27,6 +27,22 @@ def notify(message: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def watchdog_interval() -> float | None:
+    """Seconds between the ``WATCHDOG=1`` pings systemd expects (``WatchdogSec=``), or None.
+
+    Pings go out at a third of ``WATCHDOG_USEC`` so one late ping is not a restart.
+    """
+    usec = os.environ.get("WATCHDOG_USEC")
+    pid = os.environ.get("WATCHDOG_PID")
+    if not usec or (pid and pid.isdigit() and int(pid) != os.getpid()):
+        return None
+    try:
+        value = int(usec)
+    except ValueError:
+        return None
+    return value / 1e6 / 3 if value > 0 else None
 
 
 def listen_fds() -> list[socket.socket]:

@@ -244,6 +244,12 @@ class VectorIndex:
         keep = ids[0] >= 0
         return ids[0][keep], scores[0][keep]
 
+    def ids_sync(self) -> np.ndarray:
+        """Every id in the index, sorted (doctor compares them with the vectors table)."""
+        with self._lock.read():
+            ids = _index_ids(self._index)
+        return np.sort(ids)
+
     # ------------------------------------------------------------------ snapshot
 
     async def snapshot(self) -> None:

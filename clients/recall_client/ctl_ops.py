@@ -1,0 +1,540 @@
+"""recallctl's operations commands: export, import, backup, reindex, workspace, doctor, config.
+
+Each command is ``async def cmd(args) -> int`` and opens the connections it needs itself,
+because some of them (backup, doctor, config) must also work while the daemon is down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import stat
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+import msgspec
+
+from . import paths
+from . import protocol as p
+from .client import DaemonUnavailable, RecallClient, RemoteError, connect, open_client
+from .progress import Progress
+
+__all__ = ["add_commands"]
+
+Command = Callable[[argparse.Namespace], Awaitable[int]]
+
+_json = msgspec.json.Encoder()
+DB_NAME = "recalld.db"  # the daemon's store.DB_NAME; the client does not import the daemon
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(msgspec.json.format(_json.encode(value), indent=2).decode() + "\n")
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _connect(args: argparse.Namespace, agent: str | None = None) -> Any:
+    return connect(agent=agent or args.agent, workspace=args.workspace, client="recallctl",
+                   path=args.socket)
+
+
+# --------------------------------------------------------------------------- export
+
+
+async def _export(args: argparse.Namespace) -> int:
+    kind = None if args.kind == "all" else args.kind
+    dest = Path(args.output) if args.output not in (None, "-") else None
+    # Write to a side file and rename at the end: an interrupted export leaves no half file
+    # that looks complete.
+    partial = dest.with_name(dest.name + ".partial") if dest else None
+    # One task, one file: blocking writes are fine in this command.
+    out: TextIO = open(partial, "w", encoding="utf-8") if partial else sys.stdout  # noqa: ASYNC230
+    count = 0
+    try:
+        async with _connect(args) as rc:
+            after = 0
+            bar: Progress | None = None
+            while True:
+                page = await rc.call(
+                    p.Export(after=after, workspace=args.workspace_filter, kind=kind),
+                    p.ExportPage,
+                )
+                if bar is None:
+                    bar = Progress("exporting", page.total)
+                for record in page.records:
+                    out.write(_json.encode(record).decode() + "\n")
+                count += len(page.records)
+                bar.update(count)
+                if page.next_after is None:
+                    break
+                after = page.next_after
+            bar.close()
+        if partial and dest:
+            out.close()
+            partial.replace(dest)
+    finally:
+        if partial:
+            out.close()
+            partial.unlink(missing_ok=True)
+    _say(f"exported {count} {'records' if kind is None else kind + ' records'}"
+         f" to {dest or 'stdout'}")
+    return 0
+
+
+# --------------------------------------------------------------------------- import
+
+
+class _ImportLine(msgspec.Struct, kw_only=True):
+    """A JSON Lines row to import: what export writes; only ``text`` is required. Fields the
+    write path decides (trust, eligibility, ids, timestamps of the write) are ignored."""
+
+    text: str
+    kind: str = "memory"
+    id: str | None = None
+    workspace: str | None = None
+    agent: str | None = None
+    ts: float | None = None
+    session: str | None = None
+    source: str | None = None
+    tags: list[str] = []
+    expires_at: float | None = None
+
+
+_import_decoder = msgspec.json.Decoder(_ImportLine)
+# Requests one import keeps in flight (the daemon's per-connection limit is 64).
+IMPORT_CONCURRENCY = 64
+MAX_REPORTED_ERRORS = 20
+
+
+def _read_lines(path: str) -> list[str]:
+    if path == "-":
+        return sys.stdin.read().splitlines()
+    with open(path, encoding="utf-8") as fh:
+        return fh.read().splitlines()
+
+
+class _ImportStats:
+    def __init__(self) -> None:
+        self.new = self.duplicate = self.replayed = self.expired = 0
+        self.failed: list[str] = []
+
+    def fail(self, lineno: int, message: str) -> None:
+        self.failed.append(f"line {lineno}: {message}")
+
+
+async def _import(args: argparse.Namespace) -> int:
+    lines = await anyio.to_thread.run_sync(_read_lines, args.file)
+    stats = _ImportStats()
+    bar = Progress("importing", len(lines))
+    now = time.time()
+    slots = anyio.Semaphore(IMPORT_CONCURRENCY)
+    clients: dict[str, RecallClient] = {}
+    connecting = anyio.Lock()
+
+    async with anyio.create_task_group() as tg:
+
+        async def client_for(agent: str) -> RecallClient:
+            # Records keep the agent that wrote them: one connection (one hello) per agent.
+            async with connecting:
+                if agent not in clients:
+                    clients[agent] = await open_client(
+                        tg, agent=agent, workspace=args.workspace, client="recallctl",
+                        path=args.socket,
+                    )
+                return clients[agent]
+
+        async def store(lineno: int, row: _ImportLine) -> None:
+            try:
+                ttl = None
+                if row.expires_at is not None:
+                    ttl = row.expires_at - now
+                    if ttl <= 0:
+                        stats.expired += 1
+                        return
+                req = p.MemoryStore(
+                    text=row.text, tags=row.tags, source=row.source, session=row.session,
+                    ts=row.ts, ttl_s=ttl, workspace=row.workspace,
+                    # Importing the same file twice stores nothing new.
+                    idempotency_key=f"import:{row.id}" if row.id else None,
+                )
+                try:
+                    rc = await client_for(row.agent or args.agent)
+                    reply = await rc.call(req, p.Stored)
+                except RemoteError as exc:  # a bad field, or an agent name the hello refused
+                    stats.fail(lineno, f"{exc.code}: {exc.message}")
+                    return
+                if reply.replayed:
+                    stats.replayed += 1
+                elif reply.duplicate:
+                    stats.duplicate += 1
+                else:
+                    stats.new += 1
+            finally:
+                slots.release()
+                bar.advance()
+
+        for lineno, line in enumerate(lines, 1):
+            if not line.strip():
+                bar.advance()
+                continue
+            try:
+                row = _import_decoder.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                stats.fail(lineno, f"not a record: {exc}")
+                bar.advance()
+                continue
+            if row.kind != "memory":
+                stats.fail(lineno, f"kind {row.kind!r} cannot be imported (only memories)")
+                bar.advance()
+                continue
+            await slots.acquire()
+            tg.start_soon(store, lineno, row, name=f"import line {lineno}")
+        # Holding every slot means every store has finished; then the connections can go.
+        for _ in range(IMPORT_CONCURRENCY):
+            await slots.acquire()
+        for rc in clients.values():
+            await rc.aclose()
+    bar.close()
+    total = stats.new + stats.duplicate + stats.replayed
+    _say(f"imported {total} memories: {stats.new} new, {stats.duplicate} duplicates, "
+         f"{stats.replayed} already imported; {stats.expired} expired skipped; "
+         f"{len(stats.failed)} failed")
+    for message in stats.failed[:MAX_REPORTED_ERRORS]:
+        _say(f"  {message}")
+    if len(stats.failed) > MAX_REPORTED_ERRORS:
+        _say(f"  ... and {len(stats.failed) - MAX_REPORTED_ERRORS} more")
+    return 1 if stats.failed else 0
+
+
+# --------------------------------------------------------------------------- backup
+
+
+async def _backup(args: argparse.Namespace) -> int:
+    # A CLI with one task: blocking path calls are fine here.
+    dest = Path(args.dest).expanduser().absolute()  # noqa: ASYNC240
+    if dest.exists() and not args.force:
+        _say(f"recallctl: {dest} exists; pass --force to replace it")
+        return 1
+    try:
+        async with _connect(args) as rc:
+            report = (await rc.call(p.Status(), p.StatusResult)).report
+        data_dir = Path(report.data_dir)
+    except DaemonUnavailable:
+        data_dir = paths.data_dir()
+        _say(f"daemon not running; backing up {data_dir} directly")
+    source = data_dir / DB_NAME
+    if not source.exists():
+        _say(f"recallctl: no database at {source}")
+        return 1
+    started = time.perf_counter()
+    records = await anyio.to_thread.run_sync(_backup_sync, source, dest)
+    took = time.perf_counter() - started
+    size = dest.stat().st_size / 1024 / 1024
+    _say(f"backed up {records} records ({size:.1f} MiB) from {source} to {dest} in {took:.2f}s")
+    return 0
+
+
+def _backup_sync(source: Path, dest: Path) -> int:
+    """SQLite's online backup, in one step from a read-only connection.
+
+    One step copies every page under a single read transaction, so the copy is the database
+    as of one instant even while the daemon goes on writing (WAL: the writer is never
+    blocked). A multi-step backup would restart whenever the daemon wrote in between.
+    """
+    partial = dest.with_name(dest.name + ".partial")
+    partial.unlink(missing_ok=True)
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=10)
+    old = os.umask(0o077)  # a backup holds everything the database does: owner only
+    try:
+        dst = sqlite3.connect(partial)
+        try:
+            src.backup(dst)
+            # A self-contained file (no -wal/-shm beside it), checked before it is used.
+            dst.execute("PRAGMA journal_mode=DELETE")
+            check = dst.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"the backup failed its check: {check}")
+            records = dst.execute(
+                "SELECT count(*) FROM records WHERE tombstoned_at IS NULL"
+            ).fetchone()[0]
+        finally:
+            dst.close()
+        with open(partial, "rb+") as fh:
+            os.fsync(fh.fileno())
+        partial.replace(dest)
+    finally:
+        os.umask(old)
+        src.close()
+        partial.unlink(missing_ok=True)
+    return int(records)
+
+
+# --------------------------------------------------------------------------- reindex
+
+
+async def _reindex(args: argparse.Namespace) -> int:
+    async with _connect(args) as rc:
+        # The model must be up to re-embed with; give a starting daemon time to load it.
+        await rc.call(p.Status(wait_model_s=args.wait), p.StatusResult)
+        started = await rc.call(p.Reindex(), p.ReindexStarted)
+        _say(f"re-embedding {started.queued} records with {started.model}")
+        if args.no_wait:
+            return 0
+        bar = Progress("reindexing", started.queued)
+        while True:
+            report = (await rc.call(p.Status(), p.StatusResult)).report
+            backlog = int(report.index.get("embedding_backlog", 0))
+            bar.update(max(0, started.queued - backlog))
+            if backlog == 0:
+                break
+            await anyio.sleep(args.interval)
+        bar.close()
+    _say(f"reindexed: {report.index.get('size', 0)} vectors in the index")
+    return 0
+
+
+# --------------------------------------------------------------------------- workspace
+
+
+def _workspace_path(path: str, exact: bool) -> str:
+    """The workspace a path names: like recall-mcp, the git root above it (unless exact)."""
+    given = Path(path).expanduser()
+    if exact or not given.exists():
+        return os.path.abspath(given)
+    return paths.find_workspace(given)
+
+
+async def _workspace(args: argparse.Namespace) -> int:
+    async with _connect(args) as rc:
+        if args.action == "list":
+            listing = await rc.call(p.WorkspaceList(), p.WorkspaceListResult)
+            if args.json:
+                _print_json(listing)
+                return 0
+            gate = "on" if listing.require_approval else "off (every workspace is served)"
+            print(f"require_approval {gate}")
+            print(f"approved ({len(listing.approved)})")
+            for a in listing.approved:
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(a.approved_at))
+                print(f"  {a.workspace}  (by {a.approved_by}, {when})")
+            if listing.refused:
+                print(f"refused since start, not approved ({len(listing.refused)})")
+                for r in listing.refused:
+                    print(f"  {r.workspace}  ({r.refused} requests)")
+            return 0
+        workspace = _workspace_path(args.path, args.exact)
+        request: p.Request = (p.WorkspaceApprove(workspace=workspace) if args.action == "approve"
+                              else p.WorkspaceRevoke(workspace=workspace))
+        changed = await rc.call(request, p.WorkspaceChanged)
+    if args.action == "approve":
+        print(f"approved {changed.workspace}" + ("" if changed.changed else " (already approved)"))
+    else:
+        print(f"revoked {changed.workspace}" + ("" if changed.changed else " (was not approved)"))
+    return 0
+
+
+# --------------------------------------------------------------------------- doctor
+
+
+async def _doctor(args: argparse.Namespace) -> int:
+    checks: list[p.DoctorCheck] = [_check_config()]
+    sock = Path(args.socket) if args.socket else paths.socket_path()
+    checks.append(_check_socket(sock))
+    try:
+        async with _connect(args) as rc:
+            status = (await rc.call(p.Status(), p.StatusResult)).report
+            checks.append(p.DoctorCheck(
+                name="daemon", ok=True,
+                detail=f"recalld {status.version} pid {status.pid}, {status.state}, "
+                f"up {status.uptime_s:.0f}s",
+            ))
+            with anyio.fail_after(args.wait + 120):
+                result = await rc.call(p.Doctor(wait_model_s=args.wait), p.DoctorResult)
+            checks.extend(result.checks)
+    except DaemonUnavailable as exc:
+        checks.append(p.DoctorCheck(name="daemon", ok=False, detail=str(exc)))
+        checks.append(await anyio.to_thread.run_sync(_check_database_offline, paths.data_dir()))
+        for name in ("model", "index"):
+            checks.append(p.DoctorCheck(name=name, ok=False,
+                                        detail="not checked: the daemon is not running"))
+    if args.json:
+        _print_json({"ok": all(c.ok for c in checks), "checks": checks})
+    else:
+        for c in checks:
+            print(f"{'ok  ' if c.ok else 'FAIL'}  {c.name:<9} {c.detail}")
+    failed = [c.name for c in checks if not c.ok]
+    if failed:
+        _say(f"recallctl: doctor found problems: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+def _check_config() -> p.DoctorCheck:
+    from recalld.config import ConfigError, load_settings  # light: msgspec only
+
+    path = paths.config_file()
+    try:
+        load_settings()
+    except ConfigError as exc:
+        return p.DoctorCheck(name="config", ok=False, detail=str(exc))
+    where = str(path) if path.exists() else f"no {path}; defaults"
+    return p.DoctorCheck(name="config", ok=True, detail=f"{where} (recallctl config shows it)")
+
+
+def _check_socket(sock: Path) -> p.DoctorCheck:
+    def fail(detail: str) -> p.DoctorCheck:
+        return p.DoctorCheck(name="socket", ok=False, detail=f"{sock}: {detail}")
+
+    try:
+        st = sock.lstat()
+    except FileNotFoundError:
+        return fail("does not exist (daemon not running, or not socket-activated)")
+    if not stat.S_ISSOCK(st.st_mode):
+        return fail("is not a socket")
+    if st.st_uid != os.getuid():
+        return fail(f"is owned by uid {st.st_uid}, not you ({os.getuid()})")
+    if st.st_mode & 0o077:
+        return fail(f"mode {st.st_mode & 0o777:04o}, should be 0600: other users could connect")
+    parent = sock.parent.stat()
+    if parent.st_uid != os.getuid() or parent.st_mode & 0o077:
+        return fail(f"its directory has mode {parent.st_mode & 0o777:04o} "
+                    f"(owner uid {parent.st_uid}); should be 0700 and yours")
+    return p.DoctorCheck(name="socket", ok=True,
+                         detail=f"{sock} (0600, directory 0700, owned by you)")
+
+
+def _check_database_offline(data_dir: Path) -> p.DoctorCheck:
+    db = data_dir / DB_NAME
+    if not db.exists():
+        return p.DoctorCheck(name="database", ok=False, detail=f"no database at {db}")
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        problems = [row[0] for row in conn.execute("PRAGMA integrity_check(20)")]
+    except sqlite3.DatabaseError as exc:
+        problems = [str(exc)]
+    finally:
+        conn.close()
+    if problems != ["ok"]:
+        return p.DoctorCheck(name="database", ok=False,
+                             detail=f"{db}: integrity_check: {'; '.join(problems)}")
+    return p.DoctorCheck(name="database", ok=True, detail=f"{db}: integrity_check ok")
+
+
+# --------------------------------------------------------------------------- config
+
+
+async def _config(args: argparse.Namespace) -> int:
+    from recalld.config import ENV, ConfigError, load_settings  # light: msgspec only
+
+    path = paths.config_file()
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        _say(f"recallctl: {exc}")
+        return 1
+    in_file = paths.file_config()
+    values = msgspec.structs.asdict(settings)
+    env_of = {key: var for var, key in ENV.items() if os.environ.get(var)}
+    source = {
+        key: (f"env {env_of[key]}" if key in env_of else "file" if key in in_file else "default")
+        for key in values
+    }
+    effective = {**values, "socket": str(settings.socket_path),
+                 "data_dir": str(settings.data_path)}
+    if args.json:
+        _print_json({"config_file": str(path), "exists": path.exists(),
+                     "settings": effective, "sources": source})
+        return 0
+    print(f"# {path}{'' if path.exists() else ' (not present: defaults)'}")
+    for key, value in effective.items():
+        shown = msgspec.json.encode(value).decode()
+        print(f"{key} = {shown}  # {source[key]}")
+    return 0
+
+
+# --------------------------------------------------------------------------- parsers
+
+
+def add_commands(sub: Any) -> None:
+    """Register the operations subcommands on recallctl's subparsers."""
+    ex = sub.add_parser(
+        "export", help="write records as JSON Lines",
+        description="Write every live record (default: memories) as JSON Lines, one record "
+        "with all its fields per line. A progress bar shows on a terminal.")
+    ex.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
+    ex.add_argument("--kind", default="memory",
+                    help="record kind to export, or 'all' (default: memory)")
+    ex.add_argument("--in", dest="workspace_filter", metavar="WORKSPACE",
+                    help="only this workspace (default: every workspace)")
+    ex.set_defaults(local=_export)
+
+    im = sub.add_parser(
+        "import", help="store memories from JSON Lines",
+        description="Store each JSON Lines memory (as `recallctl export` writes them; only "
+        "'text' is required) through the normal write path: redacted, trust-scored, "
+        "deduplicated. Importing a file twice stores nothing new. Exits 1 if any line failed.")
+    im.add_argument("file", help="JSON Lines file, or - for stdin")
+    im.set_defaults(local=_import)
+
+    bk = sub.add_parser(
+        "backup", help="copy the database, consistent while the daemon runs",
+        description="Copy the SQLite database with SQLite's online backup API (one read "
+        "transaction: a consistent snapshot while the daemon goes on writing). The vector "
+        "index is not copied: recalld rebuilds it from the database. To restore, stop "
+        "recalld and put the file in the data dir as recalld.db.")
+    bk.add_argument("dest", help="file to write")
+    bk.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    bk.set_defaults(local=_backup)
+
+    ri = sub.add_parser(
+        "reindex", help="re-embed every record (e.g. after a model change)",
+        description="Queue every record for embedding with the daemon's current model and "
+        "show progress until done. Searches stay semantic meanwhile (old vectors serve until "
+        "replaced).")
+    ri.add_argument("--no-wait", action="store_true", help="return once queued")
+    ri.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
+                    help="wait up to SECONDS for the model to load first (default 60)")
+    ri.add_argument("--interval", type=float, default=0.25, help=argparse.SUPPRESS)
+    ri.set_defaults(local=_reindex)
+
+    ws = sub.add_parser(
+        "workspace", help="approve, revoke or list workspaces",
+        description="With require_approval = true in the config, recalld serves only "
+        "approved workspaces; agents elsewhere get an error naming this command.")
+    ws_sub = ws.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, text in (("approve", "approve a workspace"), ("revoke", "withdraw an approval")):
+        a = ws_sub.add_parser(action, help=text, description=f"{text[0].upper()}{text[1:]}. "
+                              "PATH is taken to its git root, as recall-mcp does.")
+        a.add_argument("path", metavar="PATH")
+        a.add_argument("--exact", action="store_true",
+                       help="use PATH as given, not its git root")
+    ls = ws_sub.add_parser("list", help="list approved and refused workspaces",
+                           description="List approved workspaces, and those refused since "
+                           "the daemon started.")
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ws.set_defaults(local=_workspace)
+
+    dr = sub.add_parser(
+        "doctor", help="check the socket, database, index and model",
+        description="Check the config, the socket and its permissions, that the daemon "
+        "answers, PRAGMA integrity_check, that the vector index matches SQLite, that the "
+        "model loaded, and that the writer commits. Exits 1 if any check fails.")
+    dr.add_argument("--json", action="store_true", help="print JSON")
+    dr.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
+                    help="wait up to SECONDS for a loading model (default 30)")
+    dr.set_defaults(local=_doctor)
+
+    cf = sub.add_parser(
+        "config", help="print the effective config",
+        description="Print every setting as the daemon would see it (config.toml, then "
+        "environment overrides) and where each value comes from. Exits 1 if the config "
+        "is invalid.")
+    cf.add_argument("--json", action="store_true", help="print JSON")
+    cf.set_defaults(local=_config)
