@@ -42,9 +42,11 @@ CONCISE_DROPS = {"vault", "caller", "channel", "episode_type", "duration_ms", "r
 
 
 def shim(socket: str, *args: str, agent: str = "mcp-agent") -> StdioServerParameters:
-    keep = ("PATH", "HOME", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME")
+    keep = ("PATH", "HOME", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
     env = {k: v for k, v in os.environ.items() if k in keep}
     env["RECALLD_SOCKET"] = socket
+    # A test that wants no daemon must not have the shim start one.
+    env["RECALLD_AUTOSTART"] = "0"
     return StdioServerParameters(
         command=str(BIN / "recall-mcp"),
         args=["--agent", agent, "--workspace", "/ws/mcp", *args], env=env,
