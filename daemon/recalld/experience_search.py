@@ -129,12 +129,25 @@ def _floor(
 
 def _retrieve(
     conn: sqlite3.Connection, index: VectorIndex | None, kind: str, workspace: str,
-    terms: list[str], qvec: np.ndarray | None,
+    terms: list[str], qvec: np.ndarray | None, *, want: int | None = None,
 ) -> list[Verdict]:
-    """Every candidate of ``kind`` either channel finds, best first, judged by the floor."""
+    """Candidates of ``kind`` either channel finds, best first, judged by the floor.
+
+    With ``want``, only the first ``want`` that pass: candidates are judged in fused order a
+    few at a time (the word check costs one FTS lookup per query word), stopping when enough
+    have passed. Without it, every candidate, passed or not (for explain).
+    """
     visible, params = _visible(kind, workspace, time.time())
     candidates = retrieve(conn, terms, qvec, index, visible, params, limit=CHANNEL_DEPTH)
-    return _floor(conn, terms, candidates)
+    if want is None:
+        return _floor(conn, terms, candidates)
+    kept: list[Verdict] = []
+    step = max(10, 2 * want)
+    for start in range(0, len(candidates), step):
+        kept += [v for v in _floor(conn, terms, candidates[start:start + step]) if v.passed]
+        if len(kept) >= want:
+            break
+    return kept[:want]
 
 
 def _experiences(
@@ -195,8 +208,8 @@ def _search_sync(
     conn: sqlite3.Connection,
 ) -> tuple[list[p.ExperienceInfo], list[p.LessonInfo]]:
     terms = query_terms(query)
-    kept = [v for v in _retrieve(conn, index, "experience", workspace, terms, qvec) if v.passed]
-    scored = [(v.candidate.rowid, v.candidate.score) for v in kept[:limit]]
+    kept = _retrieve(conn, index, "experience", workspace, terms, qvec, want=limit)
+    scored = [(v.candidate.rowid, v.candidate.score) for v in kept]
     experiences = _experiences(conn, scored, files_shown=FILES_SHOWN)
     return experiences, _lessons_of(conn, [rowid for rowid, _ in scored])
 
@@ -282,8 +295,8 @@ def _context_sync(
     conn: sqlite3.Connection,
 ) -> tuple[list[p.LessonInfo], list[p.ExperienceInfo]]:
     terms = query_terms(task)
-    kept = [v for v in _retrieve(conn, index, "experience", workspace, terms, qvec) if v.passed]
-    scored = [(v.candidate.rowid, v.candidate.score) for v in kept[:limit]]
+    kept = _retrieve(conn, index, "experience", workspace, terms, qvec, want=limit)
+    scored = [(v.candidate.rowid, v.candidate.score) for v in kept]
     experiences = [
         msgspec.structs.replace(
             e, description=_clip(e.description, CONTEXT_DESCRIPTION_CHARS),
@@ -294,8 +307,8 @@ def _context_sync(
     # The lessons of similar tasks, and lessons that match the task themselves: a general
     # lesson may apply although the task it came from was described differently.
     lessons = {lesson.id: lesson for lesson in _lessons_of(conn, [rowid for rowid, _ in scored])}
-    direct = [v.candidate.rowid for v in _retrieve(conn, index, "lesson", workspace, terms, qvec)
-              if v.passed]
+    near = _retrieve(conn, index, "lesson", workspace, terms, qvec, want=CONTEXT_LESSONS)
+    direct = [v.candidate.rowid for v in near]
     for lesson in lesson_infos(conn, direct).values():
         lessons.setdefault(lesson.id, lesson)
     ranked = sorted(lessons.values(), key=lambda lesson: (-lesson.confidence, -lesson.support))
