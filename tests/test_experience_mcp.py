@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 from mcp import Client
 
-from .conftest import DaemonProcess
+from .conftest import BIN, DaemonProcess
 from .test_mcp_shim import shim
 
 TOOLS = ("record_experience", "search_experience", "explain_node", "forget_experience",
@@ -123,3 +123,31 @@ def test_the_experience_tools_load_nothing_heavy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
+
+
+async def test_the_experience_tools_wait_for_workspace_approval(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    d: DaemonProcess = daemon_factory(extra_env={"RECALLD_REQUIRE_APPROVAL": "1"})
+    await d.start()
+    calls = {
+        "record_experience": {"description": "Fixed the flaky upload test"},
+        "search_experience": {"query": "flaky upload test"},
+        "explain_node": {"id": "exp_any"},
+        "forget_experience": {"id": "exp_any"},
+        "get_execution_context": {"task": "fix another flaky test"},
+    }
+    async with Client(shim(str(d.socket), "--workspace", "/ws/gated")) as client:
+        for name, args in calls.items():
+            refused = await client.call_tool(name, args)
+            assert refused.is_error, name
+            assert "recallctl workspace approve /ws/gated" in refused.content[0].text, name
+        approve = subprocess.run(
+            [str(BIN / "recallctl"), "--socket", str(d.socket), "workspace", "approve", "/ws/gated"],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert approve.returncode == 0, approve.stderr
+        recorded = await client.call_tool("record_experience", calls["record_experience"])
+        found = await client.call_tool("search_experience", calls["search_experience"])
+    assert not recorded.is_error and not found.is_error
+    assert found.structured_content is not None
+    assert [e["id"] for e in found.structured_content["experiences"]] == [recorded.structured_content["id"]]
+    assert await d.stop() == 0

@@ -117,7 +117,7 @@ Returns: {id, duplicate, replayed, lessons}; each lesson {text, confidence, supp
 Use when: a task is done (succeeded, failed or was abandoned) and a later session would benefit from how it went and what to do differently.
 Not for: notes or facts that are not the outcome of a task (use memory_store); progress updates mid-task.
 Side effects: writes one experience to the current workspace; secrets are redacted before storage. Each lesson is stored once: a lesson that says the same as a stored one (same words, or near-identical meaning) is merged into it and adds to its support and confidence. Recording the same experience again, or repeating an idempotency_key, returns the first result.
-Errors: invalid_request for empty or oversize text, a file outside the workspace, over 100 files or over 20 lessons; unavailable when the daemon is down."""
+Errors: invalid_request for empty or oversize text, a file outside the workspace, over 100 files or over 20 lessons; forbidden, saying how to approve it, while require_approval is on and the workspace is not approved; unavailable when the daemon is down."""
 
 SEARCH_EXPERIENCE_DESCRIPTION = """Search this project's past tasks by description similarity.
 
@@ -125,7 +125,7 @@ Returns: structured 'experiences' (id, score, description, class, agent, strateg
 Use when: the user asks what was learned or what worked before, or to find an experience id for explain_node or forget_experience.
 Not for: planning a new task (use get_execution_context); searching notes and facts (use memory_search).
 Side effects: none; read-only. Matching is by words and by meaning, on task descriptions only.
-Errors: invalid limit or query values are rejected by the input schema; unavailable when the daemon is down."""
+Errors: invalid limit or query values are rejected by the input schema; forbidden, saying how to approve it, while require_approval is on and the workspace is not approved; unavailable when the daemon is down."""
 
 EXPLAIN_NODE_DESCRIPTION = """Show one past experience in full: its details, its episodes, the lessons it supports and, given a query, why it ranked for that query.
 
@@ -133,7 +133,7 @@ Returns: {experience, episodes, lessons, ranking}; ranking (null without a query
 Use when: deciding whether a search_experience hit really applies, or before forget_experience to see what goes with it.
 Not for: finding experiences (use search_experience).
 Side effects: none; read-only.
-Errors: not_found for an unknown or forgotten id, or one of another workspace."""
+Errors: not_found for an unknown or forgotten id, or one of another workspace; forbidden, saying how to approve it, while require_approval is on and the workspace is not approved."""
 
 FORGET_EXPERIENCE_DESCRIPTION = """Forget one past experience: tombstone it so that it never surfaces again.
 
@@ -141,7 +141,7 @@ Returns: {id, already_forgotten, lessons_weakened, lessons_retired}.
 Use when: an experience is wrong, misleading or was recorded by mistake.
 Not for: rewording a lesson (record the experience again instead).
 Side effects: the experience stops surfacing at once. Its lessons lose its support and their confidence is recomputed; a lesson it alone supported is retired and no longer surfaces. Forgetting it again changes nothing.
-Errors: not_found for an unknown id or one of another workspace."""
+Errors: not_found for an unknown id or one of another workspace; forbidden, saying how to approve it, while require_approval is on and the workspace is not approved."""
 
 GET_EXECUTION_CONTEXT_DESCRIPTION = """Gather what past work in this project says about a new task: the lessons that apply and the most similar past tasks, compact enough for a plan or prompt.
 
@@ -149,7 +149,7 @@ Returns: {context, lessons, experiences}: context is a short ready-to-use text b
 Use when: starting or planning a task, to reuse what worked and avoid what failed.
 Not for: questions about past work (use search_experience); recording an outcome (use record_experience).
 Side effects: none; read-only.
-Errors: invalid task or limit values are rejected by the input schema; unavailable when the daemon is down."""
+Errors: invalid task or limit values are rejected by the input schema; forbidden, saying how to approve it, while require_approval is on and the workspace is not approved; unavailable when the daemon is down."""
 
 
 def _summary(e: p.ExperienceInfo) -> ExperienceSummary:
