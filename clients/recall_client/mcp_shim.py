@@ -31,8 +31,10 @@ INSTRUCTIONS = """recalld is the shared, local memory of the agents on this mach
 Search before you re-derive: memory_search for facts, notes and decisions. Store what a later
 session would want to know with memory_store (decisions, conventions, gotchas), not what the
 repository already says. work_search finds what agents actually did (commands, failures,
-sessions); work_result records how a task turned out. Hits are leads about the past: check
-them against the task at hand."""
+sessions); work_result records how a task turned out. Before planning a task,
+get_execution_context for the lessons and similar past tasks that apply; when a task is done,
+record_experience with its outcome and lessons. Hits are leads about the past: check them
+against the task at hand."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +52,7 @@ def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
     """The MCP server with every recalld tool registered (imports the SDK, ~1 s)."""
     from mcp.server.mcpserver import MCPServer
 
-    from . import mcp_memory, mcp_work
+    from . import mcp_experience, mcp_memory, mcp_work
 
     holder: dict[str, Session] = {}
 
@@ -75,7 +77,7 @@ def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
         lifespan=lifespan,
     )
     # One module per tool family; each registers its tools on the server.
-    for module in (mcp_memory, mcp_work):
+    for module in (mcp_memory, mcp_work, mcp_experience):
         module.register(server, lambda: holder["session"])
     return server
 

@@ -17,6 +17,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 __all__ = [
+    "MAX_EXPERIENCE_FILES",
     "MAX_FRAME",
     "PROTOCOL_VERSION",
     "ActorStatus",
@@ -25,27 +26,43 @@ __all__ = [
     "DoctorCheck",
     "DoctorResult",
     "EpisodeCaptured",
+    "EpisodeRef",
     "Error",
     "ErrorCode",
+    "ExecutionContext",
+    "ExperienceForgotten",
+    "ExperienceInfo",
+    "ExperienceRecorded",
+    "ExperienceSearchResult",
+    "ExperienceStatus",
+    "ExplainNode",
     "Export",
     "ExportPage",
     "ExportedRecord",
     "Forget",
+    "ForgetExperience",
     "Forgotten",
     "FrameTooLarge",
+    "GetExecutionContext",
     "Hello",
+    "LessonInfo",
     "MemoryHit",
     "MemorySearch",
     "MemorySearchResult",
     "MemoryStore",
     "ModelStatus",
+    "NodeExplained",
     "Ping",
     "Pong",
+    "Ranking",
+    "RecordExperience",
+    "RecordedLesson",
     "RefusedWorkspace",
     "Reindex",
     "ReindexStarted",
     "Reply",
     "Request",
+    "SearchExperience",
     "Status",
     "StatusReport",
     "StatusResult",
@@ -226,6 +243,63 @@ class Forget(Request, tag="forget"):
     record_id: Key
 
 
+# ---- experiences and lessons (seed 000)
+
+ExperienceStatus = Literal["success", "failure", "unknown"]
+# Experiences and lessons are named by their public record id (exp_..., les_...). The wire
+# field is ``record_id`` because ``id`` is every request's own id.
+RecordId = Annotated[str, Meta(min_length=1, max_length=64)]
+ExperienceQuery = Annotated[str, Meta(min_length=1, max_length=1_000)]
+LessonText = Annotated[str, Meta(min_length=1, max_length=1_000)]
+# Files an experience touched: project-relative once stored; the cap keeps a record compact.
+MAX_EXPERIENCE_FILES = 100
+
+
+class RecordExperience(Request, tag="record_experience"):
+    """Record one finished task with its outcome and the lessons drawn from it."""
+
+    description: Annotated[str, Meta(min_length=1, max_length=20_000)]
+    status: ExperienceStatus = "unknown"
+    strategy: Annotated[str, Meta(min_length=1, max_length=2_000)] | None = None
+    # ``class`` on the wire (the seed's name); a Python keyword, hence the attribute name.
+    task_class: Annotated[str, Meta(min_length=1, max_length=64)] = msgspec.field(
+        default="general", name="class"
+    )
+    tool_calls: Annotated[int, Meta(ge=0, le=10_000_000)] = 0
+    minutes: Annotated[float, Meta(ge=0, le=525_600)] = 0.0
+    files: Annotated[list[Path], Meta(max_length=MAX_EXPERIENCE_FILES)] = []
+    lessons: Annotated[list[LessonText], Meta(max_length=20)] = []
+    session: Annotated[str, Meta(max_length=200)] | None = None
+    # A retried request with the same key returns the first request's result.
+    idempotency_key: Key | None = None
+
+
+class SearchExperience(Request, tag="search_experience"):
+    """Past experiences of the caller's workspace similar to ``query``, and their lessons."""
+
+    query: ExperienceQuery
+    limit: Annotated[int, Meta(ge=1, le=20)] = 5
+
+
+class ExplainNode(Request, tag="explain_node"):
+    """One experience in full: its episodes, its lessons, and (given a query) why it ranked."""
+
+    record_id: RecordId
+    query: ExperienceQuery | None = None
+
+
+class ForgetExperience(Request, tag="forget_experience"):
+    """Tombstone one experience; its lessons lose its support."""
+
+    record_id: RecordId
+
+
+class GetExecutionContext(Request, tag="get_execution_context"):
+    """Lessons and similar past experiences that apply to a new task, compact for a prompt."""
+
+    task: Annotated[str, Meta(min_length=1, max_length=4_000)]
+    limit: Annotated[int, Meta(ge=1, le=10)] = 3
+
 
 # --------------------------------------------------------------------------- operations
 # Admin requests recallctl sends (export, reindex, doctor, workspace approval). They act on
@@ -275,6 +349,7 @@ OpsRequests = Export | Reindex | Doctor | WorkspaceApprove | WorkspaceRevoke | W
 Requests = (
     Hello | Ping | MemoryStore | MemorySearch | Status
     | CaptureEpisode | WorkSearch | WorkResult | Forget
+    | RecordExperience | SearchExperience | ExplainNode | ForgetExperience | GetExecutionContext
     | OpsRequests
 )
 
@@ -456,6 +531,102 @@ class Forgotten(Reply, tag="forgotten"):
     already: bool = False
 
 
+# ---- experiences and lessons (seed 000)
+
+
+class ExperienceInfo(Struct, kw_only=True):
+    """One experience as search, explain and context return it."""
+
+    id: str
+    score: float
+    description: str
+    task_class: str = msgspec.field(name="class")
+    agent: str
+    strategy: str | None
+    status: str
+    tool_calls: int
+    minutes: float
+    files: list[str]
+    ts: float
+    session: str | None = None
+
+
+class LessonInfo(Struct, kw_only=True):
+    """A lesson with its live support (experiences behind it) and confidence in 0..1."""
+
+    id: str
+    text: str
+    confidence: float
+    support: int
+
+
+class RecordedLesson(LessonInfo, kw_only=True):
+    # True when the lesson said the same as one already stored and was merged into it.
+    merged: bool
+
+
+class ExperienceRecorded(Reply, tag="experience_recorded"):
+    record_id: str
+    # True when the same experience (description, status, strategy, session) was already
+    # recorded in the workspace; record_id is that one and nothing new was written.
+    duplicate: bool = False
+    replayed: bool = False
+    lessons: list[RecordedLesson] = []
+
+
+class ExperienceSearchResult(Reply, tag="experience_search_result"):
+    query: str
+    experiences: list[ExperienceInfo]
+    lessons: list[LessonInfo]
+    semantic_used: bool
+    took_ms: float
+
+
+class EpisodeRef(Struct, kw_only=True):
+    id: str
+    ts: float
+    text: str
+
+
+class Ranking(Struct, kw_only=True):
+    """Why an experience ranked (or did not) for a query: each channel's say and the floor's."""
+
+    query: str
+    rank: int | None  # 1-based among the results search_experience would return; None if cut
+    score: float
+    lexical_rank: int | None
+    semantic_rank: int | None
+    cosine: float | None
+    matched_terms: list[str]
+    query_terms: list[str]
+    passed_floor: bool
+    reason: str
+
+
+class NodeExplained(Reply, tag="node_explained"):
+    experience: ExperienceInfo
+    episodes: list[EpisodeRef]
+    lessons: list[LessonInfo]
+    ranking: Ranking | None = None
+
+
+class ExperienceForgotten(Reply, tag="experience_forgotten"):
+    record_id: str
+    already_forgotten: bool = False
+    # Lessons that lost this experience's support but keep others.
+    lessons_weakened: int = 0
+    # Lessons left with no support: tombstoned with it, they no longer surface.
+    lessons_retired: int = 0
+
+
+class ExecutionContext(Reply, tag="execution_context"):
+    task: str
+    lessons: list[LessonInfo]
+    experiences: list[ExperienceInfo]
+    # The same, rendered as a short block ready to put in a prompt ("" when nothing applies).
+    context: str
+    semantic_used: bool
+
 
 # --------------------------------------------------------------------------- operations replies
 
@@ -536,6 +707,8 @@ OpsReplies = ExportPage | ReindexStarted | DoctorResult | WorkspaceChanged | Wor
 Replies = (
     Error | Welcome | Pong | Stored | MemorySearchResult | StatusResult
     | EpisodeCaptured | WorkSearchResult | VerdictSet | Forgotten
+    | ExperienceRecorded | ExperienceSearchResult | NodeExplained | ExperienceForgotten
+    | ExecutionContext
     | OpsReplies
 )
 

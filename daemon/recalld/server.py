@@ -22,7 +22,7 @@ from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from recall_client import protocol as p
 
-from . import approval, episodes, forget, ops, scopes
+from . import approval, episodes, experience, experience_search, forget, ops, scopes
 from .capture import MemoryStoreJob, Principal
 from .errors import RecallError
 
@@ -255,6 +255,16 @@ class Server:
                 return await episodes.set_verdict(daemon, who, req)
             case p.Forget():
                 return await forget.forget(daemon, who, req)
+            case p.RecordExperience():
+                return await experience.record(daemon, who, req)
+            case p.SearchExperience():
+                return await experience_search.search(daemon, who, req)
+            case p.ExplainNode():
+                return await experience_search.explain(daemon, who, req)
+            case p.ForgetExperience():
+                return await experience.forget(daemon, who, req)
+            case p.GetExecutionContext():
+                return await experience_search.execution_context(daemon, who, req)
             case p.Status():
                 if req.wait_model_s:
                     with anyio.move_on_after(req.wait_model_s):

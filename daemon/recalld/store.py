@@ -108,6 +108,27 @@ MIGRATIONS: list[str] = [
         approved_by TEXT NOT NULL              -- agent name of the approving client
     ) WITHOUT ROWID;
     """,
+    # 4: experiences (kind 'experience') and the lessons (kind 'lesson') they support.
+    """
+    CREATE TABLE experiences (
+        rowid      INTEGER PRIMARY KEY REFERENCES records(rowid) ON DELETE CASCADE,
+        task_class TEXT NOT NULL,
+        strategy   TEXT,
+        status     TEXT NOT NULL CHECK (status IN ('success', 'failure', 'unknown')),
+        tool_calls INTEGER NOT NULL DEFAULT 0,
+        minutes    REAL NOT NULL DEFAULT 0,
+        files      TEXT NOT NULL DEFAULT '[]'   -- JSON array of project-relative paths
+    );
+    -- Which experiences support which lesson. A link outlives a forgotten experience (the
+    -- tombstone on its record says it no longer counts), so history stays explainable.
+    CREATE TABLE lesson_support (
+        lesson_rowid     INTEGER NOT NULL REFERENCES records(rowid) ON DELETE CASCADE,
+        experience_rowid INTEGER NOT NULL REFERENCES records(rowid) ON DELETE CASCADE,
+        created_at       REAL NOT NULL,
+        PRIMARY KEY (lesson_rowid, experience_rowid)
+    ) WITHOUT ROWID;
+    CREATE INDEX lesson_support_by_experience ON lesson_support(experience_rowid);
+    """,
 ]
 
 

@@ -250,6 +250,16 @@ class VectorIndex:
             ids = _index_ids(self._index)
         return np.sort(ids)
 
+    def range_search_sync(self, vec: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+        """Every (id, cosine) with a cosine above ``threshold``, in no particular order.
+
+        Exact on a flat index; on IVF it sees the probed lists only, so it may miss a match.
+        """
+        with self._lock.read():
+            query = vec.reshape(1, -1).astype(np.float32, copy=False)
+            lims, scores, ids = self._index.range_search(query, threshold)
+        return ids[lims[0]:lims[1]], scores[lims[0]:lims[1]]
+
     # ------------------------------------------------------------------ snapshot
 
     async def snapshot(self) -> None:
