@@ -4,17 +4,20 @@ Retrieval itself (channels, fusion, query terms) is ``search.retrieve``; this mo
 the reader contract it runs under (visibility, scope and every filter, as one SQL clause),
 then scores what comes back and shapes the result:
 
-    score = (0.5 * fused + 0.5 * relevance) * recency * trust * outcomes * supersession
+    score = fused * evidence * recency * trust * outcomes * supersession
 
-- ``fused``: retrieval's own 0..1 score (rank fusion); in keyword mode, term-coverage rank.
-- ``relevance``: absolute evidence that the hit is about the query: the share of the query's
-  words it contains, or its calibrated cosine, whichever is higher (a cross-encoder's score
-  instead, when reranking ran). Fusion alone is relative: its best hit scores high even when
-  nothing is relevant, so the floor (``min_score``, default 0.25) and ``low_confidence`` need
-  this absolute part.
+- ``fused``: retrieval's own 0..1 score (rank fusion of the mode's channels); in keyword mode,
+  the rank by term coverage. With a cross-encoder, half of it is the cross-encoder's score.
+- ``evidence``: 0.4..1 by ``relevance``, the absolute evidence that the hit is about the query:
+  the share of the query's words it contains, or its calibrated cosine, whichever is higher.
+  Full from a quarter of the query's words on, so among hits with real evidence the mode's own
+  order stands; fusion alone is relative (the semantic channel always has a nearest vector),
+  and a hit with no evidence at all cannot reach the floor on rank alone. ``relevance`` also
+  decides ``low_confidence`` (no hit with at least 0.5).
 - ``recency``: 0.85..1 by age (30-day half-life), unless ``disable_recency_boost``.
 - ``trust``: 0.7..1; ``outcomes``: down to 0.7 for recent ignored / contradicted uses that a
   later use, update or verification has not cleared; ``supersession``: 0.6.
+The floor (``min_score``, default 0.25) applies to the final score.
 Pinned facts (``distortion_tolerance: constraint``) are served first whatever their score.
 """
 
@@ -44,6 +47,10 @@ from .vector_index import VectorIndex
 __all__ = ["FLOOR", "MemoryReader", "MemorySearchConfig"]
 
 FLOOR = 0.25
+# Relevance from which a hit's evidence counts in full.
+EVIDENCE_FULL = 0.25
+# Trust below this (text that instructs its reader, risky sources) is flagged low_trust.
+LOW_TRUST = 0.8
 # A hit with at least this much relevance is a confident match.
 CONFIDENT = 0.5
 RECENCY_WEIGHT = 0.15
@@ -99,6 +106,10 @@ def _coverage(terms: Sequence[str], text: str) -> tuple[float, list[str]]:
     have = _stems(text)
     matched = [t for t in terms if _stem(t) in have]
     return len(matched) / len(terms), matched
+
+
+def _evidence(relevance: float) -> float:
+    return 0.4 + 0.6 * min(1.0, relevance / EVIDENCE_FULL)
 
 
 def _relevance_label(coverage: float) -> p.Relevance:
@@ -456,7 +467,7 @@ class MemoryReader:
         if not wanted:
             info.update(used=False)
             return
-        head = sorted(scored, key=lambda s: -(0.5 * s.fused + 0.5 * s.relevance))[:RERANK_DEPTH]
+        head = sorted(scored, key=lambda s: -s.fused * _evidence(s.relevance))[:RERANK_DEPTH]
         values = self.reranker.score(query, [s.row.text for s in head])
         if values is None:
             info.update(available=False, used=False, reason=self.reranker.reason)
@@ -466,11 +477,11 @@ class MemoryReader:
         info.update(available=True, used=True, model=self.reranker.path, depth=len(head))
 
     def _score(self, s: _Scored, now: float, boost: bool) -> None:
-        evidence = s.rerank if s.rerank is not None else s.relevance
-        base = 0.5 * s.fused + 0.5 * evidence
+        base = s.fused if s.rerank is None else 0.5 * s.fused + 0.5 * s.rerank
         age_days = max(0.0, now - s.row.ts) / 86400
         recency = 2 ** (-age_days / RECENCY_HALF_LIFE_DAYS)
         s.factors = {
+            "evidence": _evidence(s.relevance),
             "recency": (1 - RECENCY_WEIGHT) + RECENCY_WEIGHT * recency if boost else 1.0,
             "trust": 0.7 + 0.3 * s.row.trust,
             "outcomes": s.outcomes.factor,
@@ -525,7 +536,7 @@ class MemoryReader:
                 pinned=row.pinned,
                 contested=False,
                 authority=row.authority,
-                low_trust=row.trust < 0.7,
+                low_trust=row.trust < LOW_TRUST,
                 use_token=issue_use_token(conn, row.id, now),
                 expanded=expanded,
             )
@@ -637,7 +648,7 @@ class MemoryReader:
             tags=_tags.decode(row.tags), scopes=row.labels.get("scope", []),
             bands=row.labels.get("band", []), episodes=row.labels.get("episode", []),
             authority=row.authority, distortion_tolerance=row.distortion_tolerance,
-            pinned=row.pinned, trust=row.trust, low_trust=row.trust < 0.7,
+            pinned=row.pinned, trust=row.trust, low_trust=row.trust < LOW_TRUST,
             eligibility=row.eligibility, ts=row.ts, created_at=row.created_at,
             updated_at=row.updated_at, last_verified_at=row.last_verified_at,
             expires_at=row.expires_at, workspace=row.workspace, origin=row.origin,
