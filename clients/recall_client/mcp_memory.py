@@ -304,6 +304,15 @@ def _entry(h: p.MemoryHit) -> MemoryEntry:
     )
 
 
+def _fact(c: p.CortexFact) -> CortexFactOut:
+    return CortexFactOut(
+        id=c.id, subject=c.subject, text=c.text, score=c.score, contested=c.contested,
+        pinned=c.pinned, authority=c.authority, ts=c.ts,
+        contenders=[ContenderOut(id=o.id, text=o.text, authority=o.authority, ts=o.ts)
+                    for o in c.contenders] or None,
+    )
+
+
 # --------------------------------------------------------------------------- descriptions
 
 MEMORY_STORE_DESCRIPTION = """Store one memory in recalld, the shared local memory of this machine's agents: an entry (a note) or a canonical fact about a subject.
@@ -449,7 +458,7 @@ def register(server: MCPServer, session: Callable[[], Session]) -> None:
         r = await call(req, p.MemorySearchResult)
         entries = [_entry(h) for h in r.hits]
         return MemorySearchOutput(
-            query=r.query, count=len(entries), cortex=_plain(r.cortex), entries=entries,
+            query=r.query, count=len(entries), cortex=[_fact(c) for c in r.cortex], entries=entries,
             low_confidence=r.low_confidence, events=_plain(r.events) if r.events else None,
             semantic_used=r.semantic_used, mode=r.mode, trace=r.trace,
         )

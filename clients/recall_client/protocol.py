@@ -505,7 +505,7 @@ class UseRecorded(Reply, tag="use_recorded"):
     recorded: list[RecordedUse]
 
 
-class Contender(Struct, kw_only=True, omit_defaults=True):
+class Contender(Struct, kw_only=True):
     id: str
     text: str
     authority: Authority = "first-party"
@@ -604,7 +604,7 @@ class MemoryHit(Struct, kw_only=True, omit_defaults=True):
     trace: dict[str, Any] | None = None
 
 
-class CortexFact(Struct, kw_only=True, omit_defaults=True):
+class CortexFact(Struct, kw_only=True):
     """The current answer for one subject: deduped, contested and pinned flags set."""
 
     id: str

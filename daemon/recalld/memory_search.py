@@ -18,7 +18,8 @@ then scores what comes back and shapes the result:
 - ``trust``: 0.7..1; ``outcomes``: down to 0.7 for recent ignored / contradicted uses that a
   later use, update or verification has not cleared; ``supersession``: 0.6.
 The floor (``min_score``, default 0.25) applies to the final score.
-Pinned facts (``distortion_tolerance: constraint``) are served first whatever their score.
+Pinned facts (``distortion_tolerance: constraint``) whose subject the query names are served
+first whatever their score.
 """
 
 from __future__ import annotations
@@ -98,6 +99,12 @@ def _stem(word: str) -> str:
 
 def _stems(text: str) -> set[str]:
     return {_stem(w) for w in _WORD.findall(text.lower())}
+
+
+def _names(query_words: set[str], subject: str | None) -> bool:
+    """Whether a query names a subject: every word of the subject is in the query."""
+    subject_words = _stems(subject or "")
+    return bool(subject_words) and subject_words <= query_words
 
 
 def _coverage(terms: Sequence[str], text: str) -> tuple[float, list[str]]:
@@ -442,7 +449,10 @@ class MemoryReader:
             self._score(s, now, boost)
         kept = [s for s in scored if s.score >= floor]
         trace["above_floor"] = len(kept)
-        kept.sort(key=lambda s: (not s.row.pinned, -s.score))
+        # A constraint fact is served first when the query names its subject (the entity
+        # the query is about is bound by it); elsewhere it ranks by score, still marked pinned.
+        words = _stems(req.query)
+        kept.sort(key=lambda s: (not (s.row.pinned and _names(words, s.row.subject)), -s.score))
         top = kept[: req.limit]
 
         hits = self._hits(conn, req, top, now, verbose)
@@ -583,10 +593,9 @@ class MemoryReader:
                 slot = (s.row.subject_key, s.row.origin)
                 best[slot] = max(best.get(slot, 0.0), s.score)
         # Constraint facts whose subject the query names are served even when not retrieved.
-        words = {_stem(t) for t in _WORD.findall(req.query.lower())}
+        words = _stems(req.query)
         for row in _rows(conn, f"m.distortion_tolerance = 'constraint' AND m.superseded_by IS NULL AND {clause}", params):
-            subject_words = {_stem(w) for w in _WORD.findall((row.subject or "").lower())}
-            if subject_words and subject_words <= words:
+            if _names(words, row.subject):
                 best[(row.subject_key or "", row.origin)] = 1.0
         cortex = []
         for (key, origin), score in best.items():
