@@ -4,6 +4,7 @@ supersession and contest, drift on a real git repository, outcomes, links and li
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -502,3 +503,27 @@ async def test_temporal_cues_add_events_oldest_first(running_daemon: DaemonProce
     assert [e.id for e in timeline.events] == [ancient.record_id, older.record_id, newer.record_id]
     assert week.events is not None and [e.id for e in week.events] == [older.record_id, newer.record_id]
     assert plain.events is None
+
+
+async def test_memories_loaded_straight_into_records_are_served_as_plain_entries(running_daemon: DaemonProcess) -> None:
+    from recalld.capture import content_hash, new_id
+
+    text = "Bulk loaded: the archive bucket is cold storage."
+    now = time.time()
+    db = sqlite3.connect(running_daemon.data_dir / "recalld.db", timeout=10)
+    with db:
+        db.execute(
+            "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid, text,"
+            " tags, trust, eligibility, content_hash) VALUES"
+            " (?, 'memory', ?, ?, ?, '/ws/bulk', 'bulk', 0, ?, '[]', 1.0, 'eligible', ?)",
+            (memory_id := new_id("mem"), now, now, now, text, content_hash("memory", text)),
+        )
+    db.close()
+    async with running_daemon.client(workspace="/ws/bulk") as rc:
+        hit = (await search(rc, "archive bucket cold storage", mode="bm25")).hits[0]
+        assert hit.id == memory_id and hit.staleness_verdict == "fresh" and hit.kind == "entry"
+        await rc.call(p.MemoryVerify(memory_id=memory_id), p.MemoryChanged)
+        shown = (await rc.call(p.MemoryShow(memory_id=memory_id), p.MemoryShown)).memory
+    assert shown.origin == "/ws/bulk" and shown.last_verified_at >= now
+    async with running_daemon.client(workspace="/ws/elsewhere") as rc:
+        assert (await search(rc, "archive bucket cold storage", mode="bm25")).hits == []

@@ -87,6 +87,12 @@ def _event(conn: sqlite3.Connection, now: float, who: Principal, record_id: str,
 
 
 def _live_row(conn: sqlite3.Connection, memory_id: str) -> tuple[Any, ...]:
+    # A memory bulk-loaded straight into records gets its metadata row on first change.
+    conn.execute(
+        "INSERT OR IGNORE INTO memory_meta (rowid, origin, last_verified_at)"
+        " SELECT rowid, workspace, created_at FROM records WHERE id = ? AND kind = 'memory'",
+        (memory_id,),
+    )
     row = conn.execute(
         "SELECT r.rowid, r.text, r.source, r.workspace, m.kind, m.subject, m.authority,"
         " m.origin, m.origin_repo, r.ts FROM records r JOIN memory_meta m ON m.rowid = r.rowid"

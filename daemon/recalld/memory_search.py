@@ -165,13 +165,16 @@ def temporal_window(query: str, now: float) -> tuple[bool, float | None, float |
 
 # --------------------------------------------------------------------------- rows
 
+# A memory row written without its metadata (a bulk load straight into records) reads as a
+# plain entry of its workspace, verified when it was created.
 _ROW_SQL = (
     "SELECT r.rowid, r.id, r.text, r.ts, r.tags, r.source, r.trust, r.created_at, r.updated_at,"
     " r.agent, r.workspace, r.session, r.eligibility, r.expires_at,"
-    " m.kind, m.subject, m.subject_key, m.authority, m.distortion_tolerance, m.origin,"
-    " m.origin_repo, m.origin_commit, m.verified_commit, m.last_verified_at, m.writer_client,"
-    " m.writer_model, m.superseded_by"
-    " FROM records r JOIN memory_meta m ON m.rowid = r.rowid"
+    " coalesce(m.kind, 'entry'), m.subject, m.subject_key, coalesce(m.authority, 'first-party'),"
+    " m.distortion_tolerance, CASE WHEN m.rowid IS NULL THEN r.workspace ELSE m.origin END,"
+    " m.origin_repo, m.origin_commit, m.verified_commit, coalesce(m.last_verified_at, r.created_at),"
+    " m.writer_client, m.writer_model, m.superseded_by"
+    " FROM records r LEFT JOIN memory_meta m ON m.rowid = r.rowid"
 )
 
 
