@@ -209,7 +209,6 @@ async def test_drift_through_the_shim_on_a_real_git_repository(running_daemon: D
         await call("memory_verify", id=m["id"], verified_paths=["./deploy.sh"])
         (repo / "deploy.sh").unlink()
         git(repo, "commit", "-qam", "drop deploy.sh")
-        time.sleep(2.1)  # the daemon caches a HEAD for two seconds
         top = (await call("memory_search", query="deploys run deploy", expand_top=True))["entries"][0]
         assert top["commit_drift_count"] == 1
         assert top["claim_anchored_missing"] == ["./deploy.sh"]

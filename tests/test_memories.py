@@ -431,7 +431,6 @@ async def test_path_and_commit_drift_on_a_real_git_repository(running_daemon: Da
         (repo / "NEWS").write_text("n\n")
         git(repo, "add", "NEWS")
         git(repo, "commit", "-qm", "news")
-        time.sleep(2.1)  # the daemon caches a HEAD for two seconds
         drifted = (await search(rc, "entry point app", expand_top=True)).hits[0]
         assert drifted.commit_drift_count == 2
         assert drifted.claim_anchored_missing == ["src/app.py"]

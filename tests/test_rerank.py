@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from recall_client import protocol as p
 
 from .test_memories import search, settled, store
 

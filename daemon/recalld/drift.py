@@ -3,8 +3,8 @@
 The daemon runs git itself, in the memory's origin repository (the workspace's git top
 level, recorded at store time): the daemon is the same user as its clients, and computing
 drift where the memories are ranked keeps every client simple. Every git call is bounded by a
-timeout and its answer cached: a HEAD for a couple of seconds, a commit count for as long as
-the HEAD it was counted against stays the same.
+timeout and its answer cached: a HEAD until the repository's HEAD reflog changes, a commit
+count for as long as the HEAD it was counted against stays the same.
 """
 
 from __future__ import annotations
@@ -101,22 +101,38 @@ def git_origin(workspace: str) -> GitOrigin | None:
     return GitOrigin(repo=top, commit=git_head(top))
 
 
-_heads: dict[str, tuple[float, str | None]] = {}
+_heads: dict[str, tuple[tuple[int, int] | None, float, str | None]] = {}
 _counts: OrderedDict[tuple[str, str, str, tuple[str, ...]], int | None] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
+def _reflog_stamp(repo: str) -> tuple[int, int] | None:
+    """Size and mtime of the HEAD reflog: every commit, checkout or reset appends to it."""
+    try:
+        st = os.stat(os.path.join(repo, ".git", "logs", "HEAD"))
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
 def git_head(repo: str) -> str | None:
-    """HEAD of ``repo`` (None for a repository without commits), cached briefly."""
+    """HEAD of ``repo`` (None for a repository without commits).
+
+    Cached until the HEAD reflog changes; where there is none to watch (a linked worktree,
+    reflogs off), for a couple of seconds.
+    """
     now = time.monotonic()
+    stamp = _reflog_stamp(repo)
     with _cache_lock:
         cached = _heads.get(repo)
-        if cached is not None and now - cached[0] < HEAD_TTL:
-            return cached[1]
-    head = _git(repo, "rev-parse", "--verify", "-q", "HEAD")
+    if cached is not None and (
+        (stamp is not None and cached[0] == stamp) or (stamp is None and now - cached[1] < HEAD_TTL)
+    ):
+        return cached[2]
+    head = _git(repo, "rev-parse", "--verify", "-q", "HEAD") or None
     with _cache_lock:
-        _heads[repo] = (now, head or None)
-    return head or None
+        _heads[repo] = (stamp, now, head)
+    return head
 
 
 def _count(repo: str, since: str, head: str, paths: tuple[str, ...]) -> int | None:
