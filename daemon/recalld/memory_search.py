@@ -107,12 +107,27 @@ def _names(query_words: set[str], subject: str | None) -> bool:
     return bool(subject_words) and subject_words <= query_words
 
 
-def _coverage(terms: Sequence[str], text: str) -> tuple[float, list[str]]:
-    if not terms:
-        return 0.0, []
-    have = _stems(text)
-    matched = [t for t in terms if _stem(t) in have]
-    return len(matched) / len(terms), matched
+class _Coverage:
+    """Which of a query's words a text contains (any form of the word), built once a search.
+
+    Only the text's words that start like a query word are stemmed, so a long candidate
+    costs one regex scan.
+    """
+
+    def __init__(self, terms: Sequence[str]) -> None:
+        self.terms = list(terms)
+        self._stems = [_stem(t) for t in self.terms]
+        prefixes = sorted(set(self._stems), key=len, reverse=True)
+        self._scan = re.compile(
+            r"\b(?:" + "|".join(re.escape(x) for x in prefixes) + r")\w*", re.UNICODE
+        ) if prefixes else None
+
+    def __call__(self, text: str) -> tuple[float, list[str]]:
+        if self._scan is None:
+            return 0.0, []
+        have = {_stem(w) for w in self._scan.findall(text.lower())}
+        matched = [t for t, stem in zip(self.terms, self._stems, strict=True) if stem in have]
+        return len(matched) / len(self.terms), matched
 
 
 def _evidence(relevance: float) -> float:
@@ -408,7 +423,8 @@ class MemoryReader:
             return empty
         clause, params = visible
 
-        depth = min(200, max(50, 5 * req.limit))
+        # Candidates to re-score: enough for the adjustments to reorder, few enough to stay cheap.
+        depth = min(150, max(20, 3 * req.limit))
         semantic = mode == "hybrid" and qvec is not None and index is not None
         lexical_terms: Sequence[str] = terms
         if mode == "hybrid" and not bm25:
@@ -429,12 +445,13 @@ class MemoryReader:
             conn, f"r.rowid IN ({_in([c.rowid for c in cands])})", [c.rowid for c in cands]
         )} if cands else {}
         outcomes = _outcomes(conn, rows.values(), now)
+        covers = _Coverage(terms)
         scored: list[_Scored] = []
         for c in cands:
             row = rows.get(c.rowid)
             if row is None:
                 continue
-            coverage, matched = _coverage(terms, row.text)
+            coverage, matched = covers(row.text)
             cos_ev = 0.0
             if c.cosine is not None:
                 cos_ev = min(1.0, max(0.0, (c.cosine - COSINE_NOISE) / COSINE_SPAN))
@@ -597,7 +614,11 @@ class MemoryReader:
                 best[slot] = max(best.get(slot, 0.0), s.score)
         # Constraint facts whose subject the query names are served even when not retrieved.
         words = _stems(req.query)
-        for row in _rows(conn, f"m.distortion_tolerance = 'constraint' AND m.superseded_by IS NULL AND {clause}", params):
+        pinned = [r[0] for r in conn.execute(
+            "SELECT rowid FROM memory_meta WHERE distortion_tolerance = 'constraint'"
+            " AND superseded_by IS NULL"
+        )]
+        for row in _rows(conn, f"r.rowid IN ({_in(pinned)}) AND {clause}", [*pinned, *params]) if pinned else []:
             if _names(words, row.subject):
                 best[(row.subject_key or "", row.origin)] = 1.0
         cortex = []
