@@ -45,6 +45,9 @@ def shim(socket: str, *args: str, agent: str = "mcp-agent") -> StdioServerParame
     keep = ("PATH", "HOME", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME")
     env = {k: v for k, v in os.environ.items() if k in keep}
     env["RECALLD_SOCKET"] = socket
+    # Never start a daemon from here: one started for an absent socket would outlive the test
+    # and use the real data directory.
+    env["RECALLD_AUTOSTART"] = "0"
     return StdioServerParameters(
         command=str(BIN / "recall-mcp"),
         args=["--agent", agent, "--workspace", "/ws/mcp", *args], env=env,
