@@ -45,7 +45,8 @@ def shim(socket: str, *args: str, agent: str = "mcp-agent") -> StdioServerParame
     keep = ("PATH", "HOME", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
     env = {k: v for k, v in os.environ.items() if k in keep}
     env["RECALLD_SOCKET"] = socket
-    # Never a daemon of the shim's own starting: these tests bring theirs (or test its absence).
+    # Never start a daemon from here: one started for an absent socket would outlive the test
+    # and use the real data directory.
     env["RECALLD_AUTOSTART"] = "0"
     return StdioServerParameters(
         command=str(BIN / "recall-mcp"),

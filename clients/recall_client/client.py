@@ -136,6 +136,7 @@ async def open_client(
     path: str | os.PathLike[str] | None = None,
     timeout: float = 5.0,
     admin_token: str | None = None,
+    session: str | None = None,
 ) -> RecallClient:
     """Connect, start the reply reader in ``tg`` and say hello.
 
@@ -165,6 +166,7 @@ async def open_client(
         client=client,
         model=model,
         admin_token=admin_token,
+        session=session,
     )
     try:
         with anyio.fail_after(timeout):
@@ -185,6 +187,7 @@ async def connect(
     path: str | os.PathLike[str] | None = None,
     timeout: float = 5.0,
     admin_token: str | None = None,
+    session: str | None = None,
 ) -> AsyncIterator[RecallClient]:
     """Open a connection for the duration of a ``with`` block (see :func:`open_client`).
 
@@ -194,7 +197,7 @@ async def connect(
         async with anyio.create_task_group() as tg:
             rc = await open_client(
                 tg, agent=agent, workspace=workspace, client=client, model=model, path=path,
-                timeout=timeout, admin_token=admin_token,
+                timeout=timeout, admin_token=admin_token, session=session,
             )
             try:
                 yield rc

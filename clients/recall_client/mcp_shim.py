@@ -13,6 +13,7 @@ import argparse
 import logging
 import os
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -62,6 +63,8 @@ def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
             holder["session"] = Session(
                 tg, autostart=config.autostart, agent=config.agent, workspace=config.workspace,
                 client="recall-mcp", model=config.model, path=config.socket, admin=config.admin,
+                # One agent session per shim process, kept across reconnects.
+                session=f"mcp-{uuid.uuid4().hex}",
             )
             try:
                 yield None

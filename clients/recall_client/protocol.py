@@ -22,6 +22,12 @@ __all__ = [
     "PROTOCOL_VERSION",
     "ActorStatus",
     "CaptureEpisode",
+    "CitedPath",
+    "CommitDrift",
+    "Contender",
+    "CortexFact",
+    "DependsOn",
+    "DependsOnResolved",
     "Doctor",
     "DoctorCheck",
     "DoctorResult",
@@ -39,6 +45,7 @@ __all__ = [
     "Export",
     "ExportPage",
     "ExportedRecord",
+    "FactResolved",
     "Forget",
     "ForgetExperience",
     "Forgotten",
@@ -46,17 +53,31 @@ __all__ = [
     "GetExecutionContext",
     "Hello",
     "LessonInfo",
+    "MemoryChanged",
+    "MemoryDetail",
+    "MemoryEvent",
+    "MemoryFactResolve",
     "MemoryHit",
+    "MemoryLink",
+    "MemoryRecordUse",
     "MemorySearch",
     "MemorySearchResult",
+    "MemoryShow",
+    "MemoryShown",
     "MemoryStore",
+    "MemoryStored",
+    "MemoryUpdate",
+    "MemoryVerify",
     "ModelStatus",
+    "NegativeOutcome",
     "NodeExplained",
+    "PathDrift",
     "Ping",
     "Pong",
     "Ranking",
     "RecordExperience",
     "RecordedLesson",
+    "RecordedUse",
     "RefusedWorkspace",
     "Reindex",
     "ReindexStarted",
@@ -67,6 +88,7 @@ __all__ = [
     "StatusReport",
     "StatusResult",
     "Stored",
+    "UseRecorded",
     "VerdictSet",
     "Welcome",
     "WorkEpisode",
@@ -105,6 +127,19 @@ Query = Annotated[str, Meta(min_length=1, max_length=4_000)]
 Key = Annotated[str, Meta(min_length=1, max_length=200)]
 Path = Annotated[str, Meta(min_length=1, max_length=4_096)]
 Seconds = Annotated[float, Meta(ge=0)]
+MemoryId = Annotated[str, Meta(min_length=1, max_length=64)]
+Subject = Annotated[str, Meta(min_length=1, max_length=200)]
+MemoryLabel = Annotated[str, Meta(min_length=1, max_length=200)]
+Labels = Annotated[list[MemoryLabel], Meta(max_length=32)]
+Note = Annotated[str, Meta(max_length=500)]
+CitedPaths = Annotated[list[Path], Meta(max_length=64)]
+Commit = Annotated[str, Meta(pattern=r"^[0-9a-f]{7,64}$")]
+MemoryKind = Literal["entry", "fact"]
+Authority = Literal["first-party", "quoted"]
+DistortionTolerance = Literal["constraint"]
+Outcome = Literal["used", "ignored", "contradicted", "corrected"]
+Relevance = Literal["high", "medium", "low"]
+StalenessVerdict = Literal["fresh", "spot_check_recommended", "spot_check_required"]
 
 
 # --------------------------------------------------------------------------- requests
@@ -128,14 +163,28 @@ class Hello(Request, tag="hello"):
     # The contents of the daemon's admin token file; grants the admin:workspace scope.
     # A token that does not match is refused (forbidden), never silently ignored.
     admin_token: Annotated[str, Meta(min_length=1, max_length=256)] | None = None
+    # The agent session this connection belongs to (the MCP shim makes one per process);
+    # memory_search's since_prior_session compares sessions. Absent: one per connection.
+    session: Annotated[str, Meta(min_length=1, max_length=200)] | None = None
 
 
 class Ping(Request, tag="ping"):
     """Round trip with no work; used by health checks and benchmarks."""
 
 
+class DependsOn(Struct, kw_only=True, forbid_unknown_fields=True):
+    """A link from one memory to another it relies on, with why."""
+
+    id: MemoryId
+    note: Note | None = None
+
+
 class MemoryStore(Request, tag="memory_store"):
-    """Store one memory. Acknowledged only after its transaction has committed."""
+    """Store one memory (an entry, or a canonical fact about a subject).
+
+    Acknowledged only after its transaction has committed; a fact's supersession or contest
+    is decided in that same transaction.
+    """
 
     text: Text
     tags: Tags = []
@@ -148,17 +197,111 @@ class MemoryStore(Request, tag="memory_store"):
     idempotency_key: Key | None = None
     # Overrides the hello's workspace for this one record (bulk import, benchmarks).
     workspace: Path | None = None
+    kind: MemoryKind = "entry"
+    # The entity a fact is about; required for facts, refused for entries.
+    subject: Subject | None = None
+    scopes: Labels = []
+    bands: Labels = []
+    episodes: Labels = []
+    authority: Authority = "first-party"
+    # "constraint": a fact its subject is bound by; served first and marked pinned.
+    distortion_tolerance: DistortionTolerance | None = None
+    supersedes: Annotated[list[MemoryId], Meta(max_length=16)] = []
+    depends_on: Annotated[list[DependsOn], Meta(max_length=16)] = []
+    # Paths the memory's claims rest on (claim-anchored); paths in the text are found too.
+    paths: CitedPaths = []
+    # Where the memory was written. Unset, the daemon asks the workspace's git.
+    origin_repo: Path | None = None
+    origin_commit: Commit | None = None
+    # No origin: the memory passes every auto_scope filter (user-wide preferences).
+    global_scope: bool = False
+
+
+class MemoryUpdate(Request, tag="memory_update"):
+    """Correct a memory in place; every field left unset keeps its value.
+
+    An update is also a verification: last_verified_at moves to now.
+    """
+
+    memory_id: MemoryId
+    text: Text | None = None
+    tags: Tags | None = None
+    source: Annotated[str, Meta(max_length=128)] | None = None
+    subject: Subject | None = None
+    scopes: Labels | None = None
+    bands: Labels | None = None
+    episodes: Labels | None = None
+    authority: Authority | None = None
+    distortion_tolerance: DistortionTolerance | Literal["none"] | None = None
+    depends_on: Annotated[list[DependsOn], Meta(max_length=16)] | None = None
+    paths: CitedPaths | None = None
+    ttl_s: Annotated[float, Meta(gt=0)] | None = None
+
+
+class MemoryVerify(Request, tag="memory_verify"):
+    """Attest that a memory still holds: last_verified_at and the verified commit move to now."""
+
+    memory_id: MemoryId
+    # Paths checked and found to hold; attesting anchors them (their loss escalates later).
+    verified_paths: CitedPaths = []
+    note: Note | None = None
+
+
+class MemoryShow(Request, tag="memory_show"):
+    """One memory in full: metadata, links, outcomes, and path and commit drift."""
+
+    memory_id: MemoryId
+
+
+class MemoryRecordUse(Request, tag="memory_record_use"):
+    """Record what became of surfaced memories: used, ignored, contradicted or corrected."""
+
+    # From a memory_search hit; names the memory and the search it came from.
+    use_token: Annotated[str, Meta(min_length=1, max_length=512)] | None = None
+    memory_ids: Annotated[list[MemoryId], Meta(max_length=50)] = []
+    # Unset with a use_token: recorded as "used" (the hit was surfaced and not rejected).
+    outcome: Outcome | None = None
+    note: Note | None = None
+
+
+class MemoryFactResolve(Request, tag="memory_fact_resolve"):
+    """Settle a contested fact: adopt the contender, keep the current value, or pick one."""
+
+    subject: Subject
+    # True adopts the newest contender; False discards the contenders. Or name the winner.
+    accept: bool | None = None
+    keep_id: MemoryId | None = None
 
 
 class MemorySearch(Request, tag="memory_search"):
-    """Search memories of the caller's workspace, lexically and by meaning."""
+    """Search memories and canonical facts (seeds 003 and 004 in one request)."""
 
     query: Query
     limit: Annotated[int, Meta(ge=1, le=50)] = 5
-    # keyword and bm25 are lexical only; hybrid adds the semantic channel when it is up.
-    mode: Literal["keyword", "bm25", "hybrid"] = "hybrid"
+    # keyword: term-coverage ranking; bm25: FTS5 bm25; hybrid: bm25 and meaning fused.
+    # Unset follows the daemon's config (package default hybrid).
+    mode: Literal["keyword", "bm25", "hybrid"] | None = None
     tags: Tags = []
+    # Search this workspace instead of the hello's (recallctl --in).
     workspace: Path | None = None
+    sources: Labels = []
+    bands: Labels = []
+    episodes: Labels = []
+    scopes: Labels = []
+    # The writer's declared actor from its hello, matched exactly.
+    client: Annotated[str, Meta(min_length=1, max_length=64)] | None = None
+    model: Annotated[str, Meta(min_length=1, max_length=128)] | None = None
+    # Tri-state: None follows the daemon's config.
+    bm25: bool | None = None
+    rerank: bool | None = None
+    # Unset: the 0.25 floor.
+    min_score: Annotated[float, Meta(ge=0, le=1)] | None = None
+    disable_recency_boost: bool = False
+    explain: bool = False
+    verbose: bool = False
+    expand_top: bool = False
+    auto_scope: bool = True
+    since_prior_session: bool = False
 
 
 class Status(Request, tag="status"):
@@ -347,7 +490,8 @@ class WorkspaceList(Request, tag="workspace_list"):
 OpsRequests = Export | Reindex | Doctor | WorkspaceApprove | WorkspaceRevoke | WorkspaceList
 
 Requests = (
-    Hello | Ping | MemoryStore | MemorySearch | Status
+    Hello | Ping | MemoryStore | MemorySearch | MemoryUpdate | MemoryVerify | MemoryShow
+    | MemoryRecordUse | MemoryFactResolve | Status
     | CaptureEpisode | WorkSearch | WorkResult | Forget
     | RecordExperience | SearchExperience | ExplainNode | ForgetExperience | GetExecutionContext
     | OpsRequests
@@ -399,7 +543,94 @@ class Stored(Reply, tag="stored"):
     replayed: bool = False
 
 
-class MemoryHit(Struct, kw_only=True):
+class MemoryStored(Stored, tag="memory_stored"):
+    """A memory that has committed, with what storing it did to its subject's facts."""
+
+    kind: MemoryKind = "entry"
+    # inserted | superseded (it replaced older memories) | contested (parked beside the
+    # current fact until memory_fact_resolve) | historical (an older fact than the current)
+    action: str = "inserted"
+    subject: str | None = None
+    superseded: list[str] = []
+    contested: bool = False
+    contested_with: list[str] = []
+    authority: Authority = "first-party"
+    trust: float = 1.0
+    cited_paths: list[str] = []
+    origin_repo: str | None = None
+    origin_commit: str | None = None
+
+
+class MemoryChanged(Reply, tag="memory_changed"):
+    """A memory_update or memory_verify that has committed."""
+
+    memory_id: str
+    updated_at: float
+    last_verified_at: float
+    verified_commit: str | None = None
+    changed: list[str] = []
+
+
+class RecordedUse(Struct, kw_only=True):
+    memory_id: str
+    outcome: Outcome
+
+
+class UseRecorded(Reply, tag="use_recorded"):
+    recorded: list[RecordedUse]
+
+
+class Contender(Struct, kw_only=True):
+    id: str
+    text: str
+    authority: Authority = "first-party"
+    ts: float = 0.0
+
+
+class FactResolved(Reply, tag="fact_resolved"):
+    resolved: bool
+    subject: str
+    accepted: bool | None = None
+    current: str | None = None
+    current_text: str | None = None
+    superseded: list[str] = []
+    reason: str | None = None
+
+
+class PathDrift(Struct, kw_only=True):
+    """Cited paths checked on this machine: which are gone, which were attested and hold."""
+
+    checked: list[str]
+    missing: list[str]
+    verified: list[str]
+
+
+class CommitDrift(Struct, kw_only=True, omit_defaults=True):
+    repo: str
+    head: str | None = None
+    since_commit: str | None = None
+    count: int = 0
+    # Of those commits, the ones that touched a cited path.
+    touching_cited_paths: int = 0
+    reason: str | None = None
+
+
+class DependsOnResolved(Struct, kw_only=True):
+    id: str
+    scopes: list[str]
+    summary: str
+    link_note: str | None = None
+
+
+class NegativeOutcome(Struct, kw_only=True, omit_defaults=True):
+    outcome: Outcome
+    ts: float
+    note: str | None = None
+
+
+class MemoryHit(Struct, kw_only=True, omit_defaults=True):
+    """One ranked memory. Compact fields always; the rest when set, or when verbose."""
+
     id: str
     score: float
     text: str
@@ -407,6 +638,67 @@ class MemoryHit(Struct, kw_only=True):
     ts: float
     tags: list[str]
     source: str | None = None
+    kind: MemoryKind = "entry"
+    subject: str | None = None
+    relevance: Relevance = "low"
+    match_terms: list[str] = []
+    staleness_verdict: StalenessVerdict = "fresh"
+    path_drift_missing: int = 0
+    path_drift: PathDrift | None = None
+    claim_anchored_missing: list[str] = []
+    commit_drift_count: int | None = None
+    depends_on_resolved: list[DependsOnResolved] | None = None
+    recent_negative_outcomes: list[NegativeOutcome] | None = None
+    superseded: bool = False
+    superseded_by: str | None = None
+    superseded_by_text: str | None = None
+    pinned: bool = False
+    contested: bool = False
+    authority: Authority = "first-party"
+    low_trust: bool = False
+    use_token: str = ""
+    # Set on the top hit by expand_top: full text and drift detail inlined.
+    expanded: bool = False
+    truncated: bool = False
+    commit_drift: CommitDrift | None = None
+    # verbose
+    distortion_tolerance: DistortionTolerance | None = None
+    scopes: list[str] | None = None
+    bands: list[str] | None = None
+    episodes: list[str] | None = None
+    trust: float | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+    last_verified_at: float | None = None
+    origin_repo: str | None = None
+    origin_commit: str | None = None
+    agent: str | None = None
+    client: str | None = None
+    model: str | None = None
+    # explain
+    trace: dict[str, Any] | None = None
+
+
+class CortexFact(Struct, kw_only=True):
+    """The current answer for one subject: deduped, contested and pinned flags set."""
+
+    id: str
+    subject: str
+    text: str
+    score: float
+    contested: bool = False
+    pinned: bool = False
+    authority: Authority = "first-party"
+    ts: float = 0.0
+    contenders: list[Contender] = []
+
+
+class MemoryEvent(Struct, kw_only=True):
+    """A memory in the time window a temporal cue named, for a timeline (oldest first)."""
+
+    id: str
+    ts: float
+    text: str
 
 
 class MemorySearchResult(Reply, tag="memory_search_result"):
@@ -415,6 +707,79 @@ class MemorySearchResult(Reply, tag="memory_search_result"):
     semantic_used: bool
     mode: str
     took_ms: float
+    count: int = 0
+    cortex: list[CortexFact] = []
+    low_confidence: bool = False
+    events: list[MemoryEvent] | None = None
+    trace: dict[str, Any] | None = None
+
+
+class CitedPath(Struct, kw_only=True):
+    path: str
+    anchored: bool
+    exists: bool
+
+
+class MemoryLink(Struct, kw_only=True, omit_defaults=True):
+    id: str
+    summary: str
+    note: str | None = None
+    exists: bool = True
+
+
+class MemoryDetail(Struct, kw_only=True):
+    """Everything recalld holds about one memory (memory_show)."""
+
+    id: str
+    kind: MemoryKind
+    text: str
+    subject: str | None
+    source: str | None
+    tags: list[str]
+    scopes: list[str]
+    bands: list[str]
+    episodes: list[str]
+    authority: Authority
+    distortion_tolerance: DistortionTolerance | None
+    pinned: bool
+    trust: float
+    low_trust: bool
+    eligibility: str
+    ts: float
+    created_at: float
+    updated_at: float
+    last_verified_at: float
+    expires_at: float | None
+    workspace: str
+    origin: str | None
+    origin_repo: str | None
+    origin_commit: str | None
+    verified_commit: str | None
+    agent: str
+    client: str | None
+    model: str | None
+    session: str | None
+    superseded: bool
+    superseded_by: str | None
+    superseded_by_text: str | None
+    supersedes: list[str]
+    contested: bool
+    contenders: list[Contender]
+    depends_on: list[MemoryLink]
+    depended_on_by: list[MemoryLink]
+    cited_paths: list[CitedPath]
+    path_drift: PathDrift
+    path_drift_missing: int
+    claim_anchored_missing: list[str]
+    commit_drift: CommitDrift | None
+    commit_drift_count: int | None
+    staleness_verdict: StalenessVerdict
+    outcomes: dict[str, int]
+    recent_outcomes: list[NegativeOutcome]
+
+
+class MemoryShown(Reply, tag="memory_shown"):
+    memory: MemoryDetail
 
 
 class ActorStatus(Struct, kw_only=True):
@@ -705,7 +1070,8 @@ class WorkspaceListResult(Reply, tag="workspace_list_result"):
 OpsReplies = ExportPage | ReindexStarted | DoctorResult | WorkspaceChanged | WorkspaceListResult
 
 Replies = (
-    Error | Welcome | Pong | Stored | MemorySearchResult | StatusResult
+    Error | Welcome | Pong | Stored | MemoryStored | MemoryChanged | UseRecorded | FactResolved
+    | MemorySearchResult | MemoryShown | StatusResult
     | EpisodeCaptured | WorkSearchResult | VerdictSet | Forgotten
     | ExperienceRecorded | ExperienceSearchResult | NodeExplained | ExperienceForgotten
     | ExecutionContext

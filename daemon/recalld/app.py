@@ -33,6 +33,7 @@ from .errors import RecallError
 from .evaluation import EvaluationActor
 from .scopes import ensure_admin_token
 from .ops import HealthProbe
+from .memory_search import MemoryReader, MemorySearchConfig
 from .search import SearchActor
 from .server import Server
 from .store import open_reader, open_writer
@@ -119,7 +120,11 @@ class Daemon:
         )
         self._wake_embedding = embed_send.clone()
         self.search = SearchActor(
-            self.data_dir, self.model, workers=s.search_workers, queue_size=s.queue_size
+            self.data_dir, self.model, workers=s.search_workers, queue_size=s.queue_size,
+            memory=MemoryReader(MemorySearchConfig(
+                mode=s.search_mode, bm25=s.bm25, rerank=s.rerank,
+                rerank_model_path=s.rerank_model_path,
+            )),
         )
 
         async with AsyncExitStack() as stack:

@@ -19,16 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import msgspec
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from recall_client import protocol as p
 
 from .errors import RecallError
-from .redact import redact
-from .trust import assess
 
-__all__ = ["CaptureActor", "MemoryStoreJob", "Principal", "WriteJob", "new_id"]
+__all__ = ["CaptureActor", "Principal", "WriteJob", "content_hash", "new_id"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +58,8 @@ class Principal:
     model: str | None = None
     # What this connection may do (see recalld.scopes); the hello decides.
     scopes: frozenset[str] = frozenset()
+    # The hello's session, else one made for the connection.
+    session: str = ""
 
 
 class WriteJob:
@@ -99,78 +97,6 @@ class _Stats:
     last_batch: int = 0
     commit_failures: int = 0
     last_error: str | None = None
-
-
-class MemoryStoreJob(WriteJob):
-    """Insert one memory (or return the existing one for a duplicate or a replayed key)."""
-
-    __slots__ = ("principal", "req")
-
-    def __init__(self, principal: Principal, req: p.MemoryStore) -> None:
-        super().__init__()
-        self.principal = principal
-        self.req = req
-
-    def apply(self, conn: sqlite3.Connection, now: float) -> p.Stored:
-        req, who = self.req, self.principal
-        if req.idempotency_key is not None:
-            row = conn.execute(
-                "SELECT record_id FROM idempotency WHERE agent = ? AND key = ?",
-                (who.agent, req.idempotency_key),
-            ).fetchone()
-            if row is not None:
-                return p.Stored(id=0, record_id=row[0], replayed=True)
-        workspace = req.workspace or who.workspace
-        text, _found = redact(req.text)
-        digest = content_hash("memory", text)
-        row = conn.execute(
-            "SELECT id FROM records WHERE workspace = ? AND kind = 'memory' AND content_hash = ?"
-            " AND tombstoned_at IS NULL",
-            (workspace, digest),
-        ).fetchone()
-        if row is not None:
-            record_id, duplicate = row[0], True
-        else:
-            trust, blocked, _reasons = assess(text, source=req.source)
-            record_id, duplicate = new_id("mem"), False
-            cur = conn.execute(
-                "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
-                " session, source, text, tags, trust, eligibility, expires_at, content_hash)"
-                " VALUES (?, 'memory', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record_id,
-                    req.ts if req.ts is not None else now,
-                    now,
-                    now,
-                    workspace,
-                    who.agent,
-                    who.uid,
-                    req.session,
-                    req.source,
-                    text,
-                    _json_tags(req.tags),
-                    trust,
-                    "blocked" if blocked else "eligible",
-                    now + req.ttl_s if req.ttl_s is not None else None,
-                    digest,
-                ),
-            )
-            assert cur.lastrowid is not None
-            self.new_rowids.append(cur.lastrowid)
-        if req.idempotency_key is not None:
-            conn.execute(
-                "INSERT INTO idempotency (agent, key, record_id, created_at) VALUES (?, ?, ?, ?)",
-                (who.agent, req.idempotency_key, record_id, now),
-            )
-        return p.Stored(id=0, record_id=record_id, duplicate=duplicate)
-
-
-_tag_encoder = msgspec.json.Encoder()
-
-
-def _json_tags(tags: list[str]) -> str:
-    # Order-preserving dedup; tags are matched exactly, so keep their spelling.
-    return _tag_encoder.encode(list(dict.fromkeys(tags))).decode()
 
 
 class CaptureActor:

@@ -51,6 +51,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # SIGTERM waits this long for in-flight requests before closing their connections; the
     # whole stop (drain, writer, snapshot) stays well inside the unit's TimeoutStopSec=30.
     drain_timeout_s: Annotated[float, Meta(gt=0, le=60)] = 10.0
+    # memory_search defaults for its tri-state parameters (a request's own value wins).
+    search_mode: Literal["keyword", "bm25", "hybrid"] = "hybrid"
+    bm25: bool = True
+    rerank: bool = False
+    # A local sentence-transformers cross-encoder folder; empty: reranking is unavailable.
+    # Never downloaded.
+    rerank_model_path: str = ""
 
     @property
     def socket_path(self) -> Path:
@@ -77,6 +84,8 @@ ENV = {
     "RECALLD_AUTOSTART": "autostart",
     "RECALLD_REQUIRE_APPROVAL": "require_approval",
     "RECALLD_DRAIN_TIMEOUT_S": "drain_timeout_s",
+    "RECALLD_SEARCH_MODE": "search_mode",
+    "RECALLD_RERANK_MODEL_PATH": "rerank_model_path",
 }
 
 

@@ -15,10 +15,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import msgspec
 import numpy as np
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -29,6 +28,9 @@ from .embedding import Model
 from .errors import RecallError
 from .store import open_reader
 from .vector_index import VectorIndex
+
+if TYPE_CHECKING:
+    from .memory_search import MemoryReader
 
 __all__ = [
     "Candidate",
@@ -116,15 +118,16 @@ class _Stats:
     latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=2000))
 
 
-_tags_decoder = msgspec.json.Decoder(list[str])
-
-
 class SearchActor:
     name = "search"
 
-    def __init__(self, data_dir: Path, model: Model, *, workers: int, queue_size: int) -> None:
+    def __init__(
+        self, data_dir: Path, model: Model, *, workers: int, queue_size: int, memory: MemoryReader,
+    ) -> None:
         self._data_dir = data_dir
         self._model = model
+        # memory_search's shaping (reader contract, scoring, cortex, drift); see memory_search.
+        self.memory = memory
         self.index: VectorIndex | None = None
         self._workers = workers
         send, receive = anyio.create_memory_object_stream[SearchJob | ReadJob](queue_size)
@@ -168,7 +171,7 @@ class SearchActor:
         """
         started = time.perf_counter()
         qvec = None
-        if req.mode == "hybrid":
+        if self.memory.wants_vector(req):
             qvec = await self._model.embed_query(req.query)
         job = SearchJob(principal, req, qvec)
         self._enqueue(job)
@@ -233,48 +236,8 @@ class SearchActor:
     # ------------------------------------------------------------------ worker thread
 
     def _search_sync(self, conn: sqlite3.Connection, job: SearchJob) -> p.MemorySearchResult:
-        req, who = job.req, job.principal
-        workspace = req.workspace or who.workspace
-        now = time.time()
-        terms = query_terms(req.query)
-        visible = (
-            " r.workspace = ? AND r.kind = 'memory' AND r.tombstoned_at IS NULL"
-            " AND (r.expires_at IS NULL OR r.expires_at > ?) AND r.eligibility = 'eligible'"
-        )
-        params: list[Any] = [workspace, now]
-        if req.tags:
-            visible += " AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE value IN (%s))" % (
-                ",".join("?" * len(req.tags))
-            )
-            params.extend(req.tags)
+        return self.memory.search(conn, self.index, job.principal, job.req, job.qvec)
 
-        index = self.index
-        semantic_used = job.qvec is not None and index is not None
-        candidates = retrieve(
-            conn, terms, job.qvec if semantic_used else None, index,
-            visible, params, limit=req.limit,
-        )
-        rows = _fetch(conn, [c.rowid for c in candidates])
-        hits = []
-        for c in candidates:
-            row = rows.get(c.rowid)
-            if row is None:
-                continue
-            rid, text, ts, tags, source = row
-            hits.append(
-                p.MemoryHit(
-                    id=rid,
-                    score=round(c.score, 4),
-                    text=text,
-                    snippet=make_snippet(text, terms),
-                    ts=ts,
-                    tags=_tags_decoder.decode(tags),
-                    source=source,
-                )
-            )
-        return p.MemorySearchResult(
-            id=0, query=req.query, hits=hits, semantic_used=semantic_used, mode=req.mode, took_ms=0.0
-        )
 
 @dataclass(slots=True)
 class Candidate:
@@ -370,16 +333,3 @@ def _rrf(channels: list[list[int]]) -> list[tuple[int, float]]:
         for rank, rowid in enumerate(channel):
             scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (RRF_K + rank + 1)
     return sorted(scores.items(), key=lambda kv: kv[1], reverse=True)
-
-
-def _fetch(conn: sqlite3.Connection, rowids: list[int]) -> dict[int, tuple[Any, ...]]:
-    if not rowids:
-        return {}
-    return {
-        row[0]: row[1:]
-        for row in conn.execute(
-            f"SELECT rowid, id, text, ts, tags, source FROM records"
-            f" WHERE rowid IN ({','.join('?' * len(rowids))})",
-            rowids,
-        )
-    }

@@ -13,6 +13,7 @@ import os
 import socket
 import struct
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,8 +23,8 @@ from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from recall_client import protocol as p
 
-from . import approval, episodes, experience, experience_search, forget, ops, scopes
-from .capture import MemoryStoreJob, Principal
+from . import approval, episodes, experience, experience_search, forget, memories, ops, scopes
+from .capture import Principal
 from .errors import RecallError
 
 if TYPE_CHECKING:
@@ -195,6 +196,7 @@ class Server:
         conn.principal = Principal(
             agent=req.agent, workspace=workspace, uid=conn.uid, pid=conn.pid,
             client=req.client, model=req.model, scopes=granted,
+            session=req.session or f"conn-{uuid.uuid4().hex[:16]}",
         )
         await self._reply(stream, lock, p.Welcome(
             id=req.id, version=p.PROTOCOL_VERSION, server=f"recalld {self._daemon.version}",
@@ -240,11 +242,9 @@ class Server:
         match req:
             case p.Ping():
                 return p.Pong(id=req.id)
-            case p.MemoryStore():
-                job = MemoryStoreJob(who, req)
-                await daemon.submit(job)
-                result: p.Stored = await job.wait()
-                return result
+            case (p.MemoryStore() | p.MemoryUpdate() | p.MemoryVerify() | p.MemoryRecordUse()
+                  | p.MemoryFactResolve()):
+                return await memories.handle(daemon, who, req)
             case p.MemorySearch():
                 return await daemon.search.search(who, req)
             case p.CaptureEpisode():
@@ -265,6 +265,8 @@ class Server:
                 return await experience.forget(daemon, who, req)
             case p.GetExecutionContext():
                 return await experience_search.execution_context(daemon, who, req)
+            case p.MemoryShow():
+                return await memories.show(daemon, req)
             case p.Status():
                 if req.wait_model_s:
                     with anyio.move_on_after(req.wait_model_s):

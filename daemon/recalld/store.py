@@ -129,6 +129,85 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE INDEX lesson_support_by_experience ON lesson_support(experience_rowid);
     """,
+    # 5: memories and canonical facts (seeds 003 and 004): metadata, labels, links, cited
+    # paths, use outcomes, the event log since_prior_session reads, and the use_token key.
+    """
+    CREATE TABLE memory_meta (
+        rowid            INTEGER PRIMARY KEY REFERENCES records(rowid) ON DELETE CASCADE,
+        kind             TEXT NOT NULL DEFAULT 'entry',       -- entry | fact
+        subject          TEXT,                                -- a fact's subject, as written
+        subject_key      TEXT,                                -- normalised, for supersession
+        authority        TEXT NOT NULL DEFAULT 'first-party', -- first-party | quoted
+        distortion_tolerance TEXT,                            -- 'constraint': pinned
+        origin           TEXT,               -- workspace written in; NULL: global, no origin
+        origin_repo      TEXT,               -- git top level of the origin, when it is a repo
+        origin_commit    TEXT,               -- HEAD when written
+        verified_commit  TEXT,               -- HEAD when last verified (commit drift base)
+        last_verified_at REAL NOT NULL,
+        writer_client    TEXT,               -- the writer's declared client and model
+        writer_model     TEXT,
+        superseded_by    TEXT,               -- public id of the memory that replaced this one
+        trust_reasons    TEXT NOT NULL DEFAULT '[]'
+    );
+    CREATE INDEX memory_meta_subject ON memory_meta(subject_key) WHERE subject_key IS NOT NULL;
+    CREATE INDEX memory_meta_constraints ON memory_meta(rowid)
+        WHERE distortion_tolerance = 'constraint';
+
+    CREATE TABLE memory_labels (
+        rowid INTEGER NOT NULL REFERENCES records(rowid) ON DELETE CASCADE,
+        kind  TEXT NOT NULL,                 -- scope | band | episode
+        value TEXT NOT NULL,
+        PRIMARY KEY (kind, value, rowid)
+    ) WITHOUT ROWID;
+    CREATE INDEX memory_labels_rowid ON memory_labels(rowid);
+
+    CREATE TABLE memory_links (
+        src    INTEGER NOT NULL REFERENCES records(rowid) ON DELETE CASCADE,
+        rel    TEXT NOT NULL,                -- depends_on | supersedes
+        dst_id TEXT NOT NULL,                -- public id: the target may be forgotten later
+        note   TEXT,
+        PRIMARY KEY (src, rel, dst_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX memory_links_dst ON memory_links(dst_id, rel);
+
+    CREATE TABLE memory_paths (
+        rowid    INTEGER NOT NULL REFERENCES records(rowid) ON DELETE CASCADE,
+        path     TEXT NOT NULL,
+        anchored INTEGER NOT NULL,           -- 0: found in the prose; 1: given; 2: attested
+        PRIMARY KEY (rowid, path)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE memory_uses (
+        id      INTEGER PRIMARY KEY,
+        rowid   INTEGER NOT NULL REFERENCES records(rowid) ON DELETE CASCADE,
+        outcome TEXT NOT NULL,               -- used | ignored | contradicted | corrected
+        ts      REAL NOT NULL,
+        agent   TEXT NOT NULL,
+        session TEXT,
+        token   TEXT UNIQUE,                 -- a use_token's nonce: a later call overrides
+        note    TEXT
+    );
+    CREATE INDEX memory_uses_rowid ON memory_uses(rowid, ts);
+
+    CREATE TABLE memory_events (
+        id        INTEGER PRIMARY KEY,
+        ts        REAL NOT NULL,
+        session   TEXT NOT NULL,
+        agent     TEXT NOT NULL,
+        record_id TEXT NOT NULL,
+        event     TEXT NOT NULL              -- stored | updated | verified | used | resolved
+    );
+    CREATE INDEX memory_events_session ON memory_events(session, ts);
+
+    CREATE TABLE daemon_keys (
+        name TEXT PRIMARY KEY,
+        key  BLOB NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO daemon_keys (name, key) VALUES ('use_token', randomblob(32));
+
+    INSERT INTO memory_meta (rowid, origin, last_verified_at)
+        SELECT rowid, workspace, created_at FROM records WHERE kind = 'memory';
+    """,
 ]
 
 

@@ -1,0 +1,759 @@
+"""memory_search and memory_show, the read side: shaping retrieval into the seeds' answer.
+
+Retrieval itself (channels, fusion, query terms) is ``search.retrieve``; this module builds
+the reader contract it runs under (visibility, scope and every filter, as one SQL clause),
+then scores what comes back and shapes the result:
+
+    score = fused * evidence * recency * trust * outcomes * supersession
+
+- ``fused``: retrieval's own 0..1 score (rank fusion of the mode's channels); in keyword mode,
+  the rank by term coverage. With a cross-encoder, half of it is the cross-encoder's score.
+- ``evidence``: 0.4..1 by ``relevance``, the absolute evidence that the hit is about the query:
+  the share of the query's words it contains, or its calibrated cosine, whichever is higher.
+  Full from a quarter of the query's words on, so among hits with real evidence the mode's own
+  order stands; fusion alone is relative (the semantic channel always has a nearest vector),
+  and a hit with no evidence at all cannot reach the floor on rank alone. ``relevance`` also
+  decides ``low_confidence`` (no hit with at least 0.5).
+- ``recency``: 0.85..1 by age (30-day half-life), unless ``disable_recency_boost``.
+- ``trust``: 0.7..1; ``outcomes``: down to 0.7 for recent ignored / contradicted uses that a
+  later use, update or verification has not cleared; ``supersession``: 0.6.
+The floor (``min_score``, default 0.25) applies to the final score.
+Pinned facts (``distortion_tolerance: constraint``) whose subject the query names are served
+first whatever their score.
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import re
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import numpy as np
+from recall_client import protocol as p
+
+from . import drift
+from .capture import Principal
+from .errors import RecallError
+from .memories import Fact, current_facts, issue_use_token
+from .rerank import Reranker
+from .search import RRF_K, Candidate, make_snippet, query_terms, retrieve
+from .vector_index import VectorIndex
+
+__all__ = ["FLOOR", "MemoryReader", "MemorySearchConfig"]
+
+FLOOR = 0.25
+# Relevance from which a hit's evidence counts in full.
+EVIDENCE_FULL = 0.25
+# Trust below this (text that instructs its reader, risky sources) is flagged low_trust.
+LOW_TRUST = 0.8
+# A hit with at least this much relevance is a confident match.
+CONFIDENT = 0.5
+RECENCY_WEIGHT = 0.15
+RECENCY_HALF_LIFE_DAYS = 30.0
+SUPERSEDED_FACTOR = 0.6
+NEGATIVE_WINDOW_DAYS = 30.0
+DEPENDS_PER_HIT = 3
+DEPENDS_PER_CALL = 10
+NEGATIVES_PER_HIT = 2
+# Compact entries carry texts up to this long whole; longer ones as a window (truncated).
+COMPACT_TEXT = 600
+RERANK_DEPTH = 30
+# The top hit "leads decisively" when it scores this much above the runner-up.
+DECISIVE_LEAD = 1.25
+# Cosines below the first bound are noise for sentence embedders; above the second, close.
+COSINE_NOISE, COSINE_SPAN = 0.2, 0.4
+
+_tags = msgspec.json.Decoder(list[str])
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySearchConfig:
+    """The daemon's defaults for the tri-state parameters (config keys of the same names)."""
+
+    mode: str = "hybrid"
+    bm25: bool = True
+    rerank: bool = False
+    rerank_model_path: str = ""
+
+
+# --------------------------------------------------------------------------- words
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_SUFFIXES = ("ies", "ing", "ed", "es", "ly", "s")
+
+
+def _stem(word: str) -> str:
+    """A light stemmer, enough to say whether a text contains a query word's forms."""
+    for suffix in _SUFFIXES:
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def _stems(text: str) -> set[str]:
+    return {_stem(w) for w in _WORD.findall(text.lower())}
+
+
+def _names(query_words: set[str], subject: str | None) -> bool:
+    """Whether a query names a subject: every word of the subject is in the query."""
+    subject_words = _stems(subject or "")
+    return bool(subject_words) and subject_words <= query_words
+
+
+class _Coverage:
+    """Which of a query's words a text contains (any form of the word), built once a search.
+
+    Only the text's words that start like a query word are stemmed, so a long candidate
+    costs one regex scan.
+    """
+
+    def __init__(self, terms: Sequence[str]) -> None:
+        self.terms = list(terms)
+        self._stems = [_stem(t) for t in self.terms]
+        prefixes = sorted(set(self._stems), key=len, reverse=True)
+        self._scan = re.compile(
+            r"\b(?:" + "|".join(re.escape(x) for x in prefixes) + r")\w*", re.UNICODE
+        ) if prefixes else None
+
+    def __call__(self, text: str) -> tuple[float, list[str]]:
+        if self._scan is None:
+            return 0.0, []
+        have = {_stem(w) for w in self._scan.findall(text.lower())}
+        matched = [t for t, stem in zip(self.terms, self._stems, strict=True) if stem in have]
+        return len(matched) / len(self.terms), matched
+
+
+def _evidence(relevance: float) -> float:
+    return 0.4 + 0.6 * min(1.0, relevance / EVIDENCE_FULL)
+
+
+def _relevance_label(coverage: float) -> p.Relevance:
+    return "high" if coverage >= 0.75 else "medium" if coverage >= 0.4 else "low"
+
+
+# --------------------------------------------------------------------------- time cues
+
+_MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
+_MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
+_CUE = re.compile(
+    r"\b(?:when|timeline|history|chronolog\w*|ago|yesterday|today|recently|last time|"
+    r"(?:this|last|past) (?:\d+ )?(?:days?|weeks?|months?|years?)|in (?:19|20)\d\d|"
+    r"(?:since|in|during) (?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\b)",
+    re.IGNORECASE,
+)
+_SPAN = re.compile(r"\b(this|last|past) (\d+ )?(day|week|month|year)s?\b", re.IGNORECASE)
+_AGO = re.compile(r"\b(\d+) (day|week|month|year)s? ago\b", re.IGNORECASE)
+_YEAR = re.compile(r"\bin ((?:19|20)\d\d)\b", re.IGNORECASE)
+_UNIT = {"day": 86400.0, "week": 7 * 86400.0, "month": 30 * 86400.0, "year": 365 * 86400.0}
+
+
+def temporal_window(query: str, now: float) -> tuple[bool, float | None, float | None]:
+    """(has a temporal cue, window start, window end); an open window is None, None."""
+    if not _CUE.search(query):
+        return False, None, None
+    q = query.lower()
+    midnight = now - (now % 86400)
+    if "yesterday" in q:
+        return True, midnight - 86400, midnight
+    if "today" in q:
+        return True, midnight, now
+    if m := _AGO.search(q):
+        unit = _UNIT[m.group(2)] * int(m.group(1))
+        return True, now - unit - _UNIT[m.group(2)], now - unit + _UNIT[m.group(2)]
+    if m := _SPAN.search(q):
+        which, n, unit = m.group(1), int(m.group(2) or 1), _UNIT[m.group(3)]
+        if which == "last" and not m.group(2):
+            return True, now - 2 * unit, now - unit
+        return True, now - n * unit, now
+    if m := _YEAR.search(q):
+        start = calendar.timegm((int(m.group(1)), 1, 1, 0, 0, 0))
+        return True, float(start), float(calendar.timegm((int(m.group(1)) + 1, 1, 1, 0, 0, 0)))
+    return True, None, None
+
+
+# --------------------------------------------------------------------------- rows
+
+# A memory row written without its metadata (a bulk load straight into records) reads as a
+# plain entry of its workspace, verified when it was created.
+_ROW_SQL = (
+    "SELECT r.rowid, r.id, r.text, r.ts, r.tags, r.source, r.trust, r.created_at, r.updated_at,"
+    " r.agent, r.workspace, r.session, r.eligibility, r.expires_at,"
+    " coalesce(m.kind, 'entry'), m.subject, m.subject_key, coalesce(m.authority, 'first-party'),"
+    " m.distortion_tolerance, CASE WHEN m.rowid IS NULL THEN r.workspace ELSE m.origin END,"
+    " m.origin_repo, m.origin_commit, m.verified_commit, coalesce(m.last_verified_at, r.created_at),"
+    " m.writer_client, m.writer_model, m.superseded_by"
+    " FROM records r LEFT JOIN memory_meta m ON m.rowid = r.rowid"
+)
+
+
+@dataclass(slots=True)
+class _Row:
+    rowid: int
+    id: str
+    text: str
+    ts: float
+    tags: str
+    source: str | None
+    trust: float
+    created_at: float
+    updated_at: float
+    agent: str
+    workspace: str
+    session: str | None
+    eligibility: str
+    expires_at: float | None
+    kind: p.MemoryKind
+    subject: str | None
+    subject_key: str | None
+    authority: p.Authority
+    distortion_tolerance: p.DistortionTolerance | None
+    origin: str | None
+    origin_repo: str | None
+    origin_commit: str | None
+    verified_commit: str | None
+    last_verified_at: float
+    writer_client: str | None
+    writer_model: str | None
+    superseded_by: str | None
+    labels: dict[str, list[str]] = field(default_factory=dict)
+    paths: list[drift.CitedPath] = field(default_factory=list)
+
+    @property
+    def pinned(self) -> bool:
+        return self.distortion_tolerance == "constraint" and self.superseded_by is None
+
+    @property
+    def path_base(self) -> str | None:
+        return self.origin_repo or self.origin
+
+
+def _in(values: Sequence[Any]) -> str:
+    return ",".join("?" * len(values))
+
+
+def _rows(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[_Row]:
+    rows = [_Row(*r) for r in conn.execute(f"{_ROW_SQL} WHERE {where}", params)]
+    if not rows:
+        return rows
+    by_rowid = {r.rowid: r for r in rows}
+    ids = list(by_rowid)
+    for rowid, kind, value in conn.execute(
+        f"SELECT rowid, kind, value FROM memory_labels WHERE rowid IN ({_in(ids)})", ids
+    ):
+        by_rowid[rowid].labels.setdefault(kind, []).append(value)
+    for rowid, path, anchored in conn.execute(
+        f"SELECT rowid, path, anchored FROM memory_paths WHERE rowid IN ({_in(ids)})", ids
+    ):
+        by_rowid[rowid].paths.append(drift.CitedPath(path, bool(anchored)))
+    return rows
+
+
+@dataclass(slots=True)
+class _Outcomes:
+    factor: float = 1.0
+    negatives: list[p.NegativeOutcome] = field(default_factory=list)
+    unresolved_contradiction: bool = False
+
+
+def _outcomes(conn: sqlite3.Connection, rows: Iterable[_Row], now: float) -> dict[int, _Outcomes]:
+    """Recent negative uses not cleared since by a use, a correction, an update or a verify."""
+    rows = list(rows)
+    out = {r.rowid: _Outcomes() for r in rows}
+    if not rows:
+        return out
+    since = {r.rowid: max(r.last_verified_at, now - NEGATIVE_WINDOW_DAYS * 86400) for r in rows}
+    seen: dict[int, dict[str, int]] = {}
+    cleared: set[int] = set()
+    for rowid, outcome, ts, note in conn.execute(
+        f"SELECT rowid, outcome, ts, note FROM memory_uses WHERE rowid IN ({_in(list(out))})"
+        " ORDER BY ts DESC",
+        list(out),
+    ):
+        if rowid in cleared or ts <= since[rowid]:
+            continue
+        if outcome in ("used", "corrected"):
+            cleared.add(rowid)
+            continue
+        counts = seen.setdefault(rowid, {"ignored": 0, "contradicted": 0})
+        if counts[outcome] == 0 and len(out[rowid].negatives) < NEGATIVES_PER_HIT:
+            out[rowid].negatives.append(p.NegativeOutcome(outcome=outcome, ts=ts, note=note))
+        counts[outcome] += 1
+    for rowid, counts in seen.items():
+        weighted = counts["ignored"] + 2 * counts["contradicted"]
+        out[rowid].factor = 1.0 - 0.3 * (1.0 - math.exp(-weighted / 2.0))
+        out[rowid].unresolved_contradiction = counts["contradicted"] > 0
+    return out
+
+
+def _texts(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, str]:
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        return {}
+    return dict(conn.execute(f"SELECT id, text FROM records WHERE id IN ({_in(ids)})", ids).fetchall())
+
+
+def _summary(text: str, width: int = 160) -> str:
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+@dataclass(slots=True)
+class _Scored:
+    row: _Row
+    cand: Candidate
+    fused: float
+    coverage: float
+    match_terms: list[str]
+    cosine_evidence: float
+    relevance: float
+    outcomes: _Outcomes
+    rerank: float | None = None
+    factors: dict[str, float] = field(default_factory=dict)
+    score: float = 0.0
+
+
+# --------------------------------------------------------------------------- the reader
+
+
+class MemoryReader:
+    """memory_search and memory_show, run on a search worker's read-only connection."""
+
+    def __init__(self, config: MemorySearchConfig | None = None) -> None:
+        self.config = config or MemorySearchConfig()
+        self.reranker = Reranker(self.config.rerank_model_path)
+
+    def mode(self, req: p.MemorySearch) -> str:
+        return req.mode or self.config.mode
+
+    def wants_vector(self, req: p.MemorySearch) -> bool:
+        return self.mode(req) == "hybrid"
+
+    # ------------------------------------------------------------------ visibility
+
+    def _visibility(
+        self, conn: sqlite3.Connection, who: Principal, req: p.MemorySearch, now: float,
+        trace: dict[str, Any],
+    ) -> tuple[str, list[Any]] | None:
+        """The reader contract as one SQL clause over ``records r``; None: nothing can match."""
+        clause = [
+            "r.kind = 'memory' AND r.tombstoned_at IS NULL AND r.eligibility = 'eligible'"
+            " AND (r.expires_at IS NULL OR r.expires_at > ?)"
+        ]
+        params: list[Any] = [now]
+        workspace = req.workspace or who.workspace
+        if req.auto_scope:
+            # The current workspace, plus memories with no recorded origin (global ones).
+            clause.append(
+                "(r.workspace = ? OR EXISTS (SELECT 1 FROM memory_meta m"
+                " WHERE m.rowid = r.rowid AND m.origin IS NULL))"
+            )
+            params.append(workspace)
+        if req.tags:
+            clause.append(f"EXISTS (SELECT 1 FROM json_each(r.tags) WHERE value IN ({_in(req.tags)}))")
+            params.extend(req.tags)
+        if req.sources:
+            clause.append(f"r.source IN ({_in(req.sources)})")
+            params.extend(req.sources)
+        for kind, values in (("scope", req.scopes), ("band", req.bands), ("episode", req.episodes)):
+            if values:
+                clause.append(
+                    "EXISTS (SELECT 1 FROM memory_labels l WHERE l.rowid = r.rowid"
+                    f" AND l.kind = '{kind}' AND l.value IN ({_in(values)}))"
+                )
+                params.extend(values)
+        for column, value in (("writer_client", req.client), ("writer_model", req.model)):
+            if value is not None:
+                clause.append(
+                    f"EXISTS (SELECT 1 FROM memory_meta m WHERE m.rowid = r.rowid AND m.{column} = ?)"
+                )
+                params.append(value)
+        if req.since_prior_session:
+            boundary = conn.execute(
+                "SELECT max(ts) FROM memory_events WHERE session != ?", (who.session,)
+            ).fetchone()[0]
+            trace["prior_session_boundary"] = boundary
+            if boundary is None:
+                trace["notes"].append("since_prior_session: no prior session in the log")
+                return None
+            clause.append("r.updated_at > ?")
+            params.append(boundary)
+        trace["filters"] = {
+            k: v for k, v in (
+                ("workspace", workspace if req.auto_scope else None), ("tags", req.tags),
+                ("sources", req.sources), ("scopes", req.scopes), ("bands", req.bands),
+                ("episodes", req.episodes), ("client", req.client), ("model", req.model),
+            ) if v
+        }
+        return " AND ".join(clause), params
+
+    # ------------------------------------------------------------------ search
+
+    def search(
+        self, conn: sqlite3.Connection, index: VectorIndex | None, who: Principal,
+        req: p.MemorySearch, qvec: np.ndarray | None,
+    ) -> p.MemorySearchResult:
+        """Run one memory_search. Raises RecallError(invalid_request) for contradictory flags."""
+        now = time.time()
+        mode = self.mode(req)
+        bm25 = self.config.bm25 if req.bm25 is None else req.bm25
+        want_rerank = self.config.rerank if req.rerank is None else req.rerank
+        if mode == "bm25" and not bm25:
+            raise RecallError("invalid_request", "mode 'bm25' with bm25=false leaves nothing to rank by")
+        floor = FLOOR if req.min_score is None else req.min_score
+        verbose = req.verbose or req.explain
+        boost = not req.disable_recency_boost
+        trace: dict[str, Any] = {
+            "mode": mode, "bm25": bm25, "semantic_used": False, "min_score": floor,
+            "recency_boost": boost, "auto_scope": req.auto_scope, "notes": [],
+            "rerank": {"requested": want_rerank},
+        }
+        terms = query_terms(req.query)
+        visible = self._visibility(conn, who, req, now, trace)
+        empty = p.MemorySearchResult(
+            id=0, query=req.query, hits=[], semantic_used=False, mode=mode, took_ms=0.0,
+            count=0, low_confidence=True, trace=trace if req.explain else None,
+        )
+        if visible is None:
+            return empty
+        clause, params = visible
+
+        # Candidates to re-score: enough for the adjustments to reorder, few enough to stay cheap.
+        depth = min(150, max(20, 3 * req.limit))
+        semantic = mode == "hybrid" and qvec is not None and index is not None
+        lexical_terms: Sequence[str] = terms
+        if mode == "hybrid" and not bm25:
+            if semantic:
+                lexical_terms = []  # no terms: retrieve runs the semantic channel only
+            else:
+                trace["notes"].append("bm25 off and the semantic channel is down: ranked by keyword")
+                mode = "keyword"
+        if mode == "hybrid" and not semantic:
+            trace["notes"].append("semantic channel unavailable (model not loaded): lexical only")
+        trace["semantic_used"] = semantic
+        cands = retrieve(
+            conn, lexical_terms, qvec if semantic else None, index if semantic else None,
+            clause, params, limit=depth,
+        )
+        trace["candidates"] = len(cands)
+        rows = {r.rowid: r for r in _rows(
+            conn, f"r.rowid IN ({_in([c.rowid for c in cands])})", [c.rowid for c in cands]
+        )} if cands else {}
+        outcomes = _outcomes(conn, rows.values(), now)
+        covers = _Coverage(terms)
+        scored: list[_Scored] = []
+        for c in cands:
+            row = rows.get(c.rowid)
+            if row is None:
+                continue
+            coverage, matched = covers(row.text)
+            cos_ev = 0.0
+            if c.cosine is not None:
+                cos_ev = min(1.0, max(0.0, (c.cosine - COSINE_NOISE) / COSINE_SPAN))
+            scored.append(_Scored(
+                row=row, cand=c, fused=c.score, coverage=coverage, match_terms=matched,
+                cosine_evidence=cos_ev, relevance=max(coverage, cos_ev), outcomes=outcomes[c.rowid],
+            ))
+        if mode == "keyword":
+            # Term coverage first (how many of the query's words a memory has), bm25 rank next.
+            scored.sort(key=lambda s: (-s.coverage, s.cand.lexical_rank if s.cand.lexical_rank is not None else depth))
+            for rank, s in enumerate(scored):
+                s.fused = (RRF_K + 1) / (RRF_K + 1 + rank) if s.coverage else 0.0
+        self._rerank(req.query, scored, want_rerank, trace)
+        for s in scored:
+            self._score(s, now, boost)
+        kept = [s for s in scored if s.score >= floor]
+        trace["above_floor"] = len(kept)
+        # A constraint fact is served first when the query names its subject (the entity
+        # the query is about is bound by it); elsewhere it ranks by score, still marked pinned.
+        words = _stems(req.query)
+        kept.sort(key=lambda s: (not (s.row.pinned and _names(words, s.row.subject)), -s.score))
+        top = kept[: req.limit]
+
+        hits = self._hits(conn, req, top, now, verbose)
+        cortex = self._cortex(conn, req, terms, kept, clause, params, now)
+        has_cue, start, end = temporal_window(req.query, now)
+        events = None
+        if has_cue:
+            pool = [s for s in kept if (start is None or s.row.ts >= start) and (end is None or s.row.ts < end)]
+            pool.sort(key=lambda s: s.row.ts)
+            events = [p.MemoryEvent(id=s.row.id, ts=s.row.ts, text=_summary(s.row.text, 300))
+                      for s in pool[: req.limit]] or None
+            trace["temporal_window"] = [start, end]
+        confident = any(s.relevance >= CONFIDENT for s in top) or any(c.pinned for c in cortex if c.score >= 1.0)
+        return p.MemorySearchResult(
+            id=0, query=req.query, hits=hits, semantic_used=semantic, mode=mode, took_ms=0.0,
+            count=len(hits), cortex=cortex, low_confidence=not confident, events=events,
+            trace=trace if req.explain else None,
+        )
+
+    def _rerank(self, query: str, scored: list[_Scored], wanted: bool, trace: dict[str, Any]) -> None:
+        info = trace["rerank"]
+        if not wanted:
+            info.update(used=False)
+            return
+        head = sorted(scored, key=lambda s: -s.fused * _evidence(s.relevance))[:RERANK_DEPTH]
+        values = self.reranker.score(query, [s.row.text for s in head])
+        if values is None:
+            info.update(available=False, used=False, reason=self.reranker.reason)
+            return
+        for s, value in zip(head, values, strict=True):
+            s.rerank = value
+        info.update(available=True, used=True, model=self.reranker.path, depth=len(head))
+
+    def _score(self, s: _Scored, now: float, boost: bool) -> None:
+        base = s.fused if s.rerank is None else 0.5 * s.fused + 0.5 * s.rerank
+        age_days = max(0.0, now - s.row.ts) / 86400
+        recency = 2 ** (-age_days / RECENCY_HALF_LIFE_DAYS)
+        s.factors = {
+            "evidence": _evidence(s.relevance),
+            "recency": (1 - RECENCY_WEIGHT) + RECENCY_WEIGHT * recency if boost else 1.0,
+            "trust": 0.7 + 0.3 * s.row.trust,
+            "outcomes": s.outcomes.factor,
+            "superseded": SUPERSEDED_FACTOR if s.row.superseded_by else 1.0,
+        }
+        score = base
+        for factor in s.factors.values():
+            score *= factor
+        s.score = round(score, 4)
+
+    def _hits(
+        self, conn: sqlite3.Connection, req: p.MemorySearch, top: list[_Scored], now: float,
+        verbose: bool,
+    ) -> list[p.MemoryHit]:
+        replaced = _texts(conn, [s.row.superseded_by for s in top if s.row.superseded_by])
+        depends = _depends_on(conn, [s.row for s in top])
+        expand = req.expand_top and bool(top) and (
+            _relevance_label(top[0].coverage) == "high" or len(top) == 1
+            or top[0].score >= DECISIVE_LEAD * top[1].score
+        )
+        hits = []
+        for i, s in enumerate(top):
+            row, expanded = s.row, expand and i == 0
+            path_drift, anchored_missing, _ = drift.check_paths(row.paths, row.path_base)
+            commit = drift.commit_drift(
+                row.origin_repo, row.verified_commit, row.last_verified_at,
+                [c.path for c in row.paths if c.anchored],
+            )
+            full = verbose or expanded or len(row.text) <= COMPACT_TEXT
+            terms = s.match_terms or query_terms(req.query)
+            hit = p.MemoryHit(
+                id=row.id, score=s.score,
+                text=row.text if full else make_snippet(row.text, terms, COMPACT_TEXT),
+                truncated=not full,
+                snippet=make_snippet(row.text, terms), ts=row.ts, tags=_tags.decode(row.tags),
+                source=row.source, kind=row.kind, subject=row.subject,
+                relevance=_relevance_label(s.coverage), match_terms=s.match_terms,
+                staleness_verdict=drift.staleness_verdict(
+                    now, row.last_verified_at, claim_anchored_missing=len(anchored_missing),
+                    commit=commit, unresolved_contradiction=s.outcomes.unresolved_contradiction,
+                ),
+                path_drift_missing=len(path_drift.missing),
+                path_drift=path_drift if (path_drift.missing or expanded) else None,
+                claim_anchored_missing=anchored_missing,
+                commit_drift_count=commit.count if commit is not None and commit.head else None,
+                commit_drift=commit if expanded else None,
+                depends_on_resolved=depends.get(row.rowid) or None,
+                recent_negative_outcomes=s.outcomes.negatives or None,
+                superseded=row.superseded_by is not None,
+                superseded_by=row.superseded_by,
+                superseded_by_text=replaced.get(row.superseded_by) if row.superseded_by else None,
+                pinned=row.pinned,
+                contested=False,
+                authority=row.authority,
+                low_trust=row.trust < LOW_TRUST,
+                use_token=issue_use_token(conn, row.id, now),
+                expanded=expanded,
+            )
+            if verbose:
+                hit.distortion_tolerance = row.distortion_tolerance
+                hit.scopes = row.labels.get("scope", [])
+                hit.bands = row.labels.get("band", [])
+                hit.episodes = row.labels.get("episode", [])
+                hit.trust = row.trust
+                hit.created_at = row.created_at
+                hit.updated_at = row.updated_at
+                hit.last_verified_at = row.last_verified_at
+                hit.origin_repo = row.origin_repo
+                hit.origin_commit = row.origin_commit
+                hit.agent = row.agent
+                hit.client = row.writer_client
+                hit.model = row.writer_model
+            if req.explain:
+                hit.trace = {
+                    "fused": round(s.fused, 4), "lexical_rank": s.cand.lexical_rank,
+                    "semantic_rank": s.cand.semantic_rank,
+                    "cosine": None if s.cand.cosine is None else round(s.cand.cosine, 4),
+                    "coverage": round(s.coverage, 4), "relevance": round(s.relevance, 4),
+                    "rerank": None if s.rerank is None else round(s.rerank, 4),
+                    **{k: round(v, 4) for k, v in s.factors.items()},
+                    "pinned": row.pinned, "score": s.score,
+                }
+            hits.append(hit)
+        contested_subjects = {
+            key for key, n in _current_counts(conn, [s.row for s in top], now).items() if n > 1
+        }
+        for hit, s in zip(hits, top, strict=True):
+            hit.contested = s.row.superseded_by is None and (s.row.subject_key, s.row.origin) in contested_subjects
+        return hits
+
+    def _cortex(
+        self, conn: sqlite3.Connection, req: p.MemorySearch, terms: Sequence[str],
+        kept: list[_Scored], clause: str, params: list[Any], now: float,
+    ) -> list[p.CortexFact]:
+        """The current facts for every subject the hits touch, plus constraints the query names."""
+        best: dict[tuple[str, str | None], float] = {}
+        for s in kept:
+            if s.row.kind == "fact" and s.row.subject_key:
+                slot = (s.row.subject_key, s.row.origin)
+                best[slot] = max(best.get(slot, 0.0), s.score)
+        # Constraint facts whose subject the query names are served even when not retrieved.
+        words = _stems(req.query)
+        pinned = [r[0] for r in conn.execute(
+            "SELECT rowid FROM memory_meta WHERE distortion_tolerance = 'constraint'"
+            " AND superseded_by IS NULL"
+        )]
+        for row in _rows(conn, f"r.rowid IN ({_in(pinned)}) AND {clause}", [*pinned, *params]) if pinned else []:
+            if _names(words, row.subject):
+                best[(row.subject_key or "", row.origin)] = 1.0
+        cortex = []
+        for (key, origin), score in best.items():
+            facts = current_facts(conn, key, origin, now)
+            if not facts:
+                continue
+            incumbent = facts[0]
+            cortex.append(p.CortexFact(
+                id=incumbent.id, subject=incumbent.subject, text=incumbent.text, score=round(score, 4),
+                contested=len(facts) > 1, pinned=incumbent.distortion_tolerance == "constraint",
+                authority=incumbent.authority, ts=incumbent.ts,  # type: ignore[arg-type]
+                contenders=[_contender(f) for f in facts[1:]],
+            ))
+        cortex.sort(key=lambda c: (not c.pinned, -c.score))
+        return cortex
+
+    # ------------------------------------------------------------------ show
+
+    def show(self, conn: sqlite3.Connection, req: p.MemoryShow) -> p.MemoryShown:
+        """One memory in full. Raises RecallError not_found / forbidden."""
+        now = time.time()
+        found = _rows(conn, "r.id = ? AND r.kind = 'memory' AND r.tombstoned_at IS NULL", [req.memory_id])
+        if not found:
+            raise RecallError("not_found", f"no memory {req.memory_id}")
+        row = found[0]
+        if row.eligibility == "blocked":
+            raise RecallError("forbidden", f"memory {row.id} was blocked as unsafe to serve")
+        path_drift, anchored_missing, detail = drift.check_paths(row.paths, row.path_base)
+        commit = drift.commit_drift(
+            row.origin_repo, row.verified_commit, row.last_verified_at,
+            [c.path for c in row.paths if c.anchored],
+        )
+        outcomes = _outcomes(conn, [row], now)[row.rowid]
+        links_out = conn.execute(
+            "SELECT rel, dst_id, note FROM memory_links WHERE src = ?", (row.rowid,)
+        ).fetchall()
+        links_in = conn.execute(
+            "SELECT r.id, r.text, l.note FROM memory_links l JOIN records r ON r.rowid = l.src"
+            " WHERE l.dst_id = ? AND l.rel = 'depends_on' AND r.tombstoned_at IS NULL",
+            (row.id,),
+        ).fetchall()
+        targets = _texts(conn, [dst for rel, dst, _ in links_out if rel == "depends_on"])
+        contenders: list[p.Contender] = []
+        if row.kind == "fact" and row.subject_key and row.superseded_by is None:
+            facts = current_facts(conn, row.subject_key, row.origin, now)
+            contenders = [_contender(f) for f in facts if f.id != row.id] if len(facts) > 1 else []
+        counts = dict(conn.execute(
+            "SELECT outcome, count(*) FROM memory_uses WHERE rowid = ? GROUP BY outcome", (row.rowid,)
+        ).fetchall())
+        recent = [
+            p.NegativeOutcome(outcome=o, ts=ts, note=note)
+            for o, ts, note in conn.execute(
+                "SELECT outcome, ts, note FROM memory_uses WHERE rowid = ? ORDER BY ts DESC LIMIT 10",
+                (row.rowid,),
+            )
+        ]
+        detail_struct = p.MemoryDetail(
+            id=row.id, kind=row.kind, text=row.text, subject=row.subject, source=row.source,
+            tags=_tags.decode(row.tags), scopes=row.labels.get("scope", []),
+            bands=row.labels.get("band", []), episodes=row.labels.get("episode", []),
+            authority=row.authority, distortion_tolerance=row.distortion_tolerance,
+            pinned=row.pinned, trust=row.trust, low_trust=row.trust < LOW_TRUST,
+            eligibility=row.eligibility, ts=row.ts, created_at=row.created_at,
+            updated_at=row.updated_at, last_verified_at=row.last_verified_at,
+            expires_at=row.expires_at, workspace=row.workspace, origin=row.origin,
+            origin_repo=row.origin_repo, origin_commit=row.origin_commit,
+            verified_commit=row.verified_commit, agent=row.agent, client=row.writer_client,
+            model=row.writer_model, session=row.session,
+            superseded=row.superseded_by is not None, superseded_by=row.superseded_by,
+            superseded_by_text=_texts(conn, [row.superseded_by]).get(row.superseded_by)
+            if row.superseded_by else None,
+            supersedes=[dst for rel, dst, _ in links_out if rel == "supersedes"],
+            contested=bool(contenders), contenders=contenders,
+            depends_on=[
+                p.MemoryLink(id=dst, summary=_summary(targets.get(dst, "")), note=note,
+                             exists=dst in targets)
+                for rel, dst, note in links_out if rel == "depends_on"
+            ],
+            depended_on_by=[p.MemoryLink(id=i, summary=_summary(t), note=n) for i, t, n in links_in],
+            cited_paths=detail, path_drift=path_drift, path_drift_missing=len(path_drift.missing),
+            claim_anchored_missing=anchored_missing, commit_drift=commit,
+            commit_drift_count=commit.count if commit is not None and commit.head else None,
+            staleness_verdict=drift.staleness_verdict(
+                now, row.last_verified_at, claim_anchored_missing=len(anchored_missing),
+                commit=commit, unresolved_contradiction=outcomes.unresolved_contradiction,
+            ),
+            outcomes=counts, recent_outcomes=recent,
+        )
+        return p.MemoryShown(id=0, memory=detail_struct)
+
+
+def _contender(f: Fact) -> p.Contender:
+    return p.Contender(id=f.id, text=f.text, authority=f.authority, ts=f.ts)  # type: ignore[arg-type]
+
+
+def _current_counts(
+    conn: sqlite3.Connection, rows: list[_Row], now: float
+) -> dict[tuple[str | None, str | None], int]:
+    keys = {(r.subject_key, r.origin) for r in rows if r.kind == "fact" and r.subject_key}
+    return {
+        (key, origin): len(current_facts(conn, key, origin, now))
+        for key, origin in keys if key is not None
+    }
+
+
+def _depends_on(conn: sqlite3.Connection, rows: list[_Row]) -> dict[int, list[p.DependsOnResolved]]:
+    """Each hit's depends_on targets: at most 3 a hit and 10 a call, in rank order."""
+    if not rows:
+        return {}
+    rowids = [r.rowid for r in rows]
+    links: dict[int, list[tuple[str, str | None]]] = {}
+    for src, dst, note in conn.execute(
+        f"SELECT src, dst_id, note FROM memory_links WHERE rel = 'depends_on' AND src IN ({_in(rowids)})",
+        rowids,
+    ):
+        links.setdefault(src, []).append((dst, note))
+    targets = {
+        r.id: r for r in _rows(
+            conn, f"r.id IN ({_in([d for ls in links.values() for d, _ in ls])}) AND r.tombstoned_at IS NULL",
+            [d for ls in links.values() for d, _ in ls],
+        )
+    } if links else {}
+    out: dict[int, list[p.DependsOnResolved]] = {}
+    budget = DEPENDS_PER_CALL
+    for row in rows:
+        for dst, note in links.get(row.rowid, []):
+            if budget == 0 or len(out.get(row.rowid, [])) == DEPENDS_PER_HIT:
+                break
+            target = targets.get(dst)
+            if target is None:
+                continue
+            out.setdefault(row.rowid, []).append(p.DependsOnResolved(
+                id=dst, scopes=target.labels.get("scope", []), summary=_summary(target.text),
+                link_note=note,
+            ))
+            budget -= 1
+    return out
