@@ -1,0 +1,127 @@
+"""Every way a record can be written, in one place, so each reliability test covers them all.
+
+Two lists:
+
+- ``SOCKET_WRITES``: the captures a client makes over the socket. The crash, concurrency,
+  disk-full and soak loads draw from it, and check each acknowledged write by its text.
+- ``WRITE_PATHS``: every path a user's text takes into the daemon end to end (the socket
+  client, the MCP shim, recallctl). The secrets test pushes its corpus through each.
+
+A new write (episodes, experiences, facts) joins by adding an entry here; the tests pick it up.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from recall_client import protocol as p
+
+from ..conftest import BIN, DaemonProcess
+
+__all__ = ["SOCKET_WRITES", "WRITE_PATHS", "SocketWrite", "WritePath"]
+
+
+@dataclass(frozen=True, slots=True)
+class SocketWrite:
+    """One kind of capture over the socket, as the load generators use it."""
+
+    name: str
+    # (text, idempotency key) -> the request; the text is unique to this write.
+    request: Callable[[str, str], p.Request]
+    reply: type[p.Reply]
+    # The record id in the acknowledgement.
+    record_id: Callable[[p.Reply], str]
+    # SQL selecting the ids of the records holding a given text (one ``?``): an
+    # acknowledged write must be found exactly once.
+    locate: str
+    # A search for one word of the text, and the record ids in its reply: an acknowledged
+    # write is searchable (lexically) at once.
+    search: Callable[[str], p.Request]
+    hit_ids: Callable[[p.Reply], list[str]]
+
+
+SOCKET_WRITES: tuple[SocketWrite, ...] = (
+    SocketWrite(
+        name="memory_store",
+        request=lambda text, key: p.MemoryStore(text=text, idempotency_key=key),
+        reply=p.Stored,
+        record_id=lambda r: r.record_id,  # type: ignore[attr-defined]
+        locate="SELECT id FROM records WHERE kind = 'memory' AND text = ?",
+        search=lambda word: p.MemorySearch(query=word, mode="bm25"),
+        hit_ids=lambda r: [h.id for h in r.hits],  # type: ignore[attr-defined]
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WritePath:
+    """One end-to-end path a user's text takes: ``store(daemon, texts, workspace)``."""
+
+    name: str
+    store: Callable[[DaemonProcess, Sequence[str], str], Awaitable[None]]
+
+
+async def _via_socket(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
+    async with d.client(agent="secrets-socket", workspace=workspace) as rc:
+        for text in texts:
+            await rc.call(p.MemoryStore(text=text), p.Stored)
+
+
+def shim_params(d: DaemonProcess, workspace: str, agent: str = "secrets-mcp") -> StdioServerParameters:
+    """recall-mcp as an agent host spawns it, pointed at ``d``."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "XDG_RUNTIME_DIR")}
+    env["RECALLD_SOCKET"] = str(d.socket)
+    return StdioServerParameters(
+        command=str(BIN / "recall-mcp"), args=["--agent", agent, "--workspace", workspace],
+        env=env,
+    )
+
+
+async def _via_mcp(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
+    async with Client(shim_params(d, workspace)) as client:
+        for text in texts:
+            result = await client.call_tool("memory_store", {"text": text})
+            assert not result.is_error, result.content
+
+
+def ctl(d: DaemonProcess, workspace: str, *args: str, stdin: str | None = None) -> str:
+    """Run recallctl against ``d``; returns stdout, raises on failure."""
+    out = subprocess.run(
+        [str(BIN / "recallctl"), "--socket", str(d.socket), "--workspace", workspace, *args],
+        capture_output=True, text=True, timeout=60, input=stdin,
+    )
+    assert out.returncode == 0, f"recallctl {args[0]} failed: {out.stderr}"
+    return out.stdout
+
+
+async def _via_ctl_argv(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
+    # One process per text, as a hook would run it; a few at a time to bound the wall time.
+    limiter = anyio.CapacityLimiter(4)
+    async with anyio.create_task_group() as tg:
+        for text in texts:
+            # "--": a text may start with "-----BEGIN ..."; argparse must not read it as options.
+            tg.start_soon(partial(anyio.to_thread.run_sync, partial(ctl, d, workspace, "store", "--", text),
+                                  limiter=limiter))
+
+
+async def _via_ctl_stdin(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
+    limiter = anyio.CapacityLimiter(4)
+    async with anyio.create_task_group() as tg:
+        for text in texts:
+            tg.start_soon(partial(anyio.to_thread.run_sync, partial(ctl, d, workspace, "store", "-", stdin=text),
+                                  limiter=limiter))
+
+
+WRITE_PATHS: tuple[WritePath, ...] = (
+    WritePath("socket memory_store", _via_socket),
+    WritePath("mcp memory_store", _via_mcp),
+    WritePath("recallctl store TEXT", _via_ctl_argv),
+    WritePath("recallctl store - (stdin)", _via_ctl_stdin),
+)
