@@ -260,18 +260,26 @@ class VectorIndex:
     def _snapshot_sync(self) -> None:
         path, meta_path = self._dir / SNAPSHOT, self._dir / SNAPSHOT_META
         tmp = path.with_suffix(".tmp")
-        # Readers may go on searching; only mutation must wait for the copy.
-        with self._lock.read():
-            faiss.write_index(self._index, str(tmp))
-            ntotal = int(self._index.ntotal)
-            self.dirty = False
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        meta = _Meta(model=self.model, dim=self.dim, ntotal=ntotal, saved_at=time.time())
         tmp_meta = meta_path.with_suffix(".tmp")
-        tmp_meta.write_bytes(msgspec.json.encode(meta))
-        os.replace(tmp, path)
-        os.replace(tmp_meta, meta_path)
+        try:
+            # Readers may go on searching; only mutation must wait for the copy.
+            with self._lock.read():
+                faiss.write_index(self._index, str(tmp))
+                ntotal = int(self._index.ntotal)
+                self.dirty = False
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            meta = _Meta(model=self.model, dim=self.dim, ntotal=ntotal, saved_at=time.time())
+            tmp_meta.write_bytes(msgspec.json.encode(meta))
+            os.replace(tmp, path)
+            os.replace(tmp_meta, meta_path)
+        except BaseException:
+            # A failed write (disk full) must not leave a half file taking the room that is
+            # short, nor count as saved.
+            self.dirty = True
+            tmp.unlink(missing_ok=True)
+            tmp_meta.unlink(missing_ok=True)
+            raise
         log.info("vector index: snapshot of %d vectors written", meta.ntotal)
 
 
