@@ -192,20 +192,21 @@ def vector_ids(data_dir: Path) -> tuple[set[int], int]:
     return ids, int(embedded)
 
 
-async def wait_index_agrees(d: DaemonProcess, timeout: float = 60) -> int:
+async def wait_index_agrees(d: DaemonProcess, timeout: float = 60, data_dir: Path | None = None) -> int:
     """Wait for the embedding backlog to drain, then check the daemon's FAISS index holds as
     many vectors as SQLite has embedded records. Returns that size."""
+    data_dir = data_dir or d.data_dir
     report = None
     with anyio.move_on_after(timeout):
         while True:
             report = await d.status(wait_model_s=30)
-            ids, embedded = vector_ids(d.data_dir)
+            ids, embedded = vector_ids(data_dir)
             if (report.index["embedding_backlog"] == 0
                     and report.index["size"] == embedded == len(ids)):
                 return embedded
             await anyio.sleep(0.1)
     assert report is not None
-    ids, embedded = vector_ids(d.data_dir)
+    ids, embedded = vector_ids(data_dir)
     raise AssertionError(
         f"index never agreed with SQLite: index {report.index}, embedded {embedded}, "
         f"vectors {len(ids)}"
