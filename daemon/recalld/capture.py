@@ -26,7 +26,7 @@ from recall_client import protocol as p
 
 from .errors import RecallError
 from .redact import redact
-from .trust import assess
+from .trust import DEFAULT_TRUST_FLOOR, assess
 
 __all__ = ["CaptureActor", "MemoryStoreJob", "Principal", "WriteJob", "new_id"]
 
@@ -132,6 +132,11 @@ class MemoryStoreJob(WriteJob):
             record_id, duplicate = row[0], True
         else:
             trust, blocked, _reasons = assess(text, source=req.source)
+            # The evaluation policy, applied at once since memories are not captured pending:
+            # text that gives its reader orders (trust below the floor) is kept, not served.
+            eligibility = "blocked" if blocked else (
+                "eligible" if trust >= DEFAULT_TRUST_FLOOR else "ineligible"
+            )
             record_id, duplicate = new_id("mem"), False
             cur = conn.execute(
                 "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
@@ -145,12 +150,12 @@ class MemoryStoreJob(WriteJob):
                     workspace,
                     who.agent,
                     who.uid,
-                    req.session,
-                    req.source,
+                    _redacted(req.session),
+                    _redacted(req.source),
                     text,
-                    _json_tags(req.tags),
+                    _json_tags([redact(tag)[0] for tag in req.tags]),
                     trust,
-                    "blocked" if blocked else "eligible",
+                    eligibility,
                     now + req.ttl_s if req.ttl_s is not None else None,
                     digest,
                 ),
@@ -166,6 +171,11 @@ class MemoryStoreJob(WriteJob):
 
 
 _tag_encoder = msgspec.json.Encoder()
+
+
+def _redacted(value: str | None) -> str | None:
+    # Every free-text field is stored, so every one is redacted, not only the text.
+    return redact(value)[0] if value is not None else None
 
 
 def _json_tags(tags: list[str]) -> str:
