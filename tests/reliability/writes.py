@@ -66,6 +66,9 @@ class WritePath:
 
     name: str
     store: Callable[[DaemonProcess, Sequence[str], str], Awaitable[None]]
+    # How many corpus texts one capture carries. A process per capture costs a second on a
+    # busy machine, so the command-line paths take a pasted document of several.
+    per_capture: int = 1
 
 
 async def _via_socket(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
@@ -122,6 +125,6 @@ async def _via_ctl_stdin(d: DaemonProcess, texts: Sequence[str], workspace: str)
 WRITE_PATHS: tuple[WritePath, ...] = (
     WritePath("socket memory_store", _via_socket),
     WritePath("mcp memory_store", _via_mcp),
-    WritePath("recallctl store TEXT", _via_ctl_argv),
-    WritePath("recallctl store - (stdin)", _via_ctl_stdin),
+    WritePath("recallctl store TEXT", _via_ctl_argv, per_capture=8),
+    WritePath("recallctl store - (stdin)", _via_ctl_stdin, per_capture=8),
 )
