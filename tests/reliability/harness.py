@@ -10,6 +10,7 @@ import sqlite3
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -28,6 +29,7 @@ __all__ = [
     "RawConnection",
     "capture_load",
     "check_ledger",
+    "crash_trial",
     "db_snapshot",
     "integrity",
     "retry_unacknowledged",
@@ -96,11 +98,13 @@ async def capture_load(
     pipeline: int = 4,
     workspace: str = "/ws/load",
     stop: anyio.Event | None = None,
+    first_ack: anyio.Event | None = None,
     seed: int = 0,
 ) -> None:
     """``clients`` connections, each keeping ``pipeline`` captures in flight, drawing in turn
     from every socket write kind, until ``per_client`` writes each, ``stop``, or the daemon
-    goes away. Acknowledgements go in ``ledger``; a broken connection ends its client."""
+    goes away. Acknowledgements go in ``ledger`` (``first_ack`` is set at the first); a
+    broken connection ends its client."""
 
     async def client(n: int) -> None:
         rng = random.Random(f"{seed}-{run}-{n}")
@@ -127,6 +131,8 @@ async def capture_load(
                         except DaemonUnavailable:
                             return  # killed: what was acknowledged is in the ledger
                         ledger.answered(attempt, write.record_id(reply))
+                        if first_ack is not None:
+                            first_ack.set()
 
                 async with anyio.create_task_group() as tg:
                     for _ in range(pipeline):
@@ -155,6 +161,30 @@ async def retry_unacknowledged(
                 replayed += bool(getattr(reply, "replayed", False))
                 ledger.answered(attempt, attempt.write.record_id(reply))
     return len(retried), replayed
+
+
+async def crash_trial(
+    d: DaemonProcess, ledger: Ledger, rng: random.Random, *, run: str, clients: int
+) -> tuple[int, int]:
+    """Capture from ``clients`` clients, kill -9 at a random moment, restart, check the
+    ledger, retry what was never answered, check again, and wait for the index to agree.
+    Returns :func:`retry_unacknowledged`'s (retried, already committed)."""
+    under_way = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(capture_load, d.socket, ledger, clients=clients, run=run,
+                              first_ack=under_way, seed=rng.randrange(2**32)))
+        # At a random moment once the load is under way (on a busy machine, connecting
+        # alone can take longer than the whole window).
+        with anyio.fail_after(60):
+            await under_way.wait()
+        await anyio.sleep(rng.uniform(0, 1.5))
+        d.kill()
+    await d.start()
+    check_ledger(d.data_dir, ledger)
+    retried = await retry_unacknowledged(d.socket, ledger)
+    check_ledger(d.data_dir, ledger)
+    await wait_index_agrees(d)
+    return retried
 
 
 def _read_only(data_dir: Path) -> sqlite3.Connection:
@@ -192,12 +222,14 @@ def vector_ids(data_dir: Path) -> tuple[set[int], int]:
     return ids, int(embedded)
 
 
-async def wait_index_agrees(d: DaemonProcess, timeout: float = 60, data_dir: Path | None = None) -> int:
+async def wait_index_agrees(
+    d: DaemonProcess, within_s: float = 60, data_dir: Path | None = None
+) -> int:
     """Wait for the embedding backlog to drain, then check the daemon's FAISS index holds as
     many vectors as SQLite has embedded records. Returns that size."""
     data_dir = data_dir or d.data_dir
     report = None
-    with anyio.move_on_after(timeout):
+    with anyio.move_on_after(within_s):
         while True:
             report = await d.status(wait_model_s=30)
             ids, embedded = vector_ids(data_dir)
@@ -264,10 +296,10 @@ class RawConnection:
     async def send_body(self, body: bytes) -> None:
         await self.stream.send(struct.pack(">I", len(body)) + body)
 
-    async def reply(self, timeout: float = 10) -> p.Reply | None:
+    async def reply(self, within_s: float = 10) -> p.Reply | None:
         """The next reply, or None when the daemon closed the connection."""
         try:
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(within_s):
                 (size,) = p.HEADER.unpack(await self._reader.receive_exactly(p.HEADER.size))
                 body = await self._reader.receive_exactly(size)
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
@@ -275,9 +307,9 @@ class RawConnection:
             return None
         return msgspec.msgpack.decode(body, type=p.Replies)  # type: ignore[arg-type]
 
-    async def closed_by_peer(self, timeout: float) -> bool:
-        """Read (and drop) until the daemon hangs up; False if it has not within ``timeout``."""
-        with anyio.move_on_after(timeout):
+    async def closed_by_peer(self, within_s: float) -> bool:
+        """Read (and drop) until the daemon hangs up; False if it has not within ``within_s``."""
+        with anyio.move_on_after(within_s):
             try:
                 while await self.stream.receive(65536):
                     pass

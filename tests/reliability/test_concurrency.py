@@ -60,7 +60,8 @@ async def test_64_clients_mixing_captures_and_searches_lose_and_double_nothing(
     assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
     assert integrity(d.data_dir) == "ok"
     FIGURES["concurrency: clients"] = CLIENTS
-    FIGURES["concurrency: captures acknowledged"] += len(ledger.acked) + sum(map(len, shared.values()))
+    acknowledged = len(ledger.acked) + sum(map(len, shared.values()))
+    FIGURES["concurrency: captures acknowledged"] += acknowledged
     FIGURES["concurrency: searches answered"] += searches
 
 

@@ -96,7 +96,8 @@ async def test_a_full_disk_fails_captures_as_unavailable_and_corrupts_nothing(
 
     async def capture(rc) -> Attempt:  # type: ignore[no-untyped-def]
         i = next(n)
-        attempt = Attempt(WRITE, "filler", f"disk note {i}: the runner cache is pruned weekly", f"k{i}")
+        text = f"disk note {i}: the runner cache is pruned weekly"
+        attempt = Attempt(WRITE, "filler", text, f"k{i}")
         reply = await rc.call(WRITE.request(attempt.text, attempt.key), WRITE.reply)
         ledger.answered(attempt, WRITE.record_id(reply))
         return attempt
@@ -114,10 +115,11 @@ async def test_a_full_disk_fails_captures_as_unavailable_and_corrupts_nothing(
                 except RemoteError as exc:
                     refused.append(exc)
         assert all(e.code == "unavailable" and e.retryable for e in refused), refused
-        FIGURES[f"disk full ({small_disk.how}): captures before the first refusal"] = len(ledger.acked)
+        FIGURES[f"disk full ({small_disk.how}): writes before the refusals"] = len(ledger.acked)
 
         # Reads and status go on while the disk is full.
-        found = await rc.call(p.MemorySearch(query="runner cache", mode="bm25"), p.MemorySearchResult)
+        found = await rc.call(p.MemorySearch(query="runner cache", mode="bm25"),
+                              p.MemorySearchResult)
         assert found.hits
         assert (await d.status()).state == "running"
 

@@ -208,7 +208,8 @@ async def test_wrong_types_and_unknown_fields_get_invalid_request_with_the_id(
 @given(op=st.text(max_size=200).filter(lambda s: s not in OPS), rid=st.integers(0, 2**53))
 async def test_unknown_ops_get_invalid_request(hostile_daemon: DaemonProcess,
                                                bystander: Bystander, op: str, rid: int) -> None:
-    replies = await send_and_read(hostile_daemon, framed(msgspec.msgpack.encode({"op": op, "id": rid})))
+    body = msgspec.msgpack.encode({"op": op, "id": rid})
+    replies = await send_and_read(hostile_daemon, framed(body))
     assert len(replies) == 1 and isinstance(replies[0], p.Error)
     assert replies[0].code == "invalid_request" and replies[0].id == rid
     bystander.ping()

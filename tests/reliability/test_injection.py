@@ -26,7 +26,9 @@ def test_advice_between_colleagues_stays_trusted(text: str) -> None:
     assert trust >= DEFAULT_TRUST_FLOOR, (trust, reasons)
 
 
-async def test_stored_injections_are_kept_low_trust_and_not_served(running_daemon: DaemonProcess) -> None:
+async def test_stored_injections_are_kept_low_trust_and_not_served(
+    running_daemon: DaemonProcess,
+) -> None:
     d = running_daemon
     async with d.client(agent="reader", workspace="/ws/inject") as rc:
         ids = {}
@@ -40,7 +42,8 @@ async def test_stored_injections_are_kept_low_trust_and_not_served(running_daemo
                 served |= {hit.id for hit in result.hits}
 
     with sqlite3.connect(f"file:{d.data_dir / 'recalld.db'}?mode=ro", uri=True) as db:
-        rows = {r[0]: (r[1], r[2]) for r in db.execute("SELECT id, trust, eligibility FROM records")}
+        rows = {r[0]: (r[1], r[2])
+                for r in db.execute("SELECT id, trust, eligibility FROM records")}
     for text in INJECTIONS:
         trust, eligibility = rows[ids[text]]
         assert trust < DEFAULT_TRUST_FLOOR and eligibility in ("ineligible", "blocked"), text

@@ -33,8 +33,8 @@ class SocketWrite:
     """One kind of capture over the socket, as the load generators use it."""
 
     name: str
-    # (text, idempotency key) -> the request; the text is unique to this write.
-    request: Callable[[str, str], p.Request]
+    # (text, idempotency key) -> the request.
+    request: Callable[[str, str | None], p.Request]
     reply: type[p.Reply]
     # The record id in the acknowledgement.
     record_id: Callable[[p.Reply], str]
@@ -77,7 +77,9 @@ async def _via_socket(d: DaemonProcess, texts: Sequence[str], workspace: str) ->
             await rc.call(p.MemoryStore(text=text), p.Stored)
 
 
-def shim_params(d: DaemonProcess, workspace: str, agent: str = "secrets-mcp") -> StdioServerParameters:
+def shim_params(
+    d: DaemonProcess, workspace: str, agent: str = "secrets-mcp"
+) -> StdioServerParameters:
     """recall-mcp as an agent host spawns it, pointed at ``d``."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "XDG_RUNTIME_DIR")}
     env["RECALLD_SOCKET"] = str(d.socket)
@@ -110,16 +112,16 @@ async def _via_ctl_argv(d: DaemonProcess, texts: Sequence[str], workspace: str) 
     async with anyio.create_task_group() as tg:
         for text in texts:
             # "--": a text may start with "-----BEGIN ..."; argparse must not read it as options.
-            tg.start_soon(partial(anyio.to_thread.run_sync, partial(ctl, d, workspace, "store", "--", text),
-                                  limiter=limiter))
+            store = partial(ctl, d, workspace, "store", "--", text)
+            tg.start_soon(partial(anyio.to_thread.run_sync, store, limiter=limiter))
 
 
 async def _via_ctl_stdin(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
     limiter = anyio.CapacityLimiter(4)
     async with anyio.create_task_group() as tg:
         for text in texts:
-            tg.start_soon(partial(anyio.to_thread.run_sync, partial(ctl, d, workspace, "store", "-", stdin=text),
-                                  limiter=limiter))
+            store = partial(ctl, d, workspace, "store", "-", stdin=text)
+            tg.start_soon(partial(anyio.to_thread.run_sync, store, limiter=limiter))
 
 
 WRITE_PATHS: tuple[WritePath, ...] = (
