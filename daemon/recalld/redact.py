@@ -88,6 +88,14 @@ def _not_reference(m: re.Match[str]) -> bool:
     return not _REFERENCE.match(m.group(1).strip("'\""))
 
 
+def _credential_word(m: re.Match[str]) -> bool:
+    """A word after "password" in prose: a credential only if it mixes letters with digits or
+    symbols ("the password policy" is prose, "password Tr0ub4dor!" is not)."""
+    value = m.group(1)
+    return (bool(re.search(r"[A-Za-z]", value)) and bool(re.search(r"[0-9!@#$%^&*+/_~-]", value))
+            and not _REFERENCE.match(value) and not _PATH.match(value))
+
+
 @dataclass(frozen=True, slots=True)
 class _Rule:
     name: str
@@ -98,8 +106,10 @@ class _Rule:
 
 # The end of a token whose alphabet includes '-' (where \b would stop one character short).
 _END = r"(?![A-Za-z0-9_-])"
-# A value after a key: the quoted string whole, else up to whitespace or a delimiter.
-_VALUE = r"""(?P<value>(?<=")[^"\n]{%d,}(?=")|(?<=')[^'\n]{%d,}(?=')|[^\s"',;&]{%d,})"""
+# A value after a key: the quoted string whole (to its closing quote, or to where a clipped
+# text was cut: "…" or the end), else up to whitespace or a delimiter.
+_VALUE = (r"""(?P<value>(?<=")[^"\n…]{%d,}(?=["…]|\Z)|(?<=')[^'\n…]{%d,}(?=['…]|\Z)"""
+          r"""|[^\s"',;&]{%d,})""")
 # A command-line argument: quoted whole, else up to whitespace.
 _ARG = r"""('[^'\n]+'|"[^"\n]+"|[^\s'"`]{3,})"""
 
@@ -189,6 +199,10 @@ _RULES: list[_Rule] = [
         _not_reference),
     _Rule("netrc_password", re.compile(r"(?i)\bmachine\s+\S+\s+login\s+\S+\s+password\s+(\S+)"),
           1),
+    # "the password is Tr0ub4dor!", or a line of a .netrc seen out of context.
+    _Rule("password", re.compile(
+        r"""(?i)\b(?:password|passwd|passphrase)\s+(?:is\s+|was\s+)?([^\s'"`]{8,})"""), 1,
+        _credential_word),
     # "key": "value" in JSON (a tool's input, a config file): quoted, so plainly a value.
     _Rule("secret_assignment", re.compile(
         r'(?i)"(?P<key>[A-Z0-9_.-]*' + _SECRET_WORD + r'[A-Z0-9_.-]*)"\s*:\s*'
@@ -217,7 +231,7 @@ _TRIGGERS = re.compile(
     r"|sk-|_live_|_test_|whsec_|aiza|ya29\.|gocspx-|npm_|pypi-|hf_|dckr_pat_|sg\.|sk[0-9a-f]{32}"
     r"|key-[0-9a-f]|do[opr]_v1_|shp(?:at|ca|pa|ss)_|:aa|hv[sbr]\.|lin_(?:api|oauth)_|dapi"
     r"|pmak-|\.atlasv1\.|glsa_|glc_|nrak-|sntry|q~|accountkey=|sharedaccesskey=|sig="
-    r"|://|basic|\"auth\"|bearer|token|passw|pwd|_pass|--pass|api[_-]?key|apikey"
+    r"|://|basic|\"auth\"|bearer|token|passw|passphrase|pwd|_pass|--pass|api[_-]?key|apikey"
     r"|access[_-]?key|private[_-]?key|auth[_-]?key|credential|-u|--user|mysql|mariadb|sshpass"
     r"|akia|asia|agpa|aida|aroa|anpa|anva|aipa"
 )

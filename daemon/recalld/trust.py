@@ -87,7 +87,8 @@ _MARKERS: list[tuple[str, re.Pattern[str], float]] = [
 _TRIGGERS = re.compile(
     r"(?m:ignore|disregard|forget|override|you are now|from now on|act as|pretend|instruction"
     r"|system|send|post|upload|exfiltrat|leak|email|must|should always|shall|required to"
-    r"|never reveal|rm\s+-rf|curl|chmod|according to|said|quote:|^\s*>)"
+    r"|never reveal|rm\s+-rf|curl|chmod|according to|said|quote:|^\s*>"
+    r"|reading this|when you read this|note to|attention|dear|if you are a)"
 )
 
 # Sources whose text comes from outside the agent's own hand.
