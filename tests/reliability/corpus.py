@@ -260,6 +260,8 @@ def _corpus() -> list[Secret]:
         f"mongosh --username admin --password {pw} --authenticationDatabase admin", pw)
     pw = _pw()
     add("netrc", f"machine api.heroku.com\n  login dev@acme.io\n  password {pw}", pw)
+    pw = _pw()
+    add("password in prose", f"the new staging password is {pw} until Friday", pw)
     t = _b64(("acme:ghp_" + _g(ALNUM, 36)).encode())
     add("docker config auth", f'{{"auths": {{"ghcr.io": {{"auth": "{t}"}}}}}}', t)
 

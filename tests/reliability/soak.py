@@ -96,26 +96,23 @@ class Mix:
     async def writer(self, n: int) -> None:
         rng = random.Random(f"{n}-{self.rng.random()}")
         agent = f"soak-w{n}"
+        mine: list[Attempt] = []
         async with self.d.client(agent=agent, workspace="/ws/soak") as rc:
             i = 0
             while not self.stop.is_set():
-                acked = list(self.ledger.acked.values())
-                if len(self.ledger.acked) < self.records or not acked:
+                if len(self.ledger.acked) < self.records or not mine:
                     write = SOCKET_WRITES[i % len(SOCKET_WRITES)]
                     key = f"soak-w{n}-{i}"
                     attempt = Attempt(write, agent, unique_text(rng, key), key)
                     kind = "new"
                 else:
-                    # The data has stopped growing; the write path has not: replays and
-                    # duplicates go through the same transactions.
-                    old = rng.choice(acked)
-                    if old.agent == agent and rng.random() < 0.5:
-                        attempt, kind = old, "replayed"
-                    else:
-                        attempt, kind = old, "duplicate"
+                    # The data has stopped growing; the write path has not. A replay (same
+                    # key, same agent) or, for a memory, the same text without its key: the
+                    # content hash must catch it, and the idempotency table stays as it is.
+                    attempt = rng.choice(mine)
+                    duplicate = attempt.write.name == "memory_store" and rng.random() < 0.5
+                    kind = "duplicate" if duplicate else "replayed"
                 i += 1
-                # A duplicate goes without its key, so the content hash must catch it (and
-                # the idempotency table does not grow either).
                 key = None if kind == "duplicate" else attempt.key
                 try:
                     reply = await rc.call(attempt.write.request(attempt.text, key),
@@ -125,6 +122,7 @@ class Mix:
                     continue
                 if kind == "new":
                     self.ledger.answered(attempt, attempt.write.record_id(reply))
+                    mine.append(attempt)
                 self.counts[f"writes {kind}"] += 1
 
     async def searcher(self, n: int) -> None:

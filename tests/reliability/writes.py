@@ -7,11 +7,12 @@ Two lists:
 - ``WRITE_PATHS``: every path a user's text takes into the daemon end to end (the socket
   client, the MCP shim, recallctl). The secrets test pushes its corpus through each.
 
-A new write (episodes, experiences, facts) joins by adding an entry here; the tests pick it up.
+A new write (experiences, facts, ...) joins by adding an entry here; the tests pick it up.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Awaitable, Callable, Sequence
@@ -57,6 +58,17 @@ SOCKET_WRITES: tuple[SocketWrite, ...] = (
         search=lambda word: p.MemorySearch(query=word, mode="bm25"),
         hit_ids=lambda r: [h.id for h in r.hits],  # type: ignore[attr-defined]
     ),
+    SocketWrite(
+        name="capture_episode",
+        request=lambda text, key: p.CaptureEpisode(summary=text, idempotency_key=key),
+        reply=p.EpisodeCaptured,
+        record_id=lambda r: r.record_id,  # type: ignore[attr-defined]
+        locate="SELECT id FROM records WHERE kind = 'episode' AND text = ?",
+        # Episodes are captured pending and partitioned by agent: the writer's own search,
+        # including those not yet evaluated.
+        search=lambda word: p.WorkSearch(query=word, include_pending=True),
+        hit_ids=lambda r: [e.id for e in r.results],  # type: ignore[attr-defined]
+    ),
 )
 
 
@@ -96,8 +108,39 @@ async def _via_mcp(d: DaemonProcess, texts: Sequence[str], workspace: str) -> No
             assert not result.is_error, result.content
 
 
+async def _episodes_via_socket(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
+    async with d.client(agent="secrets-socket", workspace=workspace) as rc:
+        for text in texts:
+            await rc.call(p.CaptureEpisode(summary=text, tool="Bash"), p.EpisodeCaptured)
+
+
+async def _episodes_via_mcp(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
+    async with Client(shim_params(d, workspace)) as client:
+        for text in texts:
+            result = await client.call_tool("capture_episode", {"summary": text, "tool": "Bash"})
+            assert not result.is_error, result.content
+
+
+async def _episodes_via_hooks(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
+    # What a Claude Code PostToolUse hook hands `recallctl capture`: the command it ran (with
+    # whatever secret was on its command line) and what it printed.
+    lines = [
+        json.dumps({
+            "session_id": "secrets-session", "cwd": workspace, "hook_event_name": "PostToolUse",
+            "tool_name": "Bash", "tool_use_id": f"toolu_{i:04}",
+            "tool_input": {"command": text, "description": "set up credentials"},
+            "tool_response": {"stdout": text, "stderr": "", "interrupted": False},
+        })
+        for i, text in enumerate(texts)
+    ]
+    await anyio.to_thread.run_sync(
+        partial(ctl, d, workspace, "--agent", "secrets-hook", "capture", stdin="\n".join(lines))
+    )
+
+
 def ctl(d: DaemonProcess, workspace: str, *args: str, stdin: str | None = None) -> str:
-    """Run recallctl against ``d``; returns stdout, raises on failure."""
+    """Run recallctl against ``d``; returns stdout, raises on failure. Global options (such
+    as ``--agent``) may lead ``args``."""
     out = subprocess.run(
         [str(BIN / "recallctl"), "--socket", str(d.socket), "--workspace", workspace, *args],
         capture_output=True, text=True, timeout=60, input=stdin,
@@ -129,4 +172,7 @@ WRITE_PATHS: tuple[WritePath, ...] = (
     WritePath("mcp memory_store", _via_mcp),
     WritePath("recallctl store TEXT", _via_ctl_argv, per_capture=8),
     WritePath("recallctl store - (stdin)", _via_ctl_stdin, per_capture=8),
+    WritePath("socket capture_episode", _episodes_via_socket),
+    WritePath("mcp capture_episode", _episodes_via_mcp),
+    WritePath("recallctl capture (hook payloads)", _episodes_via_hooks),
 )
