@@ -232,7 +232,12 @@ class Session:
 
     async def _ensure(self) -> RecallClient:
         async with self._lock:
-            if self._client is None or self._client.closed:
+            if self._client is not None and self._client.closed:
+                # The daemon hung up (idle timeout, restart): release the dead socket too,
+                # not only the object (it used to leak until garbage collection).
+                await self._client.aclose()
+                self._client = None
+            if self._client is None:
                 if self._admin and self._autostart and read_admin_token() is None:
                     await self._start_daemon()  # the daemon writes the token when it starts
                 try:
@@ -274,7 +279,7 @@ class Session:
         try:
             return await client.call(request, reply_type)
         except DaemonUnavailable:
-            self._client = None
+            await client.aclose()
         client = await self._ensure()
         return await client.call(request, reply_type)
 

@@ -285,7 +285,14 @@ def _first_line(value: Any, limit: int = _DETAIL_MAX) -> str:
 
 
 def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    if len(text) <= limit:
+        return text
+    # Cut between words, never inside one: the daemon redacts the secrets it recognises, and
+    # half a token ("ghp_A1b2C3…") no longer looks like the secret it is the start of.
+    cut = text[: limit - 1]
+    if not text[limit - 1].isspace():
+        cut = cut[: max(cut.rfind(" "), cut.rfind("\n"), cut.rfind("\t"), 0)]
+    return cut.rstrip() + "…"
 
 
 def _text(value: Any) -> str | None:

@@ -1127,6 +1127,8 @@ def peek_request_id(body: bytes) -> int:
     """Best-effort request id of a body that failed validation, so its error reply can name it."""
     try:
         value = _id_decoder.decode(body).id
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        # RecursionError: skipping a deeply nested field; msgspec reports that depth as
+        # Python's recursion limit rather than as a DecodeError.
         return 0
     return value if isinstance(value, int) and 0 <= value <= 2**53 else 0

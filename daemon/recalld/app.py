@@ -204,7 +204,13 @@ class Daemon:
             await self.search.close()
             with anyio.CancelScope(shield=True), anyio.move_on_after(SAVE_TIMEOUT):
                 if self.index is not None:
-                    await self.index.snapshot()
+                    try:
+                        await self.index.snapshot()
+                    except Exception as exc:
+                        # Disk full or the like: SQLite holds every vector, so this costs only
+                        # a rebuild at the next start; it must not turn a clean stop into a crash.
+                        log.error("index snapshot failed (%s); the index will be rebuilt from "
+                                  "SQLite at the next start", exc)
             root.cancel_scope.cancel()
         self.state = "stopped"
         log.info("recalld stopped")

@@ -39,6 +39,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     max_connections: Annotated[int, Meta(ge=1, le=100_000)] = 1024
     # Requests one connection may have in flight; more wait (TCP-like backpressure).
     max_inflight_per_connection: Annotated[int, Meta(ge=1, le=10_000)] = 64
+    # A client may idle between frames this long before the daemon hangs up (clients
+    # reconnect on demand); a frame that has started must finish arriving within
+    # frame_timeout_s; a peer that stops reading its replies is cut off after send_timeout_s.
+    idle_timeout_s: Annotated[float, Meta(gt=0, le=86_400)] = 900.0
+    frame_timeout_s: Annotated[float, Meta(gt=0, le=3_600)] = 30.0
+    send_timeout_s: Annotated[float, Meta(gt=0, le=3_600)] = 30.0
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # The tools' default response_format when a call names none (work_search's seed calls
     # this tools.defaults.responseFormat): detailed returns every field.
@@ -86,6 +92,9 @@ ENV = {
     "RECALLD_DRAIN_TIMEOUT_S": "drain_timeout_s",
     "RECALLD_SEARCH_MODE": "search_mode",
     "RECALLD_RERANK_MODEL_PATH": "rerank_model_path",
+    "RECALLD_IDLE_TIMEOUT_S": "idle_timeout_s",
+    "RECALLD_FRAME_TIMEOUT_S": "frame_timeout_s",
+    "RECALLD_SEND_TIMEOUT_S": "send_timeout_s",
 }
 
 

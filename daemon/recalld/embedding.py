@@ -150,6 +150,9 @@ class Model:
                 self.embedder, self.backend = HashEmbedder(), "hash"
             else:
                 path = Path(self._path) if self._path else bundled_model_path()
+                if not (path / "config.json").exists():
+                    # Say so at once, not after seconds of importing torch for nothing.
+                    raise FileNotFoundError(f"no sentence-transformers model at {path}")
                 self.embedder, self.backend = await self._load_model(path)
                 # One throwaway encode so the first real query does not pay for warm-up.
                 await anyio.to_thread.run_sync(self.embedder.encode, ["warm up"])

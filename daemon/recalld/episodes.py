@@ -170,7 +170,9 @@ class CaptureEpisodeJob(WriteJob):
                 " VALUES (?, 'episode', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
                 (
                     record_id, ts, now, now, workspace, who.agent, who.uid, req.session_id,
-                    req.source, summary, _tags_json.encode(tags).decode(), trust,
+                    # The source is free text the caller chose: it is redacted like the rest
+                    # (it was stored as sent, so a secret there reached the database).
+                    clean(req.source), summary, _tags_json.encode(tags).decode(), trust,
                     now + req.ttl_s if req.ttl_s is not None else None, digest,
                 ),
             )

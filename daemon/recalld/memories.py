@@ -34,7 +34,7 @@ from .drift import GitOrigin, git_head, git_origin, scrape_paths
 from .errors import RecallError
 from .redact import redact
 from .store import open_reader
-from .trust import assess
+from .trust import DEFAULT_TRUST_FLOOR, assess
 
 if TYPE_CHECKING:
     from .app import Daemon
@@ -69,6 +69,18 @@ def subject_key(subject: str) -> str:
 
 def _labels(values: list[str]) -> list[str]:
     return list(dict.fromkeys(values))
+
+
+def _redacted(value: str | None) -> str | None:
+    return redact(value)[0] if value is not None else None
+
+
+def _eligibility(trust: float, blocked: bool) -> str:
+    # The evaluation policy, applied at once since memories are not captured pending: text
+    # that gives its reader orders (trust below the floor) is kept, not served.
+    if blocked:
+        return "blocked"
+    return "eligible" if trust >= DEFAULT_TRUST_FLOOR else "ineligible"
 
 
 def _trust(text: str, source: str | None, authority: str) -> tuple[float, bool, list[str]]:
@@ -223,8 +235,10 @@ class MemoryStoreJob(WriteJob):
             " VALUES (?, 'memory', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record_id, ts, now, now, workspace, who.agent, who.uid,
-                req.session or who.session, req.source, text, _json.encode(_labels(req.tags)).decode(),
-                trust, "blocked" if blocked else "eligible",
+                # Every free-text field is stored, so every one is redacted, not only the text.
+                _redacted(req.session or who.session), _redacted(req.source), text,
+                _json.encode(_labels([redact(tag)[0] for tag in req.tags])).decode(),
+                trust, _eligibility(trust, blocked),
                 now + req.ttl_s if req.ttl_s is not None else None, digest,
             ),
         )
@@ -348,7 +362,7 @@ class MemoryUpdateJob(WriteJob):
             self.new_rowids.append(rowid)
             changed.append("text")
         if req.source is not None:
-            source = req.source
+            source = _redacted(req.source)
             conn.execute("UPDATE records SET source = ? WHERE rowid = ?", (source, rowid))
             changed.append("source")
         if req.authority is not None:
@@ -357,16 +371,13 @@ class MemoryUpdateJob(WriteJob):
             changed.append("authority")
         if {"text", "source", "authority"} & set(changed):
             trust, blocked, reasons = _trust(text, source, authority)
-            conn.execute(
-                "UPDATE records SET trust = ?, eligibility = CASE WHEN ? THEN 'blocked'"
-                " WHEN eligibility = 'blocked' THEN 'eligible' ELSE eligibility END WHERE rowid = ?",
-                (trust, blocked, rowid),
-            )
+            conn.execute("UPDATE records SET trust = ?, eligibility = ? WHERE rowid = ?",
+                         (trust, _eligibility(trust, blocked), rowid))
             conn.execute("UPDATE memory_meta SET trust_reasons = ? WHERE rowid = ?",
                          (_json.encode(reasons).decode(), rowid))
         if req.tags is not None:
             conn.execute("UPDATE records SET tags = ? WHERE rowid = ?",
-                         (_json.encode(_labels(req.tags)).decode(), rowid))
+                         (_json.encode(_labels([redact(t)[0] for t in req.tags])).decode(), rowid))
             changed.append("tags")
         for kind_name, values in (("scope", req.scopes), ("band", req.bands), ("episode", req.episodes)):
             if values is not None:

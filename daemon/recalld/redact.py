@@ -1,113 +1,239 @@
 """Secret redaction: runs on every text before its first COMMIT, so no secret ever reaches the
 database file, its WAL, the full-text index or an embedding.
 
-A redacted secret keeps its place and says what it was: ``[REDACTED:aws_key]``. Patterns are
-ordered most specific first, so a JWT inside a URL is named as a JWT.
+A redacted secret keeps its place and says what it was: ``[REDACTED:aws_key]``. Rules are
+ordered most specific first, so a JWT inside a URL is named as a JWT. Issuer formats (a
+recognisable prefix and length) are redacted wherever they appear; generic shapes (``KEY=value``,
+``key: value``, command-line flags) only when the value could be a credential: not a variable
+reference, a placeholder, a path or a count (``max_tokens=4096``).
+
+Capture runs this on every write, so one scan for trigger words (``_TRIGGERS``) spares the
+rules for the many texts that hold none.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 __all__ = ["redact"]
 
-_SECRET_KEY = (
-    r"(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
-    r"|client[_-]?secret|credential)"
+# Words that make a key name a secret's.
+_SECRET_WORDS = (
+    r"password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
+    r"|client[_-]?secret|credential|auth[_-]?key"
 )
+_SECRET_WORD = f"(?:{_SECRET_WORDS})"
+# Words that make such a key describe a secret rather than hold one: max_tokens, token_url,
+# password_min_length, private_key_path, secret_name.
+_ABOUT_WORDS = frozenset(
+    "count counts limit length len size max min type types url uri endpoint file path dir name "
+    "names id ids expiry expires expiration ttl timeout header field policy usage budget tokens "
+    "prefix format version hint rotation algorithm alg ref scope scopes location source env "
+    "store provider arn age".split()
+)
+# Values that stand for a secret without being one.
+_REFERENCE = re.compile(
+    r"(?i)^(?:\$\{?\w+\}?|\$\(.*|%\w+%|<[^>]*>?|\{\{.*|\[redacted.*|\*{3,}.*|x{4,}|\.{3}"
+    r"|(?:os\.environ|os\.getenv|getenv|process\.env|import\.meta\.env|env|settings|config|secrets"
+    r"|vault|self|this)\b.*|[A-Za-z_][\w.]*\(.*|none|null|nil|true|false|undefined|string|str"
+    r"|required|optional|your[_-]\w*)$"
+)
+_PATH = re.compile(r"^(?:~|\.{1,2})?/[\w.@~-]+(?:/[\w.@~-]*)*$")
+_CAMEL = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
-# (name, pattern, group to replace: 0 = the whole match)
-_PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
-    (
-        "private_key",
-        re.compile(
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
-            r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
-            re.S,
-        ),
-        0,
-    ),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), 0),
-    ("aws_key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"), 0),
-    (
-        "aws_secret",
-        re.compile(
-            r"(?i)\baws_?secret_?access_?key\b[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
-        ),
-        1,
-    ),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"), 0),
-    ("gitlab_token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}\b"), 0),
-    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"), 0),
-    ("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+"), 0),
-    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}\b"), 0),
-    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}\b"), 0),
-    ("stripe_key", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}\b"), 0),
-    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), 0),
-    ("google_oauth", re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}\b"), 0),
-    ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), 0),
-    ("pypi_token", re.compile(r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}\b"), 0),
-    ("hf_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), 0),
-    ("sendgrid_key", re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}\b"), 0),
-    ("twilio_key", re.compile(r"\bSK[0-9a-fA-F]{32}\b"), 0),
-    ("azure_key", re.compile(r"(?i)\b(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,})"), 1),
-    # scheme://user:password@host — keep the user and host, drop the password (the user may
-    # be empty: redis://:password@host).
-    ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@"), 1),
-    # Shell commands, as agent hooks record them: curl -u user:password, an
-    # "Authorization: Basic" header, mysql -pPASSWORD, --password VALUE.
-    ("basic_auth", re.compile(r"(?:\s-u|--user)\s+['\"]?[^\s:'\"]+:([^\s'\"]+)"), 1),
-    ("basic_auth", re.compile(r"(?i)\bauthorization:\s*basic\s+([A-Za-z0-9+/]{8,}={0,2})"), 1),
-    ("cli_password", re.compile(r"\b(?:mysql|mysqldump|mysqladmin)\b[^\n|;&]*?\s-p([^\s-]\S*)"), 1),
-    (
-        "cli_secret_flag",
-        re.compile(
-            # --password VALUE, --db-password VALUE; not --token-file PATH, --password-stdin.
-            r"(?i)--(?![a-z0-9-]*(?:file|path|stdin|dir|name|env|type|url|length|policy)\b)"
-            r"[a-z0-9-]*" + _SECRET_KEY + r"[a-z0-9-]*\s+['\"]?([^\s'\"-][^\s'\"]{3,})"
-        ),
-        1,
-    ),
-    ("bearer_token", re.compile(r"(?i)\b(?:bearer|token)\s+([A-Za-z0-9._~+/-]{20,}=*)"), 1),
-    # "key": "value" in JSON (a tool's input or config): quoted, so plainly a value.
-    (
-        "secret_assignment",
-        re.compile(r'(?i)"[A-Z0-9_.-]*' + _SECRET_KEY + r'[A-Z0-9_.-]*"\s*:\s*"([^"\s]{3,})"'),
-        1,
-    ),
+
+def _key_words(key: str) -> set[str]:
+    return {w.lower() for part in re.split(r"[_.\-]+", key) for w in _CAMEL.findall(part)}
+
+
+def _holds_secret(m: re.Match[str]) -> bool:
+    """A ``key = value`` match whose key names a secret and whose value could be one."""
+    value = m.group("value")
+    if _ABOUT_WORDS & _key_words(m.group("key")):
+        return False
+    if _REFERENCE.match(value):
+        return False
+    return not (_PATH.match(value) and "+" not in value and "=" not in value)
+
+
+def _looks_like_credential(m: re.Match[str]) -> bool:
+    """For ``key: value`` (YAML, JSON, prose alike): long, or mixing letters with digits or
+    symbols; prose says "the token: see auth.py" too."""
+    value = m.group("value")
+    if not _holds_secret(m):
+        return False
+    return len(value) >= 16 or bool(re.search(r"[0-9!@#$%^&*+/_-]", value))
+
+
+def _is_basic_credential(m: re.Match[str]) -> bool:
+    """base64 of ``user:password`` (HTTP basic auth, docker's config.json)."""
+    try:
+        decoded = base64.b64decode(m.group(1), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    return ":" in decoded and decoded.isprintable()
+
+
+def _mixed(m: re.Match[str]) -> bool:
+    value = m.group(1)
+    return (any(c.isupper() for c in value) and any(c.islower() for c in value)
+            and any(c.isdigit() for c in value))
+
+
+def _not_reference(m: re.Match[str]) -> bool:
+    return not _REFERENCE.match(m.group(1).strip("'\""))
+
+
+def _credential_word(m: re.Match[str]) -> bool:
+    """A word after "password" in prose: a credential only if it mixes letters with digits or
+    symbols ("the password policy" is prose, "password Tr0ub4dor!" is not)."""
+    value = m.group(1)
+    return (bool(re.search(r"[A-Za-z]", value)) and bool(re.search(r"[0-9!@#$%^&*+/_~-]", value))
+            and not _REFERENCE.match(value) and not _PATH.match(value))
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    name: str
+    pattern: re.Pattern[str]
+    group: int | str = 0  # the part replaced: 0 = the whole match
+    check: Callable[[re.Match[str]], bool] | None = None  # False: not a secret after all
+
+
+# The end of a token whose alphabet includes '-' (where \b would stop one character short).
+_END = r"(?![A-Za-z0-9_-])"
+# A value after a key: the quoted string whole (to its closing quote, or to where a clipped
+# text was cut: "…" or the end), else up to whitespace or a delimiter.
+_VALUE = (r"""(?P<value>(?<=")[^"\n…]{%d,}(?=["…]|\Z)|(?<=')[^'\n…]{%d,}(?=['…]|\Z)"""
+          r"""|[^\s"',;&]{%d,})""")
+# A command-line argument: quoted whole, else up to whitespace.
+_ARG = r"""('[^'\n]+'|"[^"\n]+"|[^\s'"`]{3,})"""
+
+_RULES: list[_Rule] = [
+    # ---- blocks
+    _Rule("private_key", re.compile(
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
+        r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S)),
+    _Rule("private_key", re.compile(
+        r"PuTTY-User-Key-File-\d+:.*?(?:Private-MAC:\s*[0-9a-fA-F]+|\Z)", re.S)),
+    _Rule("private_key", re.compile(r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b")),
+    # ---- issuer formats
+    _Rule("jwt", re.compile(
+        r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _END)),
+    _Rule("aws_key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b")),
+    _Rule("aws_secret", re.compile(
+        r"(?i)\baws_?secret_?access_?key\b[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
+    ), 1),
+    _Rule("aws_secret", re.compile(
+        r"(?i)\bsecret(?:[ _-]?access)?(?:[ _-]?key)?\W{0,3}(?:is\W{1,3})?"
+        r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+    ), 1, _mixed),
+    _Rule("github_token", re.compile(
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b")),
+    _Rule("gitlab_token", re.compile(
+        r"\bgl(?:pat|rt|dt|cbt|ptt|ft|soat|imt|agent|oas)-[A-Za-z0-9_-]{20,}" + _END)),
+    _Rule("slack_token", re.compile(
+        r"\b(?:xox[abposre]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})" + _END)),
+    _Rule("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+")),
+    _Rule("discord_webhook", re.compile(
+        r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/\d+/([A-Za-z0-9_-]+)"), 1),
+    _Rule("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}" + _END)),
+    _Rule("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}" + _END)),
+    _Rule("stripe_key", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}\b")),
+    _Rule("stripe_webhook_secret", re.compile(r"\bwhsec_[A-Za-z0-9+/=]{24,}")),
+    _Rule("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}" + _END)),
+    _Rule("google_oauth", re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}" + _END)),
+    _Rule("google_client_secret", re.compile(r"\bGOCSPX-[A-Za-z0-9_-]{28}" + _END)),
+    _Rule("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
+    _Rule("pypi_token", re.compile(r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}" + _END)),
+    _Rule("hf_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
+    _Rule("docker_token", re.compile(r"\bdckr_pat_[A-Za-z0-9_-]{20,}" + _END)),
+    _Rule("sendgrid_key", re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}" + _END)),
+    _Rule("twilio_key", re.compile(r"\bSK[0-9a-fA-F]{32}\b")),
+    _Rule("mailgun_key", re.compile(r"\bkey-[0-9a-f]{32}\b")),
+    _Rule("digitalocean_token", re.compile(r"\bdo[opr]_v1_[a-f0-9]{64}\b")),
+    _Rule("shopify_token", re.compile(r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b")),
+    _Rule("telegram_token", re.compile(r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_-]{33}" + _END)),
+    _Rule("vault_token", re.compile(r"\bhv[sbr]\.[A-Za-z0-9_-]{24,}" + _END)),
+    _Rule("linear_key", re.compile(r"\blin_(?:api|oauth)_[A-Za-z0-9]{40}\b")),
+    _Rule("databricks_token", re.compile(r"\bdapi[a-f0-9]{32}(?:-\d)?\b")),
+    _Rule("postman_key", re.compile(r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b")),
+    _Rule("terraform_token", re.compile(r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}")),
+    _Rule("grafana_token", re.compile(
+        r"\b(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2})")),
+    _Rule("newrelic_key", re.compile(r"\bNRAK-[A-Z0-9]{27}\b")),
+    _Rule("sentry_token", re.compile(r"\bsntry[su]_[A-Za-z0-9+/=_-]{40,}")),
+    _Rule("azure_client_secret", re.compile(
+        r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])")),
+    _Rule("azure_key", re.compile(
+        r"(?i)\b(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,})"), 1),
+    _Rule("azure_sas", re.compile(r"[?&]sig=([A-Za-z0-9%+/=]{16,})"), 1),
+    # ---- credentials by their place
+    # scheme://user:password@host (user may be empty: redis://:pw@host): keep user and host.
+    _Rule("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@"), 1,
+          _not_reference),
+    _Rule("basic_auth", re.compile(r"(?i)\bbasic\s+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
+          1, _is_basic_credential),
+    _Rule("basic_auth", re.compile(r'"auth"\s*:\s*"([A-Za-z0-9+/]{8,}={0,2})"'), 1,
+          _is_basic_credential),
+    _Rule("bearer_token", re.compile(r"(?i)\b(?:bearer|token)\s+([A-Za-z0-9._~+/-]{20,}=*)"), 1),
+    _Rule("cli_password", re.compile(
+        r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n|;&]*?\s-p(?!\s)"
+        r"""([^\s'"`]{3,}|'[^'\n]+'|"[^"\n]+")"""), 1, _not_reference),
+    _Rule("cli_password", re.compile(r"\bsshpass\s+-p\s*" + _ARG), 1, _not_reference),
+    # curl -u user:password, wget/httpie --user user:password (not docker's -u 1000:1000).
+    _Rule("basic_auth", re.compile(
+        r"""\b(?:curl|wget|https?|httpie)\b[^\n|;&]*?(?:\s-u\s*|\s--user[\s=])['"]?[^\s:'"]*:"""
+        r"""([^\s'"@]+)"""), 1, _not_reference),
+    _Rule("cli_password", re.compile(
+        r"\bdocker\s+login\b[^\n]*?\s(?:-p|--password)(?:=|\s+)" + _ARG), 1, _not_reference),
+    # --password VALUE, --db-password VALUE, --token VALUE; not --token-file PATH,
+    # --password-stdin.
+    _Rule("cli_secret_flag", re.compile(
+        r"(?i)(?<![\w-])--(?![a-z0-9-]*(?:file|path|stdin|dir|name|env|type|url|length|policy)\b)"
+        r"[a-z0-9-]*" + _SECRET_WORD + r"[a-z0-9-]*(?:=|\s+)(?!-)" + _ARG), 1,
+        _not_reference),
+    _Rule("netrc_password", re.compile(r"(?i)\bmachine\s+\S+\s+login\s+\S+\s+password\s+(\S+)"),
+          1),
+    # "the password is Tr0ub4dor!", or a line of a .netrc seen out of context.
+    _Rule("password", re.compile(
+        r"""(?i)\b(?:password|passwd|passphrase)\s+(?:is\s+|was\s+)?([^\s'"`]{8,})"""), 1,
+        _credential_word),
+    # "key": "value" in JSON (a tool's input, a config file): quoted, so plainly a value.
+    _Rule("secret_assignment", re.compile(
+        r'(?i)"(?P<key>[A-Z0-9_.-]*' + _SECRET_WORD + r'[A-Z0-9_.-]*)"\s*:\s*'
+        r'"(?P<value>[^"\s]{3,})"'), "value", _holds_secret),
     # DB_PASS=..., SMTP_PASS=... (.env files): PASS only as a whole word of the key.
-    ("secret_assignment", re.compile(r"(?i)\b[A-Z0-9]+_PASS\s*=\s*[\"']?([^\s\"',;]{4,})"), 1),
-    # KEY=value (.env files, shell, CLI flags) where the key names a secret.
-    (
-        "secret_assignment",
-        re.compile(
-            r"(?i)\b[A-Z0-9_.-]*" + _SECRET_KEY + r"[A-Z0-9_.-]*[\"']?\s*=\s*[\"']?([^\s\"',;]{4,})"
-        ),
-        1,
-    ),
-    # key: value (YAML, JSON). Prose also says "token: ..." so the value must look like a
-    # credential: long, or mixing letters with digits or symbols.
-    (
-        "secret_assignment",
-        re.compile(
-            r"(?i)\b[A-Z0-9_.-]*" + _SECRET_KEY + r"[A-Z0-9_.-]*[\"']?\s*:\s*[\"']?"
-            r"((?=[^\s\"',;]*[0-9!@#$%^&*+/_-])[^\s\"',;]{8,}|[^\s\"',;]{16,})"
-        ),
-        1,
-    ),
+    _Rule("secret_assignment", re.compile(
+        r"(?i)(?P<key>\b[A-Z0-9]+_PASS)[\"']?[ \t]*=[ \t]*[\"']?" + _VALUE % (4, 4, 4)
+    ), "value", _holds_secret),
+    # KEY=value (.env files, shell, connection strings, CLI flags) where the key names a secret.
+    _Rule("secret_assignment", re.compile(
+        r"(?i)(?P<key>\b[A-Z0-9_.-]*" + _SECRET_WORD + r"[A-Z0-9_.-]*)[\"']?[ \t]*=[ \t]*[\"']?"
+        + _VALUE % (4, 4, 4)), "value", _holds_secret),
+    # key: value (YAML, JSON, HTTP headers).
+    _Rule("secret_assignment", re.compile(
+        r"(?i)(?P<key>\b[A-Z0-9_.-]*" + _SECRET_WORD + r"[A-Z0-9_.-]*)[\"']?[ \t]*:[ \t]*[\"']?"
+        + _VALUE % (8, 8, 8)), "value", _looks_like_credential),
 ]
 
-_PLACEHOLDER = re.compile(r"\[REDACTED:[a-z_]+\]")
 
-# Every pattern above needs one of these substrings. Most texts contain none, and one scan for
-# them costs a fraction of running every pattern: capture runs this on every write. The scan
-# runs on the lowercased text because re's IGNORECASE alternations are many times slower.
+# Every rule above needs one of these substrings. Most texts contain none, and one scan for
+# them costs a fraction of running every rule. The scan runs on the lowercased text because
+# re's IGNORECASE alternations are many times slower. A new rule adds its trigger here.
 _TRIGGERS = re.compile(
-    r"private key|eyj|aws_?secret|github_pat_|glpat-|xox[abposr]-|hooks\.slack|sk-|_live_"
-    r"|_test_|aiza|ya29\.|npm_|pypi-|hf_|sg\.|accountkey=|sharedaccesskey=|://|bearer|token"
-    r"|passw|pwd|secret|api[_-]?key|apikey|access[_-]?key|private[_-]key|credential"
-    r"|_pass|-u\s|--user|authorization|mysql"
-    r"|akia|asia|agpa|aida|aroa|anpa|anva|aipa|gh[pousr]_|sk[0-9a-f]{32}"
+    r"private key|putty-user-key|age-secret-key|eyj|aws_?secret|secret|github_pat_|gh[pousr]_"
+    r"|gl(?:pat|rt|dt|cbt|ptt|ft|soat|imt|agent|oas)-|xox[abposre]-|xapp-|hooks\.slack|discord"
+    r"|sk-|_live_|_test_|whsec_|aiza|ya29\.|gocspx-|npm_|pypi-|hf_|dckr_pat_|sg\.|sk[0-9a-f]{32}"
+    r"|key-[0-9a-f]|do[opr]_v1_|shp(?:at|ca|pa|ss)_|:aa|hv[sbr]\.|lin_(?:api|oauth)_|dapi"
+    r"|pmak-|\.atlasv1\.|glsa_|glc_|nrak-|sntry|q~|accountkey=|sharedaccesskey=|sig="
+    r"|://|basic|\"auth\"|bearer|token|passw|passphrase|pwd|_pass|--pass|api[_-]?key|apikey"
+    r"|access[_-]?key|private[_-]?key|auth[_-]?key|credential|-u|--user|mysql|mariadb|sshpass"
+    r"|akia|asia|agpa|aida|aroa|anpa|anva|aipa"
 )
 
 
@@ -116,21 +242,19 @@ def redact(text: str) -> tuple[str, list[str]]:
     found: list[str] = []
     if _TRIGGERS.search(text.lower()) is None:
         return text, found
-    for name, pattern, group in _PATTERNS:
+    for rule in _RULES:
 
-        def _sub(m: re.Match[str], name: str = name, group: int = group) -> str:
-            value = m.group(group)
-            if _PLACEHOLDER.fullmatch(value) or value.startswith("[REDACTED"):
+        def _sub(m: re.Match[str], rule: _Rule = rule) -> str:
+            value = m.group(rule.group)
+            if value.startswith("[REDACTED"):
                 return m.group(0)
-            found.append(name)
-            start, end = m.span(group)
-            whole_start = m.start(0)
+            if rule.check is not None and not rule.check(m):
+                return m.group(0)
+            found.append(rule.name)
+            start, end = m.span(rule.group)
             whole = m.group(0)
-            return (
-                whole[: start - whole_start]
-                + f"[REDACTED:{name}]"
-                + whole[end - whole_start :]
-            )
+            offset = m.start(0)
+            return whole[: start - offset] + f"[REDACTED:{rule.name}]" + whole[end - offset :]
 
-        text = pattern.sub(_sub, text)
+        text = rule.pattern.sub(_sub, text)
     return text, found

@@ -34,12 +34,11 @@ __all__ = ["Connection", "Server"]
 
 log = logging.getLogger(__name__)
 
-# A frame that has started must finish arriving within this; a client may idle between
-# frames for IDLE_TIMEOUT before the daemon hangs up (clients reconnect on demand).
-FRAME_TIMEOUT = 30.0
-IDLE_TIMEOUT = 900.0
-# A peer that stops reading its replies is cut off rather than left to pin memory.
-SEND_TIMEOUT = 30.0
+# Timeouts (idle, frame, send) are Settings; see config.py.
+
+# A validation message can quote the offending value (an unknown op, a field name); a
+# hostile frame must not be echoed back whole.
+MAX_ERROR_MESSAGE = 1_000
 
 
 @dataclass(slots=True)
@@ -125,13 +124,18 @@ class Server:
                     except msgspec.ValidationError as exc:
                         conn.errors += 1
                         await self._reply(stream, send_lock, p.Error(
-                            id=p.peek_request_id(body), code="invalid_request", message=str(exc)
+                            id=p.peek_request_id(body), code="invalid_request",
+                            message=_bounded(str(exc)),
                         ))
                         continue
-                    except msgspec.DecodeError:
-                        # Not msgpack at all: the stream cannot be trusted any more.
+                    except (msgspec.DecodeError, RecursionError) as exc:
+                        # Not msgpack at all (or nested too deep to walk, which msgspec
+                        # reports as RecursionError and used to escape as an untyped
+                        # failure): the stream cannot be trusted any more.
+                        conn.errors += 1
                         await self._reply(stream, send_lock, p.Error(
-                            id=0, code="invalid_request", message="frame is not valid msgpack"
+                            id=0, code="invalid_request",
+                            message=f"frame is not valid msgpack: {_bounded(str(exc))}",
                         ))
                         break
                     conn.requests += 1
@@ -156,8 +160,9 @@ class Server:
     async def _read_frame(
         self, reader: BufferedByteReceiveStream, stream: SocketStream, *, first: bool
     ) -> bytes | None:
+        s = self._daemon.settings
         try:
-            with anyio.fail_after(FRAME_TIMEOUT if first else IDLE_TIMEOUT):
+            with anyio.fail_after(s.frame_timeout_s if first else s.idle_timeout_s):
                 header = await reader.receive_exactly(p.HEADER.size)
             (size,) = p.HEADER.unpack(header)
             if size > p.MAX_FRAME:
@@ -166,7 +171,7 @@ class Server:
                     message=f"frame of {size} bytes is over the {p.MAX_FRAME}-byte limit",
                 ))
                 return None
-            with anyio.fail_after(FRAME_TIMEOUT):
+            with anyio.fail_after(s.frame_timeout_s):
                 return await reader.receive_exactly(size)
         except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead,
                 anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
@@ -288,7 +293,7 @@ class Server:
     async def _reply(self, stream: SocketStream, lock: anyio.Lock, reply: p.Reply) -> None:
         data = p.frame(reply)
         try:
-            with anyio.fail_after(SEND_TIMEOUT):
+            with anyio.fail_after(self._daemon.settings.send_timeout_s):
                 async with lock:
                     await stream.send(data)
         except (TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
@@ -301,3 +306,9 @@ class Server:
                 await stream.send(p.frame(reply))
         except (TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
+
+
+def _bounded(message: str) -> str:
+    if len(message) <= MAX_ERROR_MESSAGE:
+        return message
+    return message[:MAX_ERROR_MESSAGE] + f"… ({len(message)} characters in all)"

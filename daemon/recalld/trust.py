@@ -23,7 +23,8 @@ _MARKERS: list[tuple[str, re.Pattern[str], float]] = [
             r"earlier|all|any|your|the)\b[^.\n]{0,20}\b(?:instructions?|prompts?|rules|guidelines|"
             r"directives|context)\b"
         ),
-        0.6,
+        # Alone it is the canonical injection: enough to fall below the floor.
+        0.75,
     ),
     (
         "role_hijack",
@@ -41,10 +42,22 @@ _MARKERS: list[tuple[str, re.Pattern[str], float]] = [
     (
         "exfiltration",
         re.compile(
-            r"(?i)\b(?:send|post|upload|exfiltrate|leak|email)\b[^.\n]{0,40}\b(?:secrets?|tokens?|"
-            r"credentials?|api keys?|passwords?|\.env|ssh keys?)\b"
+            # ".env" starts with a non-word character, so it sits outside the \b...\b group
+            # (inside it never matched after a space).
+            r"(?i)\b(?:send|post|upload|exfiltrate|leak|email)\b[^.\n]{0,40}(?:\b(?:secrets?|"
+            r"tokens?|credentials?|api keys?|passwords?|ssh keys?)\b|\.env\b)"
         ),
         0.5,
+    ),
+    (
+        "addresses_the_reader",
+        re.compile(
+            r"(?i)(?:\b(?:note to|attention|dear)\b[^.\n]{0,20}\b(?:ai|assistants?|agents?|models?"
+            r"|llms?|claude|chatgpt|copilot)\b|\b(?:ai|assistants?|agents?|models?|llms?)\b"
+            r"[^.\n]{0,20}\breading this\b|\bwhen you read this\b|\bif you are an? "
+            r"(?:ai|assistant|agent|llm|language model)\b)"
+        ),
+        0.35,
     ),
     (
         "imperative_to_reader",
@@ -74,7 +87,8 @@ _MARKERS: list[tuple[str, re.Pattern[str], float]] = [
 _TRIGGERS = re.compile(
     r"(?m:ignore|disregard|forget|override|you are now|from now on|act as|pretend|instruction"
     r"|system|send|post|upload|exfiltrat|leak|email|must|should always|shall|required to"
-    r"|never reveal|rm\s+-rf|curl|chmod|according to|said|quote:|^\s*>)"
+    r"|never reveal|rm\s+-rf|curl|chmod|according to|said|quote:|^\s*>"
+    r"|reading this|when you read this|note to|attention|dear|if you are a)"
 )
 
 # Sources whose text comes from outside the agent's own hand.

@@ -7,6 +7,7 @@ difference, a missing file or a corrupt one, and the index is rebuilt from SQLit
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
@@ -85,6 +86,14 @@ class _Meta(msgspec.Struct):
     dim: int
     ntotal: int
     saved_at: float
+    # blake2b of the snapshot file: a damaged byte inside a vector passes every other check
+    # (faiss reads it, the ids match) and would silently skew semantic search.
+    checksum: str = ""
+
+
+def _file_digest(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
 
 
 class VectorIndex:
@@ -194,6 +203,8 @@ class VectorIndex:
             meta = msgspec.json.decode(meta_path.read_bytes(), type=_Meta)
             if meta.model != self.model or meta.dim != self.dim:
                 return f"snapshot is for {meta.model}/{meta.dim}, model is {self.model}/{self.dim}"
+            if meta.checksum != _file_digest(path):
+                return "snapshot does not match its checksum"
             index = faiss.read_index(str(path))
         except Exception as exc:  # corrupt files raise all sorts of things
             return f"snapshot unreadable: {type(exc).__name__}: {exc}"
@@ -270,18 +281,27 @@ class VectorIndex:
     def _snapshot_sync(self) -> None:
         path, meta_path = self._dir / SNAPSHOT, self._dir / SNAPSHOT_META
         tmp = path.with_suffix(".tmp")
-        # Readers may go on searching; only mutation must wait for the copy.
-        with self._lock.read():
-            faiss.write_index(self._index, str(tmp))
-            ntotal = int(self._index.ntotal)
-            self.dirty = False
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        meta = _Meta(model=self.model, dim=self.dim, ntotal=ntotal, saved_at=time.time())
         tmp_meta = meta_path.with_suffix(".tmp")
-        tmp_meta.write_bytes(msgspec.json.encode(meta))
-        os.replace(tmp, path)
-        os.replace(tmp_meta, meta_path)
+        try:
+            # Readers may go on searching; only mutation must wait for the copy.
+            with self._lock.read():
+                faiss.write_index(self._index, str(tmp))
+                ntotal = int(self._index.ntotal)
+                self.dirty = False
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            meta = _Meta(model=self.model, dim=self.dim, ntotal=ntotal, saved_at=time.time(),
+                         checksum=_file_digest(tmp))
+            tmp_meta.write_bytes(msgspec.json.encode(meta))
+            os.replace(tmp, path)
+            os.replace(tmp_meta, meta_path)
+        except BaseException:
+            # A failed write (disk full) must not leave a half file taking the room that is
+            # short, nor count as saved.
+            self.dirty = True
+            tmp.unlink(missing_ok=True)
+            tmp_meta.unlink(missing_ok=True)
+            raise
         log.info("vector index: snapshot of %d vectors written", meta.ntotal)
 
 

@@ -1,0 +1,118 @@
+"""A missing, stale or damaged FAISS snapshot is rebuilt from SQLite at start."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+from recall_client import protocol as p
+
+from ..conftest import DaemonProcess
+from .harness import FIGURES, snapshot_ids, vector_ids, wait_index_agrees
+
+RECORDS = 40
+TEXTS = [f"index note {i}: the {w} job retries with backoff" for i, w in
+         enumerate(["nightly", "hourly", "weekly", "deploy", "backup"] * (RECORDS // 5))]
+
+
+def _missing(data: Path) -> None:
+    (data / "index.faiss").unlink()
+
+
+def _truncated(data: Path) -> None:
+    path = data / "index.faiss"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _garbage(data: Path) -> None:
+    path = data / "index.faiss"
+    path.write_bytes(random.Random(1).randbytes(path.stat().st_size))
+
+
+def _flipped_vector_byte(data: Path) -> None:
+    # faiss still reads this file and its ids still match: only the checksum can tell.
+    path = data / "index.faiss"
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+def _meta_garbage(data: Path) -> None:
+    (data / "index.meta.json").write_bytes(b"{not json")
+
+
+def _other_model(data: Path) -> None:
+    path = data / "index.meta.json"
+    meta = msgspec.json.decode(path.read_bytes())
+    meta["model"] = "some-other-model"
+    path.write_bytes(msgspec.json.encode(meta))
+
+
+def _stale(data: Path) -> None:
+    # SQLite lost three vectors since the snapshot (as if they were re-queued for embedding):
+    # the snapshot's ids no longer match.
+    with sqlite3.connect(data / "recalld.db") as conn:
+        rows = [r[0] for r in conn.execute("SELECT rowid FROM vectors ORDER BY rowid LIMIT 3")]
+        conn.executemany("DELETE FROM vectors WHERE rowid = ?", [(r,) for r in rows])
+        conn.executemany("UPDATE records SET embed_state = 0 WHERE rowid = ?", [(r,) for r in rows])
+
+
+DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "missing": (_missing, "no snapshot"),
+    "truncated": (_truncated, "checksum"),
+    "garbage": (_garbage, "checksum"),
+    "one flipped byte": (_flipped_vector_byte, "checksum"),
+    "unreadable meta": (_meta_garbage, "unreadable"),
+    "another model's": (_other_model, "some-other-model"),
+    "stale": (_stale, "vectors, SQLite"),
+}
+
+
+@pytest.fixture(scope="module")
+def healthy_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data dir with RECORDS embedded records and the snapshot of a clean stop."""
+
+    async def build() -> Path:
+        d = DaemonProcess(root=tmp_path_factory.mktemp("healthy"))
+        await d.start()
+        try:
+            async with d.client(workspace="/ws/index") as rc:
+                for text in TEXTS:
+                    await rc.call(p.MemoryStore(text=text), p.Stored)
+            assert await wait_index_agrees(d) == RECORDS
+            assert await d.stop() == 0
+        finally:
+            d.kill()
+        return d.data_dir
+
+    return anyio.run(build)
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+async def test_a_damaged_snapshot_is_rebuilt_from_sqlite(
+    daemon_factory, healthy_data: Path, damage: str  # type: ignore[no-untyped-def]
+) -> None:
+    d: DaemonProcess = daemon_factory()
+    shutil.copytree(healthy_data, d.data_dir)
+    spoil, reason = DAMAGES[damage]
+    spoil(d.data_dir)
+
+    await d.start()
+    report = await d.status(wait_model_s=30)
+    assert reason in (report.index["rebuilt_reason"] or ""), report.index
+    assert await wait_index_agrees(d) == RECORDS
+    async with d.client(workspace="/ws/index") as rc:
+        result = await rc.call(p.MemorySearch(query="weekly job retries"), p.MemorySearchResult)
+    assert result.semantic_used and "weekly" in result.hits[0].text
+
+    # The clean stop writes a healthy snapshot again.
+    assert await d.stop() == 0
+    ids, _ = vector_ids(d.data_dir)
+    assert snapshot_ids(d.data_dir) == ids
+    FIGURES["damaged index: kinds of damage rebuilt"] += 1
