@@ -13,6 +13,15 @@ CI = "Cut CI build time by caching pip wheels between GitHub Actions runs"
 DOCKER = "Reduced the container image size with a multi-stage Dockerfile"
 
 
+@pytest.fixture
+async def running_daemon(running_daemon: DaemonProcess) -> DaemonProcess:
+    """The shared fixture's daemon once its model is up: it answers READY before the model
+    loads, and merging lessons by meaning and the semantic channel need the model."""
+    report = await running_daemon.status(wait_model_s=30)
+    assert report.model.state == "ready", report.model.reason
+    return running_daemon
+
+
 async def record(rc: RecallClient, description: str, **kw: object) -> p.ExperienceRecorded:
     return await rc.call(p.RecordExperience(description=description, **kw), p.ExperienceRecorded)  # type: ignore[arg-type]
 

@@ -7,11 +7,23 @@ import subprocess
 import sys
 from typing import Any
 
+import anyio
 import jsonschema
+import pytest
 from mcp import Client
 
 from .conftest import BIN, DaemonProcess
 from .test_mcp_shim import shim
+
+
+@pytest.fixture
+async def running_daemon(running_daemon: DaemonProcess) -> DaemonProcess:
+    """The shared fixture's daemon once its model is up: it answers READY before the model
+    loads, and merging lessons by meaning and the semantic channel need the model."""
+    report = await running_daemon.status(wait_model_s=30)
+    assert report.model.state == "ready", report.model.reason
+    return running_daemon
+
 
 TOOLS = ("record_experience", "search_experience", "explain_node", "forget_experience",
          "get_execution_context")
@@ -140,10 +152,12 @@ async def test_the_experience_tools_wait_for_workspace_approval(daemon_factory) 
             refused = await client.call_tool(name, args)
             assert refused.is_error, name
             assert "recallctl workspace approve /ws/gated" in refused.content[0].text, name
-        approve = subprocess.run(
-            [str(BIN / "recallctl"), "--socket", str(d.socket), "workspace", "approve", "/ws/gated"],
-            capture_output=True, text=True, timeout=60,
-        )
+        with anyio.fail_after(60):
+            approve = await anyio.run_process(
+                [str(BIN / "recallctl"), "--socket", str(d.socket), "workspace", "approve",
+                 "/ws/gated"],
+                check=False,
+            )
         assert approve.returncode == 0, approve.stderr
         recorded = await client.call_tool("record_experience", calls["record_experience"])
         found = await client.call_tool("search_experience", calls["search_experience"])
