@@ -47,7 +47,8 @@ _MARKERS: list[tuple[str, re.Pattern[str], float]] = [
             r"(?i)\b(?:send|post|upload|exfiltrate|leak|email)\b[^.\n]{0,40}(?:\b(?:secrets?|"
             r"tokens?|credentials?|api keys?|passwords?|ssh keys?)\b|\.env\b)"
         ),
-        0.5,
+        # Moving secrets out is an order to the reader however it is phrased: below the floor.
+        0.75,
     ),
     (
         "addresses_the_reader",
@@ -65,7 +66,9 @@ _MARKERS: list[tuple[str, re.Pattern[str], float]] = [
             r"(?i)\b(?:assistant|ai|agent|model|claude|you)\b[^.\n]{0,15}\b(?:must|should always|"
             r"shall|are required to|never reveal)\b"
         ),
-        0.25,
+        # Colleagues write "you must run the tests" too: alone it costs little; it weighs
+        # with the markers above.
+        0.1,
     ),
     (
         "dangerous_command",
