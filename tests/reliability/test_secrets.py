@@ -112,11 +112,14 @@ async def test_no_secret_survives_any_write_path(running_daemon: DaemonProcess) 
 
     stored += 2 * len(short)
     with sqlite3.connect(f"file:{d.data_dir / 'recalld.db'}?mode=ro", uri=True) as db:
-        texts = [row[0] for row in db.execute("SELECT text FROM records")]
+        # One record per capture; the lessons an experience brings are records of their own.
+        texts = [row[0] for row in db.execute("SELECT text FROM records WHERE kind != 'lesson'")]
         fields = "\n".join(
             " ".join(str(v) for v in row) for row in db.execute(
-                "SELECT r.text, r.source, r.tags, r.session, e.tool, e.error_code"
-                " FROM records r LEFT JOIN episodes e ON e.rowid = r.rowid")
+                "SELECT r.text, r.source, r.tags, r.session, e.tool, e.error_code, x.strategy,"
+                " m.subject FROM records r LEFT JOIN episodes e ON e.rowid = r.rowid"
+                " LEFT JOIN experiences x ON x.rowid = r.rowid"
+                " LEFT JOIN memory_meta m ON m.rowid = r.rowid")
         ).lower()
     assert len(texts) == stored, "a capture was lost or merged"
     # A hook payload's summary is clipped ("…") and may end before the secret did: then there
@@ -138,6 +141,9 @@ async def test_no_secret_survives_any_write_path(running_daemon: DaemonProcess) 
                                               include_pending=True, min_trust=0.0, k=200),
                                  p.WorkSearchResult)
             shown += [msgspec.json.encode(e).decode() for e in work.results]
+            past = await rc.call(p.SearchExperience(query=core[:1000], limit=20),
+                                 p.ExperienceSearchResult)
+            shown += [msgspec.json.encode(x).decode() for x in (*past.experiences, *past.lessons)]
             leaked = [s for s in shown if core.lower() in s.lower()]
             assert not leaked, f"a search found a secret: {core} in {leaked[0]}"
 

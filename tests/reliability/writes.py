@@ -69,6 +69,17 @@ SOCKET_WRITES: tuple[SocketWrite, ...] = (
         search=lambda word: p.WorkSearch(query=word, include_pending=True),
         hit_ids=lambda r: [e.id for e in r.results],  # type: ignore[attr-defined]
     ),
+    SocketWrite(
+        name="record_experience",
+        request=lambda text, key: p.RecordExperience(
+            description=text, status="success", idempotency_key=key
+        ),
+        reply=p.ExperienceRecorded,
+        record_id=lambda r: r.record_id,  # type: ignore[attr-defined]
+        locate="SELECT id FROM records WHERE kind = 'experience' AND text = ?",
+        search=lambda word: p.SearchExperience(query=word),
+        hit_ids=lambda r: [e.id for e in r.experiences],  # type: ignore[attr-defined]
+    ),
 )
 
 
@@ -105,6 +116,43 @@ async def _via_mcp(d: DaemonProcess, texts: Sequence[str], workspace: str) -> No
     async with Client(shim_params(d, workspace)) as client:
         for text in texts:
             result = await client.call_tool("memory_store", {"text": text})
+            assert not result.is_error, result.content
+
+
+async def _facts_via_socket(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
+    async with d.client(agent="secrets-socket", workspace=workspace) as rc:
+        for i, text in enumerate(texts):
+            await rc.call(p.MemoryStore(text=text, kind="fact", subject=f"staging access {i}"),
+                          p.Stored)
+
+
+async def _updates_via_mcp(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
+    # A harmless note, then corrected to hold the secret: memory_update is a write path too.
+    async with Client(shim_params(d, workspace)) as client:
+        for i, text in enumerate(texts):
+            stored = await client.call_tool("memory_store", {"text": f"to be corrected {i}"})
+            assert not stored.is_error, stored.content
+            assert stored.structured_content is not None
+            result = await client.call_tool(
+                "memory_update", {"id": stored.structured_content["id"], "text": text}
+            )
+            assert not result.is_error, result.content
+
+
+async def _experiences_via_socket(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
+    async with d.client(agent="secrets-socket", workspace=workspace) as rc:
+        for text in texts:
+            await rc.call(p.RecordExperience(description=text, strategy=text, lessons=[text],
+                                             status="success"), p.ExperienceRecorded)
+
+
+async def _experiences_via_mcp(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
+    async with Client(shim_params(d, workspace)) as client:
+        for text in texts:
+            result = await client.call_tool(
+                "record_experience",
+                {"description": text, "strategy": text, "lessons": [text], "status": "failure"},
+            )
             assert not result.is_error, result.content
 
 
@@ -172,6 +220,10 @@ WRITE_PATHS: tuple[WritePath, ...] = (
     WritePath("mcp memory_store", _via_mcp),
     WritePath("recallctl store TEXT", _via_ctl_argv, per_capture=8),
     WritePath("recallctl store - (stdin)", _via_ctl_stdin, per_capture=8),
+    WritePath("socket memory_store (fact)", _facts_via_socket),
+    WritePath("mcp memory_update", _updates_via_mcp),
+    WritePath("socket record_experience", _experiences_via_socket),
+    WritePath("mcp record_experience", _experiences_via_mcp),
     WritePath("socket capture_episode", _episodes_via_socket),
     WritePath("mcp capture_episode", _episodes_via_mcp),
     WritePath("recallctl capture (hook payloads)", _episodes_via_hooks),
