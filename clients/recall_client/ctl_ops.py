@@ -288,11 +288,16 @@ async def _reindex(args: argparse.Namespace) -> int:
         if args.no_wait:
             return 0
         bar = Progress("reindexing", started.queued)
+        idle_polls = 0
         while True:
             report = (await rc.call(p.Status(), p.StatusResult)).report
             backlog = int(report.index.get("embedding_backlog", 0))
             bar.update(max(0, started.queued - backlog))
-            if backlog == 0:
+            # A vector is committed before it reaches the index: done when both agree (or, if
+            # some record cannot be embedded, when nothing has moved for a while).
+            idle_polls = idle_polls + 1 if backlog == 0 else 0
+            if backlog == 0 and (int(report.index.get("size", 0)) >= started.queued
+                                 or idle_polls > 50):
                 break
             await anyio.sleep(args.interval)
         bar.close()
