@@ -208,11 +208,6 @@ MIGRATIONS: list[str] = [
     INSERT INTO memory_meta (rowid, origin, last_verified_at)
         SELECT rowid, workspace, created_at FROM records WHERE kind = 'memory';
     """,
-    # 6: a record's neighbours in its session (search reads them to score a hit in context).
-    """
-    CREATE INDEX records_session ON records(workspace, kind, session, ts)
-        WHERE session IS NOT NULL;
-    """,
 ]
 
 
