@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
 import socket
 import struct
@@ -40,6 +41,12 @@ log = logging.getLogger(__name__)
 # hostile frame must not be echoed back whole.
 MAX_ERROR_MESSAGE = 1_000
 
+# Requests the search actor's workers answer. A connection runs at most search_workers of
+# them at once, so a client that pipelines many searches takes turns with the others
+# instead of queueing all of its searches ahead of theirs.
+_READS = (p.MemorySearch, p.WorkSearch, p.SearchExperience, p.ExplainNode,
+          p.GetExecutionContext, p.MemoryShow)
+
 
 @dataclass(slots=True)
 class Connection:
@@ -53,6 +60,12 @@ class Connection:
     requests: int = 0
     errors: int = 0
     inflight: int = 0
+    # Bounds the wait for the next request. Idle means nothing in flight either: a client
+    # waiting on a slow reply is not idle, so _answer lifts the deadline and sets it anew
+    # when the last reply has gone out.
+    idle: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    # Turns at the search workers; see _READS.
+    reads: anyio.Semaphore = field(default_factory=lambda: anyio.Semaphore(1))
 
 
 def _peer_credentials(stream: SocketStream) -> tuple[int, int]:
@@ -108,7 +121,8 @@ class Server:
                 id=0, code="busy", message="too many connections", retryable=True
             ))
             return
-        conn = Connection(cid=next(self._ids), uid=uid, pid=pid)
+        conn = Connection(cid=next(self._ids), uid=uid, pid=pid,
+                          reads=anyio.Semaphore(settings.search_workers))
         self.connections[conn.cid] = conn
         send_lock = anyio.Lock()
         inflight = anyio.Semaphore(settings.max_inflight_per_connection)
@@ -116,7 +130,7 @@ class Server:
         try:
             async with anyio.create_task_group() as tg:
                 while True:
-                    body = await self._read_frame(reader, stream, first=conn.principal is None)
+                    body = await self._read_frame(reader, stream, conn)
                     if body is None:
                         break
                     try:
@@ -158,12 +172,18 @@ class Server:
             self.connections.pop(conn.cid, None)
 
     async def _read_frame(
-        self, reader: BufferedByteReceiveStream, stream: SocketStream, *, first: bool
+        self, reader: BufferedByteReceiveStream, stream: SocketStream, conn: Connection
     ) -> bytes | None:
         s = self._daemon.settings
         try:
-            with anyio.fail_after(s.frame_timeout_s if first else s.idle_timeout_s):
+            with anyio.CancelScope() as conn.idle:
+                if conn.principal is None:
+                    conn.idle.deadline = anyio.current_time() + s.frame_timeout_s
+                elif not conn.inflight:
+                    conn.idle.deadline = anyio.current_time() + s.idle_timeout_s
                 header = await reader.receive_exactly(p.HEADER.size)
+            if conn.idle.cancelled_caught:
+                return None
             (size,) = p.HEADER.unpack(header)
             if size > p.MAX_FRAME:
                 await self._send_quietly(stream, p.Error(
@@ -215,12 +235,17 @@ class Server:
         conn: Connection, req: p.Request,
     ) -> None:
         conn.inflight += 1
+        conn.idle.deadline = math.inf
         self._inflight += 1
         if self._idle.is_set():
             self._idle = anyio.Event()
         try:
             try:
-                reply = await self._dispatch(conn, req)
+                if isinstance(req, _READS):
+                    async with conn.reads:
+                        reply = await self._dispatch(conn, req)
+                else:
+                    reply = await self._dispatch(conn, req)
             except RecallError as exc:
                 conn.errors += 1
                 reply = p.Error(id=req.id, code=exc.code, message=exc.message,
@@ -233,6 +258,8 @@ class Server:
             await self._reply(stream, lock, reply)
         finally:
             conn.inflight -= 1
+            if not conn.inflight:
+                conn.idle.deadline = anyio.current_time() + self._daemon.settings.idle_timeout_s
             self._inflight -= 1
             if not self._inflight:
                 self._idle.set()

@@ -199,8 +199,10 @@ async def test_wrong_types_and_unknown_fields_get_invalid_request_with_the_id(
     assert len(replies) == 1
     reply = replies[0]
     assert reply.id == rid
-    if isinstance(reply, p.Error):
-        assert reply.code in ("invalid_request", "busy", "unavailable"), reply
+    if isinstance(reply, p.Error) and reply.code not in ("invalid_request", "busy", "unavailable"):
+        # Any other error is one a well-formed request may earn (an unknown id is not_found):
+        # the generated fields happened to be valid, so the body must decode as a request.
+        assert isinstance(p.decode_request(body), p.Request), reply
     bystander.ping()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 
@@ -49,8 +50,6 @@ async def others_stay_fast(d: DaemonProcess, rounds: int = 10) -> float:
     return slowest
 
 
-@pytest.mark.skip(reason="after the session-1 merges the polite client sees the daemon go away "
-                  "while a hog does not read; under investigation (issue 9)")
 async def test_a_client_that_never_reads_its_replies_slows_no_one_and_is_cut_off(
     impatient_daemon: DaemonProcess,
 ) -> None:
@@ -132,3 +131,27 @@ async def test_a_reconnecting_session_outlives_the_idle_timeout(
         assert result.hits
         await session.aclose()
         tg.cancel_scope.cancel()
+
+
+async def test_a_client_waiting_on_a_slow_reply_is_not_idle(impatient_daemon: DaemonProcess) -> None:
+    """The idle clock runs only while nothing is in flight: a store held up longer than the
+    idle timeout (here by another process holding SQLite's write lock) is answered, and the
+    connection it came on goes on serving."""
+    d = impatient_daemon
+    async with d.client(workspace="/ws/slow") as rc:
+        await rc.call(p.MemoryStore(text="before the lock"), p.Stored)
+        blocker = sqlite3.connect(d.data_dir / "recalld.db", isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            async with anyio.create_task_group() as tg:
+                started = time.monotonic()
+                tg.start_soon(rc.call, p.MemoryStore(text="held behind the lock"), p.Stored)
+                await anyio.sleep(IDLE_S * 1.75)
+                blocker.execute("COMMIT")
+        finally:
+            blocker.close()
+        assert time.monotonic() - started > IDLE_S
+        # The same connection, past the idle timeout measured from the request: still open.
+        found = await rc.call(p.MemorySearch(query="held behind the lock", mode="bm25"),
+                              p.MemorySearchResult)
+        assert any("held behind" in h.text for h in found.hits)
