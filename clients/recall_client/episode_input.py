@@ -27,7 +27,13 @@ import msgspec
 from . import protocol as p
 from .paths import find_workspace
 
-__all__ = ["InputError", "episode_from_hook", "episode_from_object", "episodes_from_text"]
+__all__ = [
+    "InputError",
+    "episode_from_hook",
+    "episode_from_object",
+    "episodes_from_text",
+    "session_from_hook",
+]
 
 SUMMARY_MAX = 600
 _DETAIL_MAX = 240
@@ -37,6 +43,9 @@ _INPUT_KEYS = (
     "command", "file_path", "notebook_path", "path", "pattern", "url", "query", "description",
     "prompt", "skill", "subagent_type",
 )
+# tool_input keys that name a file the call read or wrote (Read, Edit, Write, MultiEdit,
+# NotebookEdit); a session's roll-up lists them as the experience's files.
+_FILE_KEYS = ("file_path", "notebook_path")
 
 _EVENT_TYPES = {
     "PreToolUse": "tool_intent",
@@ -165,6 +174,22 @@ def episode_from_hook(payload: dict[str, Any]) -> p.CaptureEpisode:
     return _convert({k: v for k, v in fields.items() if v is not None})
 
 
+def session_from_hook(obj: Any) -> tuple[str, str | None]:
+    """(session_id, workspace) of a hook payload: its session and the git root of its cwd.
+
+    Raises:
+        InputError: not a hook payload, or one without a session_id.
+    """
+    if not isinstance(obj, dict) or "hook_event_name" not in obj:
+        raise InputError("expected an agent host's hook payload: a JSON object with "
+                         "hook_event_name and session_id")
+    session = _text(obj.get("session_id"))
+    if session is None:
+        raise InputError("the hook payload has no session_id")
+    cwd = _text(obj.get("cwd"))
+    return session, find_workspace(Path(cwd)) if cwd else None
+
+
 def _tool_fields(event: str, tool: str, payload: dict[str, Any]) -> dict[str, Any]:
     tool_input = payload.get("tool_input")
     response = payload.get("tool_response")
@@ -174,6 +199,10 @@ def _tool_fields(event: str, tool: str, payload: dict[str, Any]) -> dict[str, An
         "tool": tool[:128],
         "source": "web" if tool in _WEB_TOOLS else "tool_output",
     }
+    if isinstance(tool_input, dict):
+        files = [v for key in _FILE_KEYS if isinstance(v := tool_input.get(key), str) and v]
+        if files:
+            fields["files"] = files
     if event == "PreToolUse":
         fields.update(status="started", summary=what)
         return fields

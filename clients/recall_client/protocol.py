@@ -39,6 +39,7 @@ __all__ = [
     "ExperienceForgotten",
     "ExperienceInfo",
     "ExperienceRecorded",
+    "ExperienceRolledUp",
     "ExperienceSearchResult",
     "ExperienceStatus",
     "ExplainNode",
@@ -79,6 +80,7 @@ __all__ = [
     "RecordedLesson",
     "RecordedUse",
     "RefusedWorkspace",
+    "RollUpExperience",
     "Reindex",
     "ReindexStarted",
     "Reply",
@@ -344,6 +346,9 @@ class CaptureEpisode(Request, tag="capture_episode"):
     idempotency_key: Key | None = None
     # Overrides the hello's workspace for this one episode (a hook reports its own cwd).
     workspace: Path | None = None
+    # Files the step touched (a hook's tool_input.file_path); a session's roll-up into an
+    # experience lists those inside the workspace.
+    files: Annotated[list[Path], Meta(max_length=64)] = []
 
 
 class WorkSearch(Request, tag="work_search"):
@@ -413,6 +418,8 @@ class RecordExperience(Request, tag="record_experience"):
     files: Annotated[list[Path], Meta(max_length=MAX_EXPERIENCE_FILES)] = []
     lessons: Annotated[list[LessonText], Meta(max_length=20)] = []
     session: Annotated[str, Meta(max_length=200)] | None = None
+    # When the task ended (unix seconds); defaults to now. Import keeps the original time.
+    ts: Annotated[float, Meta(ge=0)] | None = None
     # A retried request with the same key returns the first request's result.
     idempotency_key: Key | None = None
 
@@ -442,6 +449,26 @@ class GetExecutionContext(Request, tag="get_execution_context"):
 
     task: Annotated[str, Meta(min_length=1, max_length=4_000)]
     limit: Annotated[int, Meta(ge=1, le=10)] = 3
+
+
+class RollUpExperience(Request, tag="roll_up_experience"):
+    """Record (or bring up to date) the experience of one session from its captured episodes.
+
+    tool_calls, minutes, files, agent and, unless given, status and description are computed
+    from the session's episodes in the caller's workspace (see recalld.experience_rollup).
+    One session has one rolled-up experience: rolling it up again updates it.
+    """
+
+    session: SessionId
+    # Each given field replaces the computed one, now and at later roll-ups of the session.
+    description: Annotated[str, Meta(min_length=1, max_length=20_000)] | None = None
+    status: ExperienceStatus | None = None
+    strategy: Annotated[str, Meta(min_length=1, max_length=2_000)] | None = None
+    task_class: Annotated[str, Meta(min_length=1, max_length=64)] | None = msgspec.field(
+        default=None, name="class"
+    )
+    # Added to the lessons earlier roll-ups of the session gave (20 at most in all).
+    lessons: Annotated[list[LessonText], Meta(max_length=20)] = []
 
 
 # --------------------------------------------------------------------------- operations
@@ -494,6 +521,7 @@ Requests = (
     | MemoryRecordUse | MemoryFactResolve | Status
     | CaptureEpisode | WorkSearch | WorkResult | Forget
     | RecordExperience | SearchExperience | ExplainNode | ForgetExperience | GetExecutionContext
+    | RollUpExperience
     | OpsRequests
 )
 
@@ -993,6 +1021,23 @@ class ExecutionContext(Reply, tag="execution_context"):
     semantic_used: bool
 
 
+class ExperienceRolledUp(Reply, tag="experience_rolled_up"):
+    record_id: str
+    session: str
+    # Episodes of the session the roll-up read.
+    episodes: int
+    # False when an earlier roll-up's experience of this session was updated instead.
+    created: bool
+    # True when the session's experience had been forgotten: nothing was written again.
+    forgotten: bool = False
+    # How the status was decided (a verdict, the tool calls' outcomes, or given).
+    why: str = ""
+    # The experience as stored now (its score is 0: this is not a search); None if forgotten.
+    experience: ExperienceInfo | None = None
+    # Every lesson it supports, those given now in their order first.
+    lessons: list[RecordedLesson] = []
+
+
 # --------------------------------------------------------------------------- operations replies
 
 
@@ -1074,7 +1119,7 @@ Replies = (
     | MemorySearchResult | MemoryShown | StatusResult
     | EpisodeCaptured | WorkSearchResult | VerdictSet | Forgotten
     | ExperienceRecorded | ExperienceSearchResult | NodeExplained | ExperienceForgotten
-    | ExecutionContext
+    | ExecutionContext | ExperienceRolledUp
     | OpsReplies
 )
 

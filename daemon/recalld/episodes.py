@@ -3,7 +3,8 @@
 An episode is a ``records`` row of kind ``episode`` (ts, workspace = vault, agent = caller,
 session = session_id, text = summary, tags, trust, eligibility, expiry, tombstone) plus an
 ``episodes`` row with what only an episode has (channel, episode_type, tool, status,
-error_code, duration_ms, result_size, task_result, verdict_at, blocked, prev_id).
+error_code, duration_ms, result_size, task_result, verdict_at, blocked, prev_id, and the
+files it touched, which a session's roll-up into an experience lists).
 
 Capture redacts secrets from every free-text field and scores trust before the COMMIT, links
 the episode to the previous one of its session (``prev_id``), and stores it ``pending``.
@@ -138,6 +139,7 @@ class CaptureEpisodeJob(WriteJob):
         assert summary is not None
         tool, error_code = clean(req.tool), clean(req.error_code)
         tags = list(dict.fromkeys(clean(t) or t for t in req.tags))
+        files = list(dict.fromkeys(clean(f) or f for f in req.files))
         status = req.status.strip().lower()
         ts = req.ts if req.ts is not None else now
         # The same event reported twice is stored once; the same words at another time are
@@ -179,12 +181,13 @@ class CaptureEpisodeJob(WriteJob):
             assert cur.lastrowid is not None
             conn.execute(
                 "INSERT INTO episodes (rowid, channel, episode_type, tool, status, error_code,"
-                " duration_ms, result_size, task_result, verdict_at, blocked, prev_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " duration_ms, result_size, task_result, verdict_at, blocked, prev_id, files)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     cur.lastrowid, req.channel, req.episode_type, tool, status, error_code,
                     req.duration_ms, req.result_size, req.task_result,
                     now if req.task_result is not None else None, int(blocked), prev_id,
+                    _tags_json.encode(files).decode(),
                 ),
             )
             self.new_rowids.append(cur.lastrowid)

@@ -36,7 +36,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
@@ -54,12 +54,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LESSON_MERGE_COSINE",
+    "RecordExperienceJob",
+    "clean_lessons",
     "confidence",
+    "embed",
     "forget",
     "lesson_infos",
     "lesson_stats",
+    "project_file",
     "project_files",
     "record",
+    "recorded_lessons",
+    "run_job",
+    "settled_eligibility",
 ]
 
 log = logging.getLogger(__name__)
@@ -127,6 +134,18 @@ def lesson_infos(conn: sqlite3.Connection, lesson_rowids: Sequence[int]) -> dict
     }
 
 
+def project_file(workspace: str, name: str) -> str | None:
+    """``name`` as a normalised project-relative path; None when it is outside the workspace
+    or is the workspace itself."""
+    path = posixpath.normpath(name)
+    if posixpath.isabs(path):
+        rel = posixpath.relpath(path, posixpath.normpath(workspace))
+        path = path if rel == ".." or rel.startswith("../") else rel
+    if posixpath.isabs(path) or path in (".", "..") or path.startswith("../"):
+        return None
+    return path
+
+
 def project_files(workspace: str, files: Sequence[str]) -> list[str]:
     """``files`` as normalised project-relative paths, deduplicated, in their order.
 
@@ -134,21 +153,24 @@ def project_files(workspace: str, files: Sequence[str]) -> list[str]:
         RecallError: ``invalid_request`` for a path outside the workspace.
     """
     out: dict[str, None] = {}
-    root = posixpath.normpath(workspace)
     for name in files:
-        path = posixpath.normpath(name)
-        if posixpath.isabs(path):
-            rel = posixpath.relpath(path, root)
-            path = path if rel == ".." or rel.startswith("../") else rel
-        if posixpath.isabs(path) or path == ".." or path.startswith("../"):
-            raise RecallError(
-                "invalid_request",
-                f"file {name!r} is outside the workspace {workspace}; give paths inside it",
-            )
-        if path == ".":
-            raise RecallError("invalid_request", f"file {name!r} names the workspace itself")
+        path = project_file(workspace, name)
+        if path is None:
+            itself = posixpath.normpath(name) in (".", posixpath.normpath(workspace))
+            where = "names the workspace itself" if itself else (
+                f"is outside the workspace {workspace}; give paths inside it")
+            raise RecallError("invalid_request", f"file {name!r} {where}")
         out[path] = None
     return list(out)
+
+
+def clean_lessons(lessons: Sequence[str]) -> list[str]:
+    """Lesson texts redacted, each lesson once (the first spelling wins)."""
+    unique: dict[str, str] = {}
+    for raw in lessons:
+        text = redact(raw)[0]
+        unique.setdefault(_lesson_key(text), text)
+    return list(unique.values())
 
 
 def _lesson_key(text: str) -> str:
@@ -157,7 +179,8 @@ def _lesson_key(text: str) -> str:
     return " ".join(words) if words else " ".join(text.casefold().split())
 
 
-def _eligibility(text: str) -> tuple[float, str]:
+def settled_eligibility(text: str) -> tuple[float, str]:
+    """(trust, eligibility) an experience or lesson with this text is written with."""
     # The evaluation actor's policy, decided here because these records are written settled:
     # an experience is searchable (and its lessons mergeable) as soon as it is acknowledged.
     trust, blocked, _reasons = assess(text)
@@ -207,6 +230,9 @@ class RecordExperienceJob(WriteJob):
     __slots__ = ("description", "files", "index", "lessons", "new_vectors", "principal",
                  "req", "strategy", "unindexed", "vectors")
 
+    # records.source of what this job writes (the experience and any new lesson).
+    SOURCE = "record_experience"
+
     def __init__(
         self,
         principal: Principal,
@@ -234,14 +260,14 @@ class RecordExperienceJob(WriteJob):
         # Its lessons' rowids in _UNINDEXED, to discard once in FAISS (or rolled back).
         self.unindexed: list[int] = []
 
-    def apply(self, conn: sqlite3.Connection, now: float) -> p.ExperienceRecorded:
+    def apply(self, conn: sqlite3.Connection, now: float) -> p.Reply:
         try:
             return self._apply(conn, now)
         except BaseException:
             _UNINDEXED.discard(self.unindexed)  # rolled back: these lessons never existed
             raise
 
-    def _apply(self, conn: sqlite3.Connection, now: float) -> p.ExperienceRecorded:
+    def _apply(self, conn: sqlite3.Connection, now: float) -> p.Reply:
         req, who = self.req, self.principal
         if req.idempotency_key is not None:
             row = conn.execute(
@@ -273,7 +299,7 @@ class RecordExperienceJob(WriteJob):
     def _insert(self, conn: sqlite3.Connection, now: float, digest: bytes) -> p.ExperienceRecorded:
         req = self.req
         text = self.description
-        trust, eligibility = _eligibility(f"{text}\n{self.strategy or ''}")
+        trust, eligibility = settled_eligibility(f"{text}\n{self.strategy or ''}")
         record_id = new_id("exp")
         exp_rowid = self._insert_record(
             conn, now, record_id, "experience", text, digest, trust, eligibility, self._vector(0)
@@ -284,6 +310,15 @@ class RecordExperienceJob(WriteJob):
             (exp_rowid, req.task_class, self.strategy, req.status, req.tool_calls, req.minutes,
              _json.encode(self.files).decode()),
         )
+        merged = self._link_lessons(conn, now, exp_rowid)
+        return p.ExperienceRecorded(
+            id=0, record_id=record_id, lessons=recorded_lessons(conn, merged)
+        )
+
+    def _link_lessons(
+        self, conn: sqlite3.Connection, now: float, exp_rowid: int
+    ) -> dict[int, bool]:
+        """Merge or insert each lesson and link it to the experience: {lesson rowid: merged}."""
         merged: dict[int, bool] = {}
         for i, lesson in enumerate(self.lessons):
             rowid, was_merged = self._lesson(conn, now, lesson, self._vector(i + 1))
@@ -294,9 +329,7 @@ class RecordExperienceJob(WriteJob):
             )
             conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, rowid))
             merged.setdefault(rowid, was_merged)
-        return p.ExperienceRecorded(
-            id=0, record_id=record_id, lessons=_recorded_lessons(conn, merged)
-        )
+        return merged
 
     def _lesson(
         self, conn: sqlite3.Connection, now: float, text: str, vec: np.ndarray | None
@@ -311,7 +344,7 @@ class RecordExperienceJob(WriteJob):
         ).fetchone()
         if row is not None:
             return int(row[0]), True
-        trust, eligibility = _eligibility(text)
+        trust, eligibility = settled_eligibility(text)
         # Only a lesson that may surface is merged by meaning, and only into one that
         # surfaces: an injected text must not borrow (or lend) a real lesson's support.
         if vec is not None and eligibility == "eligible":
@@ -355,9 +388,10 @@ class RecordExperienceJob(WriteJob):
         cur = conn.execute(
             "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
             " session, source, text, trust, eligibility, content_hash, embed_state)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'record_experience', ?, ?, ?, ?, ?)",
-            (record_id, kind, now, now, now, who.workspace, who.agent, who.uid,
-             self.req.session, text, trust, eligibility, digest, 0 if vec is None else 1),
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (record_id, kind, now if self.req.ts is None else self.req.ts, now, now,
+             who.workspace, who.agent, who.uid, self.req.session, self.SOURCE, text, trust,
+             eligibility, digest, 0 if vec is None else 1),
         )
         rowid = cur.lastrowid
         assert rowid is not None
@@ -392,11 +426,11 @@ class RecordExperienceJob(WriteJob):
             }
         return p.ExperienceRecorded(
             id=0, record_id=record_id, duplicate=duplicate, replayed=replayed,
-            lessons=_recorded_lessons(conn, lessons),
+            lessons=recorded_lessons(conn, lessons),
         )
 
 
-def _recorded_lessons(conn: sqlite3.Connection, merged: dict[int, bool]) -> list[p.RecordedLesson]:
+def recorded_lessons(conn: sqlite3.Connection, merged: dict[int, bool]) -> list[p.RecordedLesson]:
     """The lessons linked to an experience, in its order, with their live support."""
     stats = lesson_stats(conn, list(merged))
     out = []
@@ -483,26 +517,35 @@ async def record(daemon: Daemon, who: Principal, req: p.RecordExperience) -> p.E
     # Redaction comes first: no secret may reach the database, its WAL or an embedding.
     description = redact(req.description)[0]
     strategy = redact(req.strategy)[0] if req.strategy is not None else None
-    unique: dict[str, str] = {}
-    for raw in req.lessons:
-        text = redact(raw)[0]
-        unique.setdefault(_lesson_key(text), text)  # the first spelling of a lesson wins
-    lessons = list(unique.values())
-    index = daemon.index
-    vectors = await _embed(daemon, [description, *lessons]) if index is not None else None
+    lessons = clean_lessons(req.lessons)
+    vectors, index = await embed(daemon, [description, *lessons])
     job = RecordExperienceJob(
         who, req, description=description, strategy=strategy, files=files, lessons=lessons,
-        vectors=vectors, index=index if vectors is not None else None,
+        vectors=vectors, index=index,
     )
+    result: p.ExperienceRecorded = await run_job(daemon, job)
+    return result
+
+
+async def embed(daemon: Daemon, texts: list[str]) -> tuple[np.ndarray | None, VectorIndex | None]:
+    """Vectors of ``texts`` for a :class:`RecordExperienceJob`, and the index they go to;
+    (None, None) when semantic search is not up (the embedding actor embeds them later)."""
+    index = daemon.index
+    vectors = await _embed(daemon, texts) if index is not None else None
+    return vectors, index if vectors is not None else None
+
+
+async def run_job(daemon: Daemon, job: RecordExperienceJob) -> Any:
+    """Run an experience job on the writer; once committed, add its vectors to FAISS."""
     try:
         await daemon.submit(job)
-        result: p.ExperienceRecorded = await job.wait()
-        if job.new_vectors and index is not None:
+        result = await job.wait()
+        if job.new_vectors and job.index is not None:
             ids = np.array([rowid for rowid, _ in job.new_vectors], dtype=np.int64)
             vecs = np.stack([vec for _, vec in job.new_vectors])
             # Committed already: the index must follow even if the caller has gone away.
             with anyio.CancelScope(shield=True):
-                await index.add(ids, vecs)
+                await job.index.add(ids, vecs)
     finally:
         _UNINDEXED.discard(job.unindexed)
     return result

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SEMANTIC_FLOOR",
     "execution_context",
+    "experience_infos",
     "explain",
     "lexical_needed",
     "search",
@@ -150,7 +151,7 @@ def _retrieve(
     return kept[:want]
 
 
-def _experiences(
+def experience_infos(
     conn: sqlite3.Connection, scored: Sequence[tuple[int, float]], *, files_shown: int | None
 ) -> list[p.ExperienceInfo]:
     """Experience rows in the order of ``scored`` (rowid, score)."""
@@ -210,7 +211,7 @@ def _search_sync(
     terms = query_terms(query)
     kept = _retrieve(conn, index, "experience", workspace, terms, qvec, want=limit)
     scored = [(v.candidate.rowid, v.candidate.score) for v in kept]
-    experiences = _experiences(conn, scored, files_shown=FILES_SHOWN)
+    experiences = experience_infos(conn, scored, files_shown=FILES_SHOWN)
     return experiences, _lessons_of(conn, [rowid for rowid, _ in scored])
 
 
@@ -230,7 +231,7 @@ def _explain_sync(
         )
     rowid, session = row
     ranking = _ranking(conn, index, workspace, rowid, query, qvec) if query is not None else None
-    (experience,) = _experiences(
+    (experience,) = experience_infos(
         conn, [(rowid, ranking.score if ranking else 0.0)], files_shown=None
     )
     # The episodes of the session that did the task, when one was named.
@@ -302,7 +303,7 @@ def _context_sync(
             e, description=_clip(e.description, CONTEXT_DESCRIPTION_CHARS),
             files=e.files[:5], strategy=None if e.strategy is None else _clip(e.strategy, 160),
         )
-        for e in _experiences(conn, scored, files_shown=None)
+        for e in experience_infos(conn, scored, files_shown=None)
     ]
     # The lessons of similar tasks, and lessons that match the task themselves: a general
     # lesson may apply although the task it came from was described differently.

@@ -24,7 +24,17 @@ from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from recall_client import protocol as p
 
-from . import approval, episodes, experience, experience_search, forget, memories, ops, scopes
+from . import (
+    approval,
+    episodes,
+    experience,
+    experience_rollup,
+    experience_search,
+    forget,
+    memories,
+    ops,
+    scopes,
+)
 from .capture import Principal
 from .errors import RecallError
 
@@ -297,6 +307,8 @@ class Server:
                 return await experience.forget(daemon, who, req)
             case p.GetExecutionContext():
                 return await experience_search.execution_context(daemon, who, req)
+            case p.RollUpExperience():
+                return await experience_rollup.roll_up(daemon, who, req)
             case p.MemoryShow():
                 return await memories.show(daemon, req)
             case p.Status():

@@ -208,6 +208,22 @@ MIGRATIONS: list[str] = [
     INSERT INTO memory_meta (rowid, origin, last_verified_at)
         SELECT rowid, workspace, created_at FROM records WHERE kind = 'memory';
     """,
+    # 6: the files an episode touched, and the experience each session was rolled up into.
+    """
+    ALTER TABLE episodes ADD COLUMN files TEXT NOT NULL DEFAULT '[]';  -- JSON array, as sent
+
+    -- One row per rolled-up session: rolling it up again finds (and updates) its experience,
+    -- also once forgotten, so a forgotten session is not recorded again by the next hook.
+    CREATE TABLE experience_rollups (
+        rowid       INTEGER PRIMARY KEY REFERENCES records(rowid) ON DELETE CASCADE,
+        workspace   TEXT NOT NULL,
+        session     TEXT NOT NULL,
+        given       TEXT NOT NULL DEFAULT '[]', -- JSON: fields a caller set (kept at updates)
+        episodes    INTEGER NOT NULL,           -- episodes read by the last roll-up
+        rolled_up_at REAL NOT NULL,
+        UNIQUE (workspace, session)
+    );
+    """,
 ]
 
 
