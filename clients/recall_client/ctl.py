@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from . import __version__, ctl_ops
+from . import __version__, ctl_experience, ctl_ops
 from . import protocol as p
 from .client import DaemonUnavailable, RecallClient, RemoteError, connect
 from .episode_input import InputError, episodes_from_text
@@ -306,6 +306,7 @@ def _parser() -> argparse.ArgumentParser:
     fo.add_argument("--json", action="store_true")
     fo.set_defaults(run=_forget)
 
+    ctl_experience.add_commands(sub)
     ctl_ops.add_commands(sub)
     return ap
 
