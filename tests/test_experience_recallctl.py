@@ -1,6 +1,6 @@
 """``recallctl experience`` as a subprocess against a real daemon: search, show, record,
-forget; and the end-of-session roll-up from a recorded Claude Code hook payload through the
-README's hook command."""
+forget; the end-of-session roll-up from a recorded Claude Code hook payload through the
+README's hook command; and export/import carrying experiences and their lessons."""
 
 from __future__ import annotations
 
@@ -237,3 +237,102 @@ async def test_a_payload_on_stdin_left_open_is_read_without_waiting_for_eof(
     # It stopped reading at the end of the payload, not after waiting PAYLOAD_WAIT_S for more.
     assert took < PAYLOAD_WAIT_S
     assert reply["created"] and reply["session"] == SESSION
+
+
+# --------------------------------------------------------------------------- export / import
+
+
+async def test_export_and_import_carry_experiences_and_their_lessons(
+    daemon_factory: Any, tmp_path: Path
+) -> None:
+    shared = "Run the migration on a copy of production first."
+    source: DaemonProcess = daemon_factory("source")
+    await source.start()
+    async with source.client(agent="alice", workspace="/ws/one") as rc:
+        first = await rc.call(p.RecordExperience(
+            description="Migrated the orders table to the new schema", status="success",
+            strategy="dual writes, then backfill", task_class="migration", tool_calls=31,
+            minutes=44.5, files=["db/migrations/0042_orders.py"], session="s-1",
+            lessons=[shared, "Backfill in batches of 10k rows."]), p.ExperienceRecorded)
+        second = await rc.call(p.RecordExperience(
+            description="Migration of the invoices table locked production", status="failure",
+            task_class="migration", tool_calls=12, minutes=9.0,
+            # The same lesson in other spelling: merged into the first one's text.
+            lessons=["run the migration on a copy of production first"]), p.ExperienceRecorded)
+        gone = await rc.call(p.RecordExperience(
+            description="Migration of the payments table was abandoned", status="unknown",
+            lessons=[shared]), p.ExperienceRecorded)
+        await rc.call(p.ForgetExperience(record_id=gone.record_id), p.ExperienceForgotten)
+        before = await rc.call(p.SearchExperience(query="migration table", limit=20),
+                               p.ExperienceSearchResult)
+    async with source.client(agent="bob", workspace="/ws/two") as rc:
+        await rc.call(p.RecordExperience(description="Rotated the TLS certificates",
+                                         status="success", lessons=["Check the chain."]),
+                      p.ExperienceRecorded)
+    dump = tmp_path / "dump.jsonl"
+    out = ctl(source, "export", "--kind", "all", "-o", str(dump))
+    assert out.returncode == 0, out.stderr
+    assert await source.stop() == 0
+
+    rows = [json.loads(line) for line in dump.read_text().splitlines()]
+    by_id = {r["id"]: r for r in rows}
+    assert gone.record_id not in by_id
+    exported = by_id[first.record_id]
+    assert exported["experience"] == {
+        "class": "migration", "strategy": "dual writes, then backfill", "status": "success",
+        "tool_calls": 31, "minutes": 44.5, "files": ["db/migrations/0042_orders.py"],
+        "lessons": [{"id": first.lessons[0].id, "text": shared},
+                    {"id": first.lessons[1].id, "text": "Backfill in batches of 10k rows."}],
+    }
+    assert by_id[second.record_id]["experience"]["lessons"] == [
+        {"id": first.lessons[0].id, "text": shared}]
+    lesson_row = by_id[first.lessons[0].id]
+    assert lesson_row["kind"] == "lesson" and "experience" not in lesson_row
+    assert lesson_row["lesson"] == {"support": 2, "confidence": 0.5,
+                                    "experiences": [first.record_id, second.record_id]}
+
+    target: DaemonProcess = daemon_factory("target")
+    await target.start()
+    await target.status(wait_model_s=30)
+    imported = ctl(target, "import", str(dump))
+    assert imported.returncode == 0, imported.stderr
+    assert ("imported 3 experiences: 3 new, 0 duplicates, 0 already imported; "
+            "3 lessons rebuilt from their experiences") in imported.stderr
+    again = ctl(target, "import", str(dump))
+    assert again.returncode == 0 and "3 already imported" in again.stderr
+
+    async with target.client(agent="alice", workspace="/ws/one") as rc:
+        after = await rc.call(p.SearchExperience(query="migration table", limit=20),
+                              p.ExperienceSearchResult)
+    async with target.client(agent="bob", workspace="/ws/two") as rc:
+        tls = await rc.call(p.SearchExperience(query="rotated TLS certificates"),
+                            p.ExperienceSearchResult)
+
+    def same(e: p.ExperienceInfo) -> tuple[Any, ...]:
+        return (e.description, e.task_class, e.agent, e.strategy, e.status, e.tool_calls,
+                e.minutes, e.files, e.ts, e.session)
+
+    assert len(before.experiences) == 2
+    assert [same(e) for e in after.experiences] == [same(e) for e in before.experiences]
+    assert [(x.text, x.support, x.confidence) for x in after.lessons] == [
+        (x.text, x.support, x.confidence) for x in before.lessons]
+    assert (shared, 2, 0.5) in [(x.text, x.support, x.confidence) for x in after.lessons]
+    assert [(e.agent, e.description) for e in tls.experiences] == [
+        ("bob", "Rotated the TLS certificates")]
+    assert await target.stop() == 0
+
+
+async def test_an_experience_row_without_its_fields_is_refused(running_daemon: DaemonProcess) -> None:
+    lines = "\n".join([
+        json.dumps({"kind": "experience", "text": "a task with no experience fields"}),
+        json.dumps({"kind": "lesson", "text": "a lesson alone", "lesson": {"support": 1}}),
+        json.dumps({"kind": "experience", "text": "x", "workspace": "/ws/i",
+                    "experience": {"class": "general", "strategy": None, "status": "done",
+                                   "tool_calls": 0, "minutes": 0, "files": [],
+                                   "lessons": []}}),
+    ])
+    out = ctl(running_daemon, "import", "-", stdin=lines)
+    assert out.returncode == 1
+    assert "line 1: an experience row needs its 'experience' fields" in out.stderr
+    assert "line 3: not a record" in out.stderr and "status" in out.stderr
+    assert "1 lessons rebuilt from their experiences" in out.stderr

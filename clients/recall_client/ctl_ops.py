@@ -92,8 +92,9 @@ async def _export(args: argparse.Namespace) -> int:
 
 
 class _ImportLine(msgspec.Struct, kw_only=True):
-    """A JSON Lines row to import: what export writes; only ``text`` is required. Fields the
-    write path decides (trust, eligibility, ids, timestamps of the write) are ignored."""
+    """A JSON Lines row to import: what export writes; only ``text`` is required (and, for an
+    experience, its ``experience`` fields). Fields the write path decides (trust, eligibility,
+    ids, timestamps of the write, a lesson's support) are ignored."""
 
     text: str
     kind: str = "memory"
@@ -105,6 +106,7 @@ class _ImportLine(msgspec.Struct, kw_only=True):
     source: str | None = None
     tags: list[str] = []
     expires_at: float | None = None
+    experience: p.ExportedExperience | None = None
 
 
 _import_decoder = msgspec.json.Decoder(_ImportLine)
@@ -122,11 +124,51 @@ def _read_lines(path: str) -> list[str]:
 
 class _ImportStats:
     def __init__(self) -> None:
-        self.new = self.duplicate = self.replayed = self.expired = 0
+        self.new = self.duplicate = self.replayed = self.expired = self.lessons = 0
+        self.kinds: dict[str, int] = {}
         self.failed: list[str] = []
 
     def fail(self, lineno: int, message: str) -> None:
         self.failed.append(f"line {lineno}: {message}")
+
+    def imported(self) -> str:
+        total = self.new + self.duplicate + self.replayed
+        memories, experiences = self.kinds.get("memory", 0), self.kinds.get("experience", 0)
+        if not experiences:
+            return f"{total} memories"
+        if not memories:
+            return f"{total} experiences"
+        return f"{total} records ({memories} memories, {experiences} experiences)"
+
+
+def _import_request(row: _ImportLine, ttl: float | None) -> p.Request:
+    """The write request that stores ``row`` again through the normal write path."""
+    # Importing the same file twice stores nothing new.
+    key = f"import:{row.id}" if row.id else None
+    if row.kind == "memory":
+        return p.MemoryStore(
+            text=row.text, tags=row.tags, source=row.source, session=row.session, ts=row.ts,
+            ttl_s=ttl, workspace=row.workspace, idempotency_key=key,
+        )
+    e = row.experience
+    assert e is not None
+    # Its lessons merge again into one stored lesson per text, so each lesson comes back
+    # with the support (and confidence) the exported experiences gave it.
+    return p.RecordExperience(
+        description=row.text, status=e.status, strategy=e.strategy, task_class=e.task_class,
+        tool_calls=e.tool_calls, minutes=e.minutes, files=e.files,
+        lessons=[lesson.text for lesson in e.lessons], session=row.session, ts=row.ts,
+        idempotency_key=key,
+    )
+
+
+def _unimportable(row: _ImportLine) -> str | None:
+    if row.kind == "experience" and row.experience is None:
+        return "an experience row needs its 'experience' fields (as export writes them)"
+    if row.kind not in ("memory", "experience"):
+        return (f"kind {row.kind!r} cannot be imported (only memories and experiences; "
+                "lessons come back with their experiences)")
+    return None
 
 
 async def _import(args: argparse.Namespace) -> int:
@@ -135,20 +177,21 @@ async def _import(args: argparse.Namespace) -> int:
     bar = Progress("importing", len(lines))
     now = time.time()
     slots = anyio.Semaphore(IMPORT_CONCURRENCY)
-    clients: dict[str, RecallClient] = {}
+    clients: dict[tuple[str, str | None], RecallClient] = {}
     connecting = anyio.Lock()
 
     async with anyio.create_task_group() as tg:
 
-        async def client_for(agent: str) -> RecallClient:
-            # Records keep the agent that wrote them: one connection (one hello) per agent.
+        async def client_for(agent: str, workspace: str | None) -> RecallClient:
+            # Records keep the agent that wrote them: one connection (one hello) per agent,
+            # and per workspace for experiences (a memory names its workspace itself).
             async with connecting:
-                if agent not in clients:
-                    clients[agent] = await open_client(
-                        tg, agent=agent, workspace=args.workspace, client="recallctl",
-                        path=args.socket,
+                if (agent, workspace) not in clients:
+                    clients[agent, workspace] = await open_client(
+                        tg, agent=agent, workspace=workspace or args.workspace,
+                        client="recallctl", path=args.socket,
                     )
-                return clients[agent]
+                return clients[agent, workspace]
 
         async def store(lineno: int, row: _ImportLine) -> None:
             try:
@@ -158,18 +201,19 @@ async def _import(args: argparse.Namespace) -> int:
                     if ttl <= 0:
                         stats.expired += 1
                         return
-                req = p.MemoryStore(
-                    text=row.text, tags=row.tags, source=row.source, session=row.session,
-                    ts=row.ts, ttl_s=ttl, workspace=row.workspace,
-                    # Importing the same file twice stores nothing new.
-                    idempotency_key=f"import:{row.id}" if row.id else None,
-                )
+                req = _import_request(row, ttl)
+                workspace = row.workspace if row.kind == "experience" else None
+                reply: p.Stored | p.ExperienceRecorded
                 try:
-                    rc = await client_for(row.agent or args.agent)
-                    reply = await rc.call(req, p.Stored)
+                    rc = await client_for(row.agent or args.agent, workspace)
+                    if row.kind == "memory":
+                        reply = await rc.call(req, p.Stored)
+                    else:
+                        reply = await rc.call(req, p.ExperienceRecorded)
                 except RemoteError as exc:  # a bad field, or an agent name the hello refused
                     stats.fail(lineno, f"{exc.code}: {exc.message}")
                     return
+                stats.kinds[row.kind] = stats.kinds.get(row.kind, 0) + 1
                 if reply.replayed:
                     stats.replayed += 1
                 elif reply.duplicate:
@@ -190,8 +234,13 @@ async def _import(args: argparse.Namespace) -> int:
                 stats.fail(lineno, f"not a record: {exc}")
                 bar.advance()
                 continue
-            if row.kind != "memory":
-                stats.fail(lineno, f"kind {row.kind!r} cannot be imported (only memories)")
+            if row.kind == "lesson":
+                stats.lessons += 1  # rebuilt from the experiences that support it
+                bar.advance()
+                continue
+            problem = _unimportable(row)
+            if problem is not None:
+                stats.fail(lineno, problem)
                 bar.advance()
                 continue
             await slots.acquire()
@@ -202,9 +251,10 @@ async def _import(args: argparse.Namespace) -> int:
         for rc in clients.values():
             await rc.aclose()
     bar.close()
-    total = stats.new + stats.duplicate + stats.replayed
-    _say(f"imported {total} memories: {stats.new} new, {stats.duplicate} duplicates, "
-         f"{stats.replayed} already imported; {stats.expired} expired skipped; "
+    lessons = (f"; {stats.lessons} lessons rebuilt from their experiences"
+               if stats.lessons else "")
+    _say(f"imported {stats.imported()}: {stats.new} new, {stats.duplicate} duplicates, "
+         f"{stats.replayed} already imported{lessons}; {stats.expired} expired skipped; "
          f"{len(stats.failed)} failed")
     for message in stats.failed[:MAX_REPORTED_ERRORS]:
         _say(f"  {message}")
@@ -472,19 +522,24 @@ def add_commands(sub: Any) -> None:
     ex = sub.add_parser(
         "export", help="write records as JSON Lines",
         description="Write every live record (default: memories) as JSON Lines, one record "
-        "with all its fields per line. A progress bar shows on a terminal.")
+        "with all its fields per line: an experience with its class, strategy, status, "
+        "tool_calls, minutes, files and lessons, a lesson with its support. A progress bar "
+        "shows on a terminal.")
     ex.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
     ex.add_argument("--kind", default="memory",
-                    help="record kind to export, or 'all' (default: memory)")
+                    help="record kind to export (memory, experience, lesson, episode), or "
+                    "'all' (default: memory)")
     ex.add_argument("--in", dest="workspace_filter", metavar="WORKSPACE",
                     help="only this workspace (default: every workspace)")
     ex.set_defaults(local=_export)
 
     im = sub.add_parser(
-        "import", help="store memories from JSON Lines",
-        description="Store each JSON Lines memory (as `recallctl export` writes them; only "
-        "'text' is required) through the normal write path: redacted, trust-scored, "
-        "deduplicated. Importing a file twice stores nothing new. Exits 1 if any line failed.")
+        "import", help="store memories and experiences from JSON Lines",
+        description="Store each JSON Lines memory or experience (as `recallctl export` writes "
+        "them; a memory needs only 'text') through the normal write path: redacted, "
+        "trust-scored, deduplicated, an experience's lessons merged again (lesson rows are "
+        "rebuilt from the experiences that support them). Importing a file twice stores "
+        "nothing new. Exits 1 if any line failed.")
     im.add_argument("file", help="JSON Lines file, or - for stdin")
     im.set_defaults(local=_import)
 

@@ -45,6 +45,9 @@ __all__ = [
     "ExplainNode",
     "Export",
     "ExportPage",
+    "ExportedExperience",
+    "ExportedLesson",
+    "ExportedLessonLink",
     "ExportedRecord",
     "FactResolved",
     "Forget",
@@ -1041,6 +1044,33 @@ class ExperienceRolledUp(Reply, tag="experience_rolled_up"):
 # --------------------------------------------------------------------------- operations replies
 
 
+class ExportedLessonLink(Struct, kw_only=True):
+    id: str
+    text: str
+
+
+class ExportedExperience(Struct, kw_only=True):
+    """What only an experience has, on its export row: import records it again from this."""
+
+    task_class: str = msgspec.field(name="class")
+    strategy: str | None
+    status: ExperienceStatus
+    tool_calls: int
+    minutes: float
+    files: list[str]
+    # The live lessons it supports, as stored (merged wording): import merges them again.
+    lessons: list[ExportedLessonLink]
+
+
+class ExportedLesson(Struct, kw_only=True):
+    """A lesson's support links on its export row (import rebuilds them from experiences)."""
+
+    support: int
+    confidence: float
+    # Public ids of the live experiences behind it.
+    experiences: list[str]
+
+
 class ExportedRecord(Struct, kw_only=True):
     """One record as ``recallctl export`` writes it (a JSON Lines row) and import reads it."""
 
@@ -1058,6 +1088,9 @@ class ExportedRecord(Struct, kw_only=True):
     trust: float | None = None
     eligibility: str | None = None
     expires_at: float | None = None
+    # Only on experience and lesson rows (UNSET fields are left out of the encoding).
+    experience: ExportedExperience | msgspec.UnsetType = msgspec.UNSET
+    lesson: ExportedLesson | msgspec.UnsetType = msgspec.UNSET
 
 
 class ExportPage(Reply, tag="export_page"):

@@ -19,6 +19,7 @@ from recall_client import protocol as p
 
 from .capture import WriteJob
 from .errors import RecallError
+from .experience import confidence, lesson_stats
 from .store import MIGRATIONS, open_reader, schema_version
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ __all__ = ["HealthProbe", "ReindexJob", "doctor", "export_page", "reindex"]
 PAGE_BYTES = 1024 * 1024
 
 _tags = msgspec.json.Decoder(list[str])
+_files = msgspec.json.Decoder(list[str])
 
 T = TypeVar("T")
 
@@ -71,7 +73,12 @@ async def _read(data_dir: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
 
 
 async def export_page(daemon: Daemon, req: p.Export) -> p.ExportPage:
-    """One page of live records in rowid order (tombstoned and expired ones are gone)."""
+    """One page of live records in rowid order (tombstoned and expired ones are gone).
+
+    Experience rows carry their class, strategy, status, tool_calls, minutes, files and live
+    lessons (what import records them again from); lesson rows their support, confidence and
+    the experiences behind them.
+    """
     now = time.time()
     where = "tombstoned_at IS NULL AND (expires_at IS NULL OR expires_at > ?)"
     params: list[object] = [now]
@@ -93,24 +100,67 @@ async def export_page(daemon: Daemon, req: p.Export) -> p.ExportPage:
             f" WHERE rowid > ? AND {where} ORDER BY rowid LIMIT ?",
             (req.after, *params, req.limit),
         )
-        records: list[p.ExportedRecord] = []
+        records: dict[int, p.ExportedRecord] = {}
         size = 0
         last = req.after
         for row in rows:
             last = row[0]
-            records.append(p.ExportedRecord(
+            records[row[0]] = p.ExportedRecord(
                 id=row[1], kind=row[2], text=row[3], workspace=row[4], agent=row[5], ts=row[6],
                 created_at=row[7], updated_at=row[8], session=row[9], source=row[10],
                 tags=_tags.decode(row[11]), trust=row[12], eligibility=row[13],
                 expires_at=row[14],
-            ))
+            )
             size += len(row[3].encode())
             if size >= PAGE_BYTES:
                 break
+        _add_experience_fields(conn, records)
         full = len(records) == req.limit or size >= PAGE_BYTES
-        return p.ExportPage(id=0, records=records, next_after=last if full else None, total=total)
+        return p.ExportPage(id=0, records=list(records.values()),
+                            next_after=last if full else None, total=total)
 
     return await _read(daemon.data_dir, read)
+
+
+def _add_experience_fields(conn: sqlite3.Connection, records: dict[int, p.ExportedRecord]) -> None:
+    """Give experience rows their metadata and live lessons, lesson rows their support."""
+    experiences = [rowid for rowid, r in records.items() if r.kind == "experience"]
+    lessons = [rowid for rowid, r in records.items() if r.kind == "lesson"]
+    if experiences:
+        marks = ",".join("?" * len(experiences))
+        links: dict[int, list[p.ExportedLessonLink]] = {rowid: [] for rowid in experiences}
+        for exp, lesson_id, text in conn.execute(
+            "SELECT ls.experience_rowid, l.id, l.text FROM lesson_support ls"
+            " JOIN records l ON l.rowid = ls.lesson_rowid AND l.tombstoned_at IS NULL"
+            f" WHERE ls.experience_rowid IN ({marks}) ORDER BY ls.created_at, l.rowid",
+            experiences,
+        ):
+            links[exp].append(p.ExportedLessonLink(id=lesson_id, text=text))
+        for rowid, task_class, strategy, status, tool_calls, minutes, files in conn.execute(
+            "SELECT rowid, task_class, strategy, status, tool_calls, minutes, files"
+            f" FROM experiences WHERE rowid IN ({marks})",
+            experiences,
+        ):
+            records[rowid].experience = p.ExportedExperience(
+                task_class=task_class, strategy=strategy, status=status, tool_calls=tool_calls,
+                minutes=minutes, files=_files.decode(files), lessons=links[rowid],
+            )
+    if lessons:
+        stats = lesson_stats(conn, lessons)
+        marks = ",".join("?" * len(lessons))
+        supporters: dict[int, list[str]] = {rowid: [] for rowid in lessons}
+        for lesson, exp_id in conn.execute(
+            "SELECT ls.lesson_rowid, x.id FROM lesson_support ls"
+            " JOIN records x ON x.rowid = ls.experience_rowid AND x.tombstoned_at IS NULL"
+            f" WHERE ls.lesson_rowid IN ({marks}) ORDER BY ls.created_at, x.rowid",
+            lessons,
+        ):
+            supporters[lesson].append(exp_id)
+        for rowid in lessons:
+            support, conf = stats.get(rowid, (0, confidence(0, 0, 0)))
+            records[rowid].lesson = p.ExportedLesson(
+                support=support, confidence=conf, experiences=supporters[rowid]
+            )
 
 
 # --------------------------------------------------------------------------- reindex
