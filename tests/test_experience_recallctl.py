@@ -66,10 +66,31 @@ def readme_rollup_hooks() -> dict[str, list[str]]:
     }
 
 
-def hook_argv(command: str) -> list[str]:
+def run_hook(command: str, stdin: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run a hook command as Claude Code does: the payload on stdin, the session's env."""
     argv = shlex.split(command)
     assert argv[0].endswith("/.venv/bin/recallctl")
-    return [str(BIN / "recallctl"), *argv[1:]]
+    return subprocess.run([str(BIN / "recallctl"), *argv[1:]], input=stdin,
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def run_with_stdin_left_open(stdin: str, env: dict[str, str]) -> tuple[int, float, str]:
+    """(exit code, seconds after the payload was written, stdout) of a roll-up whose stdin is
+    written but never closed."""
+    with subprocess.Popen(
+        [str(BIN / "recallctl"), "--agent", AGENT, "experience", "rollup", "--hook", "--json"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env,
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(stdin)
+            proc.stdin.flush()  # and not closed, as Claude Code may leave it
+            started = time.monotonic()
+            code = proc.wait(timeout=60)
+            return code, time.monotonic() - started, proc.stdout.read()
+        finally:
+            proc.kill()
 
 
 # --------------------------------------------------------------------------- commands
@@ -161,9 +182,7 @@ async def test_a_recorded_session_is_rolled_up_by_the_readme_hook(
     assert capture.returncode == 0, capture.stderr
     # ...then Claude Code runs the SessionEnd hook with its payload on stdin.
     [command] = readme_rollup_hooks()["SessionEnd"]
-    ended = subprocess.run(hook_argv(command), input=recorded("claude_code_session_end.json",
-                                                              checkout),
-                           capture_output=True, text=True, timeout=60, env=env)
+    ended = run_hook(command, recorded("claude_code_session_end.json", checkout), env)
     assert ended.returncode == 0, ended.stderr
     assert ended.stdout == ""  # --quiet
 
@@ -202,9 +221,7 @@ async def test_a_recorded_session_is_rolled_up_by_the_readme_hook(
     ]
     assert "  description  Fixed the nightly export's encoding error" in told.stdout
     assert "  0.67    1  Open CSV exports with encoding='utf-8'.  (new)" in told.stdout
-    hook_again = subprocess.run(
-        hook_argv(command), input=recorded("claude_code_session_end.json", checkout),
-        capture_output=True, text=True, timeout=60, env=env)
+    hook_again = run_hook(command, recorded("claude_code_session_end.json", checkout), env)
     assert hook_again.returncode == 0, hook_again.stderr
     async with running_daemon.client(agent=AGENT, workspace=str(checkout)) as rc:
         final = await rc.call(p.ExplainNode(record_id=e.id), p.NodeExplained)
@@ -218,22 +235,10 @@ async def test_a_payload_on_stdin_left_open_is_read_without_waiting_for_eof(
     capture = ctl(running_daemon, "--agent", AGENT, "capture", "--quiet",
                   stdin=recorded("claude_code_session.jsonl", checkout))
     assert capture.returncode == 0, capture.stderr
-    with subprocess.Popen(
-        [str(BIN / "recallctl"), "--agent", AGENT, "experience", "rollup", "--hook", "--json"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=running_daemon.env(),
-    ) as proc:
-        assert proc.stdin is not None and proc.stdout is not None
-        try:
-            proc.stdin.write(recorded("claude_code_session_end.json", checkout))
-            proc.stdin.flush()  # and not closed, as Claude Code may leave it
-            started = time.monotonic()
-            code = proc.wait(timeout=60)
-            took = time.monotonic() - started
-            reply = json.loads(proc.stdout.read())
-        finally:
-            proc.kill()
+    code, took, out = run_with_stdin_left_open(
+        recorded("claude_code_session_end.json", checkout), running_daemon.env())
     assert code == 0
+    reply = json.loads(out)
     # It stopped reading at the end of the payload, not after waiting PAYLOAD_WAIT_S for more.
     assert took < PAYLOAD_WAIT_S
     assert reply["created"] and reply["session"] == SESSION
@@ -322,7 +327,9 @@ async def test_export_and_import_carry_experiences_and_their_lessons(
     assert await target.stop() == 0
 
 
-async def test_an_experience_row_without_its_fields_is_refused(running_daemon: DaemonProcess) -> None:
+async def test_an_experience_row_without_its_fields_is_refused(
+    running_daemon: DaemonProcess,
+) -> None:
     lines = "\n".join([
         json.dumps({"kind": "experience", "text": "a task with no experience fields"}),
         json.dumps({"kind": "lesson", "text": "a lesson alone", "lesson": {"support": 1}}),

@@ -102,7 +102,9 @@ async def test_rolling_up_again_updates_the_same_experience(running_daemon: Daem
     assert [x.id for x in found.experiences] == [first.record_id]
 
 
-async def test_given_fields_win_and_are_kept_by_later_roll_ups(running_daemon: DaemonProcess) -> None:
+async def test_given_fields_win_and_are_kept_by_later_roll_ups(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client(agent=AGENT, workspace=WS) as rc:
         await a_session(rc)
         await roll_up(rc)
