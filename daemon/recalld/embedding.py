@@ -194,23 +194,36 @@ class Model:
         if cached is not None:
             self._cache.move_to_end(text)
             return cached
+        vec = await self.embed_now([text])
+        if vec is None:
+            return None
+        self._cache[text] = vec[0]
+        if len(self._cache) > 1024:
+            self._cache.popitem(last=False)
+        return vec[0]
+
+    async def embed_now(self, texts: Sequence[str]) -> np.ndarray | None:
+        """Embed a few texts a caller is waiting for (a query, an experience's lessons) in
+        the priority lane, ahead of background batches; None when no model is up.
+
+        Raises nothing: a model error costs the caller its vectors, not its request.
+        """
+        embedder = self.embedder
+        if embedder is None:
+            return None
         async with self._lane:
             self._queries_waiting += 1
         try:
             async with self._lock:
-                vec = await anyio.to_thread.run_sync(self.embedder.encode, [text])
+                return await anyio.to_thread.run_sync(embedder.encode, list(texts))
         except Exception:
-            log.exception("query embedding failed")
+            log.exception("embedding %d text(s) in the priority lane failed", len(texts))
             return None
         finally:
             with anyio.CancelScope(shield=True):
                 async with self._lane:
                     self._queries_waiting -= 1
                     self._lane.notify_all()
-        self._cache[text] = vec[0]
-        if len(self._cache) > 1024:
-            self._cache.popitem(last=False)
-        return vec[0]
 
     async def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         """Embed a background batch; waits while any query is waiting for the model."""

@@ -30,7 +30,6 @@ FAISS (see :class:`_Unindexed`). Without a model, records wait for the embedding
 
 from __future__ import annotations
 
-import logging
 import posixpath
 import re
 import sqlite3
@@ -69,7 +68,6 @@ __all__ = [
     "settled_eligibility",
 ]
 
-log = logging.getLogger(__name__)
 
 LESSON_MERGE_COSINE = 0.85
 
@@ -531,7 +529,10 @@ async def embed(daemon: Daemon, texts: list[str]) -> tuple[np.ndarray | None, Ve
     """Vectors of ``texts`` for a :class:`RecordExperienceJob`, and the index they go to;
     (None, None) when semantic search is not up (the embedding actor embeds them later)."""
     index = daemon.index
-    vectors = await _embed(daemon, texts) if index is not None else None
+    # The caller is waiting: the priority lane, not behind the backlog's batches. A model
+    # failure (None) costs the merge-by-meaning, not the write; the embedding actor embeds
+    # the records later.
+    vectors = await daemon.model.embed_now(texts) if index is not None else None
     return vectors, index if vectors is not None else None
 
 
@@ -565,12 +566,3 @@ async def forget(daemon: Daemon, who: Principal, req: p.ForgetExperience) -> p.E
         with anyio.CancelScope(shield=True):
             await index.remove(np.array(job.removed, dtype=np.int64))
     return result
-
-
-async def _embed(daemon: Daemon, texts: list[str]) -> np.ndarray | None:
-    try:
-        return await daemon.model.embed_batch(texts)
-    except Exception:  # a model failure costs the merge-by-meaning, not the write
-        log.exception("embedding an experience failed; it waits for the embedding actor")
-        return None
-
