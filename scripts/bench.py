@@ -35,7 +35,17 @@ from recall_client.client import connect  # noqa: E402
 from recalld.capture import content_hash, new_id  # noqa: E402
 from recalld.store import open_writer  # noqa: E402
 
+from peer_bench import ratios, run_peer, setup_peer  # noqa: E402  (beside this file)
+
 BIN = Path(sys.executable).parent
+PEER_KEYS = ("vs_peer_records", "vs_peer_recalld_store_per_s", "vs_peer_recalld_embedded_per_s",
+             "vs_peer_recalld_search_p50_ms", "vs_peer_recalld_search_p99_ms", "peer_store_per_s",
+             "peer_store_batch_per_s", "peer_search_p50_ms", "peer_search_p99_ms",
+             "capture_vs_peer_ratio", "search_vs_peer_ratio")
+
+
+def log(*parts: object) -> None:
+    print(*parts, file=sys.stderr, flush=True)
 
 # ---------------------------------------------------------------- synthetic corpus
 
@@ -265,6 +275,41 @@ async def bench_shim(d: Daemon) -> tuple[float, float]:
     return init, rss
 
 
+async def bench_vs_peer(root: Path, peer_python: Path, n: int, queries: list[str]) -> dict[str, float]:
+    """recalld and mcp-memory-service on one workload: the same ``n`` texts stored from one
+    client with 32 in flight, then the same queries (recalld hybrid, its default; the peer's
+    ``retrieve``, what its memory search calls), 10 results each, both on the same model."""
+    from recalld.embedding import bundled_model_path
+
+    texts = synthetic_texts(n, seed=303)
+    d = Daemon(root / "vs-peer")
+    d.root.mkdir()
+    await d.start()
+    await d.status(wait=600)
+    started = time.perf_counter()
+    store = await bench_capture(d, texts, 1)
+    # recalld acknowledges on commit and embeds behind; the peer embeds before it returns.
+    # Through embedding, for the record:
+    await d.wait_embedded()
+    embedded = n / (time.perf_counter() - started)
+    p50, p99 = await bench_search(d, queries, "hybrid")
+    d.stop()
+    log(f"vs peer, recalld on {n} records: store {store:.0f}/s (embedded {embedded:.0f}/s), "
+        f"hybrid p50 {p50:.1f} ms p99 {p99:.1f} ms")
+    log("vs peer: running mcp-memory-service (its own venv; slow: it embeds inline)")
+    peer = run_peer(peer_python, root / "peer", bundled_model_path(), texts, queries)
+    log(f"vs peer, {peer.peer} on {n} records: store {peer.store_per_s:.1f}/s "
+        f"(store_batch {peer.store_batch_per_s:.1f}/s), retrieve p50 {peer.search_p50_ms:.1f} ms "
+        f"p99 {peer.search_p99_ms:.1f} ms, model load {peer.model_load_s:.1f}s")
+    return {
+        "vs_peer_records": n, "vs_peer_recalld_store_per_s": store,
+        "vs_peer_recalld_embedded_per_s": embedded, "vs_peer_recalld_search_p50_ms": p50,
+        "vs_peer_recalld_search_p99_ms": p99, "peer_store_per_s": peer.store_per_s,
+        "peer_store_batch_per_s": peer.store_batch_per_s, "peer_search_p50_ms": peer.search_p50_ms,
+        "peer_search_p99_ms": peer.search_p99_ms, **ratios(store, p50, peer),
+    }
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -275,9 +320,10 @@ async def run(args: argparse.Namespace) -> dict[str, float | None]:
         "hybrid_p50_ms_100k", "hybrid_p99_ms_100k", "lexical_p50_ms_100k", "hybrid_p50_ms_1m",
         "hybrid_p99_ms_1m", "lexical_p50_ms_1m", "embed_pipeline_per_s", "embed_bare_per_s",
         "embed_vs_bare_ratio", "rss_daemon_mb", "rss_shim_mb", "rss_daemon_plus_8_shims_mb",
-        "daemon_accepting_s", "model_ready_s", "shim_initialize_s", "peer_store_per_s",
-        "peer_search_p50_ms")}
-    log = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
+        "daemon_accepting_s", "model_ready_s", "shim_initialize_s", *PEER_KEYS)}
+    # Install the peer first: a failed install fails the run at once, and pip's work does not
+    # overlap recalld's measurements.
+    peer_python = setup_peer() if args.peer else None
     with tempfile.TemporaryDirectory(prefix="recalld-bench-") as tmp:
         root = Path(tmp)
 
@@ -339,11 +385,8 @@ async def run(args: argparse.Namespace) -> dict[str, float | None]:
         if out["rss_daemon_mb"] is not None and out["rss_shim_mb"] is not None:
             out["rss_daemon_plus_8_shims_mb"] = out["rss_daemon_mb"] + 8 * out["rss_shim_mb"]
 
-        if args.peer:
-            from peer_bench import bench_peer  # type: ignore[import-not-found]
-
-            store_rate, search_p50 = bench_peer(root / "peer", texts[:2000], queries[:100])
-            out["peer_store_per_s"], out["peer_search_p50_ms"] = store_rate, search_p50
+        if peer_python is not None:
+            out.update(await bench_vs_peer(root, peer_python, 2000 if args.quick else 5000, queries[:100]))
     return out
 
 
