@@ -6,7 +6,8 @@ over its socket, with the real bundled model, on this machine, in this run.
   --quick   10k records for the search figures (a minute or two)
   default   10k and 100k
   --large   also 1M (vectors precomputed, queries through the real model)
-  --peer    also mcp-memory-service, fed the same texts and queries (own venv)
+  --peer    also mcp-memory-service, fed the same texts and queries (own venv,
+            .peer-venv/, installed by scripts/setup-peer on first use)
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from recall_client.client import connect  # noqa: E402
 from recalld.capture import content_hash, new_id  # noqa: E402
 from recalld.store import open_writer  # noqa: E402
 
-from peer_bench import ratios, run_peer, setup_peer  # noqa: E402  (beside this file)
+from peer_bench import PeerError, ratios, run_peer, setup_peer  # noqa: E402  (beside this file)
 
 BIN = Path(sys.executable).parent
 PEER_KEYS = ("vs_peer_records", "vs_peer_recalld_store_per_s", "vs_peer_recalld_embedded_per_s",
@@ -421,7 +422,10 @@ def main() -> None:
     ap.add_argument("--peer", action="store_true", help="also mcp-memory-service")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
-    out = anyio.run(run, args)
+    try:
+        out = anyio.run(run, args)
+    except PeerError as exc:
+        sys.exit(f"scripts/bench: {exc}")
     print(json.dumps(out, indent=2) if args.json else render(out))
 
 
