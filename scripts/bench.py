@@ -29,14 +29,14 @@ import anyio
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / "daemon"), str(REPO / "clients")]
+sys.path[:0] = [str(REPO / "daemon"), str(REPO / "clients"), str(REPO / "scripts")]
 
 from recall_client import protocol as p  # noqa: E402
 from recall_client.client import connect  # noqa: E402
 from recalld.capture import content_hash, new_id  # noqa: E402
 from recalld.store import open_writer  # noqa: E402
 
-from peer_bench import PeerError, ratios, run_peer, setup_peer  # noqa: E402  (beside this file)
+from peer_bench import PeerError, ratios, run_peer, setup_peer  # noqa: E402
 
 BIN = Path(sys.executable).parent
 PEER_KEYS = ("vs_peer_records", "vs_peer_recalld_store_per_s", "vs_peer_recalld_embedded_per_s",
