@@ -1,0 +1,394 @@
+"""Retrieval benchmark: load a dataset folder into a fresh daemon, search it, score the ranking.
+
+A dataset folder holds ``memories.jsonl`` (``{"id", "text", "session", "ts", "speaker",
+"scope"}`` a line) and ``queries.jsonl`` (``{"qid", "query", "relevant_ids", "category",
+"scope"}`` a line); ``../shared/benchdata/`` has LoCoMo in that shape. Everything goes through
+the public client API, as an agent's would: one workspace per ``scope``, ``memory_store`` with
+the record's ``ts``, ``session`` and speaker (as ``source``), then ``memory_search`` in the
+query's workspace. The metrics are those of ``benchdata/eval_baseline.py``, computed the same
+way, so the two can sit in one table:
+
+    recall@k = |relevant in the top k| / |relevant|   (k = 5, 10)
+    MRR@10   = 1 / rank of the first relevant hit in the top 10, else 0
+    latency  = wall time of one memory_search round trip, queries sent one at a time
+
+Identical texts in one workspace are stored once (content-hash dedup): a hit on such a record
+counts for every dataset id that carries its text.
+
+Run it as ``scripts/bench_retrieval DIR [--mode hybrid] [--json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from recall_client import protocol as p
+from recall_client.client import RecallClient, connect
+
+__all__ = ["Dataset", "Memory", "Query", "load_dataset", "main", "score", "summarize"]
+
+METRICS = ("recall@5", "recall@10", "mrr@10")
+# Requests in flight while loading: enough to fill the writer's group commits.
+LOAD_CONCURRENCY = 256
+DEFAULT_SCOPE = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    id: str
+    text: str
+    scope: str
+    session: str | None = None
+    ts: float | None = None
+    speaker: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    qid: str
+    query: str
+    relevant_ids: tuple[str, ...]
+    scope: str
+    category: str = "all"
+
+
+@dataclass(slots=True)
+class Dataset:
+    name: str
+    memories: list[Memory]
+    queries: list[Query]
+    # Queries left out: no relevant id, or an empty query text.
+    skipped: int = 0
+
+
+def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if line.strip():
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise ValueError(f"{path}:{n}: not a JSON object")
+                yield row
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def load_dataset(folder: Path, *, max_queries: int = 0) -> Dataset:
+    """Read a dataset folder. ``max_queries`` keeps a deterministic subsample (the first N by
+    sha1 of the qid, as ``eval_baseline.py --max-queries`` does).
+
+    Raises:
+        FileNotFoundError: a file is missing. ValueError: a line is not a JSON object.
+    """
+    memories = [
+        Memory(
+            id=str(row["id"]),
+            text=str(row["text"]),
+            scope=str(row.get("scope") or DEFAULT_SCOPE),
+            session=_str_or_none(row.get("session")),
+            ts=float(row["ts"]) if row.get("ts") is not None else None,
+            speaker=_str_or_none(row.get("speaker")),
+        )
+        for row in _jsonl(folder / "memories.jsonl")
+    ]
+    queries, skipped = [], 0
+    for row in _jsonl(folder / "queries.jsonl"):
+        relevant = tuple(str(r) for r in row.get("relevant_ids") or ())
+        if not relevant or not str(row.get("query", "")).strip():
+            skipped += 1
+            continue
+        queries.append(Query(
+            qid=str(row["qid"]),
+            query=str(row["query"]),
+            relevant_ids=relevant,
+            scope=str(row.get("scope") or DEFAULT_SCOPE),
+            category=str(row.get("category") or "all"),
+        ))
+    if max_queries and len(queries) > max_queries:
+        queries.sort(key=lambda q: hashlib.sha1(q.qid.encode()).hexdigest())
+        queries = queries[:max_queries]
+    return Dataset(folder.resolve().name, memories, queries, skipped)
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def score(ranked: Sequence[Sequence[str]], relevant: Sequence[str]) -> dict[str, float]:
+    """Metrics of one query. ``ranked`` holds, for each hit best first, the dataset ids its
+    record stands for (more than one when identical texts were deduplicated)."""
+    rel = set(relevant)
+    out = {}
+    for k in (5, 10):
+        found = rel.intersection(i for ids in ranked[:k] for i in ids)
+        out[f"recall@{k}"] = len(found) / len(rel)
+    out["mrr@10"] = next(
+        (1.0 / rank for rank, ids in enumerate(ranked[:10], 1) if rel.intersection(ids)), 0.0
+    )
+    return out
+
+
+def summarize(rows: Sequence[dict[str, float]]) -> dict[str, float | int]:
+    """Mean of each metric over ``rows``, and their count ``n``."""
+    out: dict[str, float | int] = {k: sum(r[k] for r in rows) / len(rows) for k in METRICS}
+    out["n"] = len(rows)
+    return out
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile, as ``eval_baseline.py`` computes it."""
+    data = sorted(values)
+    if not data:
+        return 0.0
+    return data[min(len(data) - 1, int(round(pct / 100.0 * (len(data) - 1))))]
+
+
+# --------------------------------------------------------------------------- the daemon
+
+
+@dataclass(slots=True)
+class _Daemon:
+    root: Path
+    embedder: str
+    proc: subprocess.Popen[bytes] | None = None
+    log: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log = self.root / "daemon.log"
+
+    @property
+    def socket(self) -> Path:
+        return self.root / "recalld.sock"
+
+    async def start(self, timeout: float = 120.0) -> None:
+        """Start ``recalld`` and return once it reports READY=1 on a notify socket."""
+        notify = self.root / "notify.sock"
+        notify.unlink(missing_ok=True)
+        env = dict(os.environ)
+        env.update(
+            RECALLD_SOCKET=str(self.socket),
+            RECALLD_DATA_DIR=str(self.root / "data"),
+            RECALLD_EMBEDDER=self.embedder,
+            XDG_CONFIG_HOME=str(self.root / "config"),  # no user config leaks in
+            NOTIFY_SOCKET=str(notify),
+        )
+        async with await anyio.create_unix_datagram_socket(local_path=notify) as sock:
+            with self.log.open("ab") as log:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "recalld"], env=env,
+                    stdout=subprocess.DEVNULL, stderr=log,
+                )
+            with anyio.fail_after(timeout):
+                while True:
+                    data, _ = await sock.receive()
+                    if "READY=1" in data.decode().split("\n"):
+                        return
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@contextmanager
+def _workdir(keep: Path | None) -> Iterator[Path]:
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        yield keep
+        return
+    # Short path: a Unix socket path must fit in 108 bytes.
+    with tempfile.TemporaryDirectory(prefix="recalld-bench-") as tmp:
+        yield Path(tmp)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+@dataclass(slots=True)
+class Loaded:
+    """Daemon record id -> the dataset ids stored as that record."""
+
+    ids: dict[str, list[str]] = field(default_factory=dict)
+    duplicates: int = 0
+    seconds: float = 0.0
+
+
+async def _load(rc: RecallClient, memories: Sequence[Memory]) -> Loaded:
+    loaded = Loaded()
+    limiter = anyio.Semaphore(LOAD_CONCURRENCY)
+    started = time.perf_counter()
+
+    async def store(m: Memory) -> None:
+        try:
+            stored = await rc.call(p.MemoryStore(
+                text=m.text,
+                workspace=m.scope,
+                session=m.session[:200] if m.session else None,
+                ts=m.ts,
+                source=m.speaker[:128] if m.speaker else None,
+            ), p.Stored)
+        finally:
+            limiter.release()
+        loaded.ids.setdefault(stored.record_id, []).append(m.id)
+        loaded.duplicates += stored.duplicate
+
+    async with anyio.create_task_group() as tg:
+        for m in memories:
+            await limiter.acquire()
+            tg.start_soon(store, m)
+    loaded.seconds = time.perf_counter() - started
+    return loaded
+
+
+async def _wait_embedded(rc: RecallClient, records: int, timeout: float) -> p.StatusReport:
+    """Wait until every record has its vector in the index.
+
+    Raises:
+        RuntimeError: the model did not load (a hybrid run would silently be lexical).
+        TimeoutError: the backlog did not drain in time.
+    """
+    with anyio.fail_after(timeout):
+        while True:
+            report = (await rc.call(p.Status(wait_model_s=600), p.StatusResult)).report
+            if report.model.state in ("failed", "disabled"):
+                raise RuntimeError(f"the embedding model is not up: {report.model.reason}")
+            if report.index["size"] >= records and report.index["embedding_backlog"] == 0:
+                return report
+            await anyio.sleep(0.5)
+
+
+async def _search_all(
+    rc: RecallClient, queries: Sequence[Query], loaded: Loaded, mode: str
+) -> tuple[list[dict[str, Any]], list[float]]:
+    # Warm-up, untimed and unscored: the first searches pay for caches and thread start-up.
+    for i in range(20):
+        await rc.call(p.MemorySearch(query=f"warm up {i} memory search", limit=10, mode=mode,
+                                     workspace=queries[0].scope))
+    rows, latencies = [], []
+    for q in queries:
+        started = time.perf_counter()
+        result = await rc.call(
+            p.MemorySearch(query=q.query[:4000], limit=10, mode=mode, workspace=q.scope),
+            p.MemorySearchResult,
+        )
+        latencies.append((time.perf_counter() - started) * 1000)
+        if mode == "hybrid" and not result.semantic_used:
+            raise RuntimeError("a hybrid search ran without its semantic channel")
+        ranked = [loaded.ids.get(hit.id, []) for hit in result.hits]
+        rows.append(score(ranked, q.relevant_ids) | {"category": q.category})
+    return rows, latencies
+
+
+def _report(rows: list[dict[str, Any]], latencies: list[float]) -> dict[str, Any]:
+    cats: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for r in rows:
+        cats[r["category"]].append(r)
+    return {
+        "overall": summarize(rows),
+        "by_category": {c: summarize(v) for c, v in sorted(cats.items())},
+        "latency_ms": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    data = load_dataset(args.dataset, max_queries=args.max_queries)
+    if not data.queries:
+        raise SystemExit(f"bench_retrieval: {args.dataset} has no query with relevant ids")
+    say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr))
+    say(f"{data.name}: {len(data.memories)} memories, {len(data.queries)} queries"
+        f" ({data.skipped} skipped), {len({m.scope for m in data.memories})} scopes")
+    # A lexical ranking owes nothing to the model: leave it out rather than let it embed
+    # in the background while the searches are timed.
+    embedder = args.embedder if args.mode == "hybrid" else "none"
+    with _workdir(args.keep) as root:
+        daemon = _Daemon(root, embedder)
+        try:
+            await daemon.start()
+            async with connect(agent="bench_retrieval", workspace=DEFAULT_SCOPE,
+                               path=daemon.socket, timeout=30) as rc:
+                loaded = await _load(rc, data.memories)
+                say(f"stored {len(loaded.ids)} records ({loaded.duplicates} duplicate texts)"
+                    f" in {loaded.seconds:.1f}s")
+                if args.mode == "hybrid":
+                    started = time.perf_counter()
+                    report = await _wait_embedded(rc, len(loaded.ids), args.timeout)
+                    say(f"embedded with {report.model.name} in"
+                        f" {time.perf_counter() - started:.1f}s after the last store")
+                rows, latencies = await _search_all(rc, data.queries, loaded, args.mode)
+        except BaseException:
+            if daemon.log.exists():
+                sys.stderr.write(daemon.log.read_text(errors="replace")[-4000:])
+            raise
+        finally:
+            daemon.stop()
+    return _report(rows, latencies)
+
+
+def _print_table(name: str, mode: str, result: dict[str, Any]) -> None:
+    o, lat = result["overall"], result["latency_ms"]
+    print(f"{name}, mode {mode}: {o['n']} queries")
+    print("| scope | n | R@5 | R@10 | MRR@10 |\n| --- | --- | --- | --- | --- |")
+    for label, s in [("overall", o), *result["by_category"].items()]:
+        print(f"| {label} | {s['n']} | {s['recall@5']:.3f} | {s['recall@10']:.3f}"
+              f" | {s['mrr@10']:.3f} |")
+    print(f"latency ms: p50 {lat['p50']:.2f}, p95 {lat['p95']:.2f}")
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="bench_retrieval",
+        description="Load a dataset folder (memories.jsonl, queries.jsonl) into a fresh recalld"
+        " through the client API, run every query through memory_search and report recall@5,"
+        " recall@10, MRR@10 (overall and per category) and latency.",
+    )
+    ap.add_argument("dataset", type=Path, help="folder with memories.jsonl and queries.jsonl")
+    ap.add_argument("--mode", choices=["keyword", "bm25", "hybrid"], default="hybrid")
+    ap.add_argument("--json", action="store_true",
+                    help="print {overall, by_category, latency_ms} as JSON, as one method of"
+                    " eval_baseline.py's results")
+    ap.add_argument("--embedder", choices=["minilm", "hash", "none"], default="minilm",
+                    help="the daemon's embedder (default: the bundled all-MiniLM-L6-v2)")
+    ap.add_argument("--max-queries", type=int, default=0,
+                    help="a deterministic subsample of N queries (sha1 of qid)")
+    ap.add_argument("--keep", type=Path, help="run the daemon in this folder and keep it"
+                    " (default: a temporary folder, removed afterwards)")
+    ap.add_argument("--timeout", type=float, default=3600.0,
+                    help="seconds to wait for the embedding backlog to drain")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    args = ap.parse_args(argv)
+    if args.mode == "hybrid" and args.embedder == "none":
+        ap.error("--mode hybrid needs an embedder")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    result = anyio.run(run, args, backend="asyncio")
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        _print_table(args.dataset.resolve().name, args.mode, result)
+
+
+if __name__ == "__main__":
+    main()

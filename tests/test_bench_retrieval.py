@@ -1,0 +1,48 @@
+"""bench_retrieval end to end on a tiny dataset folder, with the hash embedder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from recalld.bench import load_dataset, score
+
+FIXTURE = Path(__file__).parent / "fixtures" / "tiny_dialogue"
+
+
+def test_a_hit_on_a_deduplicated_record_counts_for_every_id_it_stands_for() -> None:
+    ranked = [["a"], ["b", "c"], ["d"]]
+    result = score(ranked, ["c", "b", "z"])
+    assert result["recall@5"] == pytest.approx(2 / 3)
+    assert result["mrr@10"] == pytest.approx(1 / 2)
+    assert score([], ["a"]) == {"recall@5": 0.0, "recall@10": 0.0, "mrr@10": 0.0}
+
+
+def test_the_dataset_loader_skips_queries_without_evidence_and_keeps_ids_as_strings() -> None:
+    data = load_dataset(FIXTURE)
+    assert len(data.memories) == 15 and len(data.queries) == 7 and data.skipped == 1
+    note = next(m for m in data.memories if m.id == "note-x")
+    assert note.session is None and note.speaker is None and note.scope == "home"
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "bm25"])
+def test_bench_retrieval_loads_a_folder_through_a_daemon_and_reports_json(mode: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "recalld.bench", str(FIXTURE), "--mode", mode,
+         "--embedder", "hash", "--json", "--quiet"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert set(result) == {"overall", "by_category", "latency_ms"}
+    assert set(result["overall"]) == {"recall@5", "recall@10", "mrr@10", "n"}
+    assert set(result["latency_ms"]) == {"p50", "p95"}
+    assert result["overall"]["n"] == 7
+    assert {c: s["n"] for c, s in result["by_category"].items()} == {"multi-hop": 2, "single-hop": 5}
+    # Every question of this toy set shares a content word with its evidence.
+    assert result["overall"]["recall@10"] == pytest.approx(1.0)
+    assert 0.0 < result["overall"]["mrr@10"] <= 1.0
+    assert 0.0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p95"]
