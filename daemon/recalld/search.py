@@ -44,10 +44,23 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# Rank-based scores (memory_search's keyword mode ranks by term coverage with these).
 RRF_K = 60
-# Candidates each channel contributes to fusion: deep enough that fusion can reorder, bounded
-# so a common word cannot make one search read the whole table.
+# Candidates each channel contributes to fusion: deep enough that fusion and context can
+# reorder, bounded so a common word cannot make one search read the whole table.
 CHANNEL_DEPTH = 100
+# Share of the lexical channel in fusion (the semantic one has the rest). Lexical leads: a
+# small general-purpose embedding model is the weaker ranker on the specific nouns, names
+# and events people search their memory for, so meaning extends and reorders what the words
+# found rather than outvoting them.
+LEXICAL_WEIGHT = 0.7
+# Session context: how many places each side of a record count as its context, and the
+# weight of each neighbour's score against the record's own (see in_context).
+CONTEXT_WINDOW = 2
+CONTEXT_WEIGHT = 0.5
+# The best fused candidates that are ranked in context, with their neighbours; the rest
+# are too far down to reach the top of the list.
+CONTEXT_CANDIDATES = 50
 
 _STOP = frozenset(
     """a about above after again against all am an and any are as at be because been before
@@ -259,21 +272,29 @@ def retrieve(
     params: Sequence[Any],
     *,
     limit: int,
+    lexical_weight: float = LEXICAL_WEIGHT,
+    context_window: int = CONTEXT_WINDOW,
+    context_weight: float = CONTEXT_WEIGHT,
 ) -> list[Candidate]:
     """Candidates for a query, best first: the lexical and (when ``qvec`` is given) the
-    semantic channel, each restricted by the same SQL visibility clause, then fused.
+    semantic channel, each restricted by the same SQL visibility clause, fused, then scored
+    in the context of each record's session.
 
     ``visible`` is a SQL condition over ``records r`` with ``params`` for its placeholders;
     every caller (memory, episode, experience search) passes its own reader contract here,
-    so no channel can see more than another.
+    so no channel can see more than another, and context never surfaces a record it hides.
+
+    Fusion is a weighted sum of min-max normalised channel scores (see :func:`fuse`);
+    ``context_window=0`` turns the session context off (see :func:`in_context`).
     """
     match = fts_query(terms)
-    lexical: list[int] = []
+    lexical: list[tuple[int, float]] = []
     if match is not None:
         lexical = [
-            row[0]
-            for row in conn.execute(
-                "SELECT r.rowid FROM records_fts f JOIN records r ON r.rowid = f.rowid"
+            (rowid, -bm25)  # FTS5's bm25() is lower-is-better
+            for rowid, bm25 in conn.execute(
+                "SELECT r.rowid, bm25(records_fts) FROM records_fts f"
+                " JOIN records r ON r.rowid = f.rowid"
                 f" WHERE records_fts MATCH ? AND {visible}"
                 " ORDER BY bm25(records_fts) LIMIT ?",
                 (match, *params, CHANNEL_DEPTH),
@@ -282,19 +303,131 @@ def retrieve(
     semantic: list[tuple[int, float]] = []
     if qvec is not None and index is not None:
         semantic = _semantic(conn, index, qvec, visible, params)
-    fused = _rrf([lexical, [rowid for rowid, _ in semantic]] if qvec is not None else [lexical])
-    # Normalise so the best possible fused score (rank 1 in every channel) is 1.0.
-    best = (2 if qvec is not None else 1) / (RRF_K + 1)
-    lexical_rank = {rowid: i for i, rowid in enumerate(lexical)}
+    scores = fuse([(lexical, lexical_weight), (semantic, 1.0 - lexical_weight)])
+    if context_window > 0 and scores:
+        best = sorted(scores, key=lambda rowid: -scores[rowid])[: max(limit, CONTEXT_CANDIDATES)]
+        neighbours = _neighbours(conn, best, context_window)
+        found = scores
+        scores = in_context(scores, neighbours, context_weight)
+        _drop_hidden(conn, scores, [rowid for rowid in scores if rowid not in found], visible, params)
+    lexical_rank = {rowid: i for i, (rowid, _) in enumerate(lexical)}
     semantic_rank = {rowid: (i, cos) for i, (rowid, cos) in enumerate(semantic)}
     out = []
-    for rowid, score in fused[:limit]:
+    for rowid, score in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]:
         sem = semantic_rank.get(rowid)
         out.append(Candidate(
-            rowid=rowid, score=score / best, lexical_rank=lexical_rank.get(rowid),
+            rowid=rowid, score=score, lexical_rank=lexical_rank.get(rowid),
             semantic_rank=sem[0] if sem else None, cosine=sem[1] if sem else None,
         ))
     return out
+
+
+def fuse(channels: Sequence[tuple[Sequence[tuple[int, float]], float]]) -> dict[int, float]:
+    """Weighted sum of each channel's scores, min-max normalised within the channel.
+
+    Normalising per query puts bm25 (unbounded) and cosine (model-dependent range) on one
+    0..1 scale while keeping how far apart the candidates are, which RRF throws away: a
+    record far ahead in one channel stays ahead. The weights of the channels that returned
+    something are renormalised to sum to 1, so a lexical-only search scores like bm25 alone.
+    """
+    live = [(chan, w) for chan, w in channels if chan and w > 0]
+    total = sum(w for _, w in live)
+    out: dict[int, float] = {}
+    for chan, w in live:
+        hi = max(s for _, s in chan)
+        lo = min(s for _, s in chan)
+        span = hi - lo
+        for rowid, s in chan:
+            norm = (s - lo) / span if span > 0 else 1.0
+            out[rowid] = out.get(rowid, 0.0) + w / total * norm
+    return out
+
+
+# Neighbours of each record in its session, nearest first on each side: up to ? before and
+# ? after, ordered by (ts, rowid) so turns stored in one second keep their capture order.
+_NEIGHBOURS_SQL = """
+SELECT c.rowid,
+  (SELECT group_concat(rowid) FROM (SELECT n.rowid FROM records n
+     WHERE n.workspace = c.workspace AND n.kind = c.kind AND n.session = c.session
+       AND (n.ts, n.rowid) < (c.ts, c.rowid) ORDER BY n.ts DESC, n.rowid DESC LIMIT ?)),
+  (SELECT group_concat(rowid) FROM (SELECT n.rowid FROM records n
+     WHERE n.workspace = c.workspace AND n.kind = c.kind AND n.session = c.session
+       AND (n.ts, n.rowid) > (c.ts, c.rowid) ORDER BY n.ts, n.rowid LIMIT ?))
+FROM records c WHERE c.rowid IN ({}) AND c.session IS NOT NULL
+"""
+
+
+def _ids(joined: str | None) -> list[int]:
+    return [int(x) for x in joined.split(",")] if joined else []
+
+
+def _neighbours(conn: sqlite3.Connection, rowids: list[int], window: int) -> dict[int, list[int]]:
+    """``{rowid: neighbours}``: the records within ``window`` places of it in its session,
+    for every record of ``rowids`` and every neighbour of one.
+
+    One statement reads ``2 * window`` places each side of each record: that run of the
+    session holds the whole window of every record within ``window`` of its centre (where
+    the run is shorter, the session ends there).
+    """
+    out: dict[int, list[int]] = {}
+    span = 2 * window
+    sql = _NEIGHBOURS_SQL.format(",".join("?" * len(rowids)))
+    for rowid, before, after in conn.execute(sql, (span, span, *rowids)):
+        earlier = _ids(before)
+        run = [*reversed(earlier), rowid, *_ids(after)]
+        centre = len(earlier)
+        for i in range(max(0, centre - window), min(len(run), centre + window + 1)):
+            if run[i] not in out:
+                out[run[i]] = [
+                    run[j] for j in range(max(0, i - window), min(len(run), i + window + 1)) if j != i
+                ]
+    for rowid in rowids:  # no session, so no neighbours
+        out.setdefault(rowid, [])
+    return out
+
+
+def in_context(
+    scores: dict[int, float], neighbours: dict[int, list[int]], weight: float
+) -> dict[int, float]:
+    """Score each record of ``neighbours`` together with its session neighbours: the
+    weighted mean of its own score and theirs (weight 1 for itself, ``weight`` for each).
+
+    A conversation turn often means little alone ("yes, the one at the lake!"): the words
+    a query looks for are in the turns around it. Smoothing over the session lets such a
+    turn rise with its context, and lets a record that matched alone in an unrelated
+    stretch sink a little. A record with no session has no neighbours and keeps its score.
+    Only the records ``neighbours`` covers are scored; the rest are dropped.
+    """
+    out: dict[int, float] = {}
+    for rowid, near in neighbours.items():
+        total = scores.get(rowid, 0.0) + weight * sum(scores.get(n, 0.0) for n in near)
+        if total > 0:
+            out[rowid] = total / (1.0 + weight * len(near))
+    return out
+
+
+def _drop_hidden(
+    conn: sqlite3.Connection,
+    scores: dict[int, float],
+    unchecked: list[int],
+    visible: str,
+    params: Sequence[Any],
+) -> None:
+    # Neighbours came from the session, not from a channel: keep only those the caller's
+    # visibility clause allows, like every other candidate.
+    if not unchecked:
+        return
+    allowed = {
+        row[0]
+        for row in conn.execute(
+            f"SELECT r.rowid FROM records r WHERE r.rowid IN ({','.join('?' * len(unchecked))})"
+            f" AND {visible}",
+            (*unchecked, *params),
+        )
+    }
+    for rowid in unchecked:
+        if rowid not in allowed:
+            del scores[rowid]
 
 
 def _semantic(
@@ -325,11 +458,3 @@ def _semantic(
         if len(kept) >= want or k >= index.ntotal:
             return kept[:want]
         k = min(index.ntotal, k * 4)
-
-
-def _rrf(channels: list[list[int]]) -> list[tuple[int, float]]:
-    scores: dict[int, float] = {}
-    for channel in channels:
-        for rank, rowid in enumerate(channel):
-            scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (RRF_K + rank + 1)
-    return sorted(scores.items(), key=lambda kv: kv[1], reverse=True)

@@ -224,6 +224,11 @@ MIGRATIONS: list[str] = [
         UNIQUE (workspace, session)
     );
     """,
+    # 7: a record's neighbours in its session (search reads them to score a hit in context).
+    """
+    CREATE INDEX records_session ON records(workspace, kind, session, ts)
+        WHERE session IS NOT NULL;
+    """,
 ]
 
 

@@ -1,0 +1,137 @@
+"""Retrieval internals: query processing, fusion, session context, on a real store."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from recall_client import protocol as p
+from recalld import search
+from recalld.capture import MemoryStoreJob, Principal
+from recalld.embedding import HashEmbedder
+from recalld.store import open_reader, open_writer
+from recalld.vector_index import VectorIndex
+
+VISIBLE = (
+    " r.workspace = ? AND r.kind = 'memory' AND r.tombstoned_at IS NULL"
+    " AND (r.expires_at IS NULL OR r.expires_at > ?) AND r.eligibility = 'eligible'"
+)
+
+
+def test_query_terms_drop_stop_words_and_repeats_but_keep_an_all_stop_word_query() -> None:
+    assert search.query_terms("When did Ana adopt the dog, the DOG?") == ["ana", "adopt", "dog"]
+    assert search.query_terms("what is it") == ["what", "is", "it"]
+    assert search.query_terms("?!") == []
+
+
+def test_fts_query_quotes_every_term_so_no_query_syntax_leaks_in() -> None:
+    assert search.fts_query(['say "hi"', "NEAR"]) == '"say ""hi""" OR "NEAR"'
+    assert search.fts_query([]) is None
+
+
+def test_fuse_normalises_each_channel_and_weighs_them() -> None:
+    lexical = [(1, 12.0), (2, 6.0), (3, 2.0)]
+    semantic = [(3, 0.9), (4, 0.5), (1, 0.4)]
+    fused = search.fuse([(lexical, 0.7), (semantic, 0.3)])
+    assert fused[1] == pytest.approx(0.7 * 1.0 + 0.3 * 0.0)
+    assert fused[2] == pytest.approx(0.7 * 0.4)
+    assert fused[3] == pytest.approx(0.7 * 0.0 + 0.3 * 1.0)
+    assert fused[4] == pytest.approx(0.3 * 0.2)
+
+
+def test_fuse_with_one_channel_keeps_that_channels_order_on_a_full_scale() -> None:
+    lexical = [(7, 9.0), (8, 3.0), (9, 1.0)]
+    fused = search.fuse([(lexical, 0.7), ([], 0.3)])
+    assert sorted(fused, key=lambda r: -fused[r]) == [7, 8, 9]
+    assert fused[7] == pytest.approx(1.0)
+    assert search.fuse([([(5, 2.0)], 0.7)]) == {5: 1.0}
+
+
+def test_in_context_lifts_a_turn_whose_neighbours_match_and_leaves_loners_alone() -> None:
+    scores = {1: 1.0, 3: 1.0, 9: 0.6}
+    neighbours = {1: [2], 2: [1, 3], 3: [2], 9: []}
+    ranked = search.in_context(scores, neighbours, 0.5)
+    # Turn 2 matched nothing itself, but sits between two that did.
+    assert ranked[2] == pytest.approx((0 + 0.5 * 2.0) / (1 + 0.5 * 2))
+    assert ranked[1] == pytest.approx((1.0 + 0.5 * 0.0) / 1.5)
+    # No session, no neighbours: its own score, unchanged.
+    assert ranked[9] == pytest.approx(0.6)
+    # Records the neighbour map does not cover are not scored.
+    assert set(search.in_context(scores, {1: [2]}, 0.5)) == {1}
+
+
+def _store(conn, workspace: str, text: str, session: str | None, ts: float) -> int:  # type: ignore[no-untyped-def]
+    who = Principal(agent="t", workspace=workspace, uid=0, pid=0)
+    job = MemoryStoreJob(who, p.MemoryStore(text=text, workspace=workspace, session=session, ts=ts))
+    job.apply(conn, time.time())
+    return job.new_rowids[0]
+
+
+@pytest.fixture
+def dialogue(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Two sessions of one workspace, a session-less note, and a turn elsewhere."""
+    writer = open_writer(tmp_path, durability="normal")
+    writer.execute("BEGIN")
+    turns = [
+        "We adopted a beagle last weekend.",
+        "Where did you find him?",
+        "At the shelter by the lake.",
+        "Lovely people there.",
+        "He chewed my shoes already.",
+    ]
+    s1 = [_store(writer, "/home", t, "s1", 100.0 + i) for i, t in enumerate(turns)]
+    # Same timestamp twice: capture order (rowid) decides.
+    s2 = [_store(writer, "/home", t, "s2", 500.0) for t in ("Flying to Lisbon.", "Eat custard tarts.")]
+    note = _store(writer, "/home", "The spare key is under the pot.", None, 50.0)
+    other = _store(writer, "/work", "A beagle visits the office.", "s1", 101.5)
+    writer.execute("COMMIT")
+    reader = open_reader(tmp_path)
+    yield {"writer": writer, "reader": reader, "s1": s1, "s2": s2, "note": note, "other": other}
+    reader.close()
+    writer.close()
+
+
+def test_neighbours_are_the_window_around_each_record_within_its_own_session(dialogue) -> None:  # type: ignore[no-untyped-def]
+    s1, s2 = dialogue["s1"], dialogue["s2"]
+    near = search._neighbours(dialogue["reader"], [s1[0], s2[1], dialogue["note"]], 2)
+    assert near[s1[0]] == [s1[1], s1[2]]  # the session starts here
+    assert near[s1[2]] == [s1[0], s1[1], s1[3], s1[4]]  # a neighbour's own full window
+    assert near[s2[1]] == [s2[0]]  # same ts: capture order
+    assert near[dialogue["note"]] == []
+    assert dialogue["other"] not in {n for lst in near.values() for n in lst}
+
+
+def test_retrieve_finds_a_turn_through_its_context_but_never_a_hidden_one(dialogue) -> None:  # type: ignore[no-untyped-def]
+    s1, reader = dialogue["s1"], dialogue["reader"]
+    terms = search.query_terms("adopted beagle shelter lake")
+    params = ["/home", time.time()]
+    plain = search.retrieve(reader, terms, None, None, VISIBLE, params, limit=10, context_window=0)
+    assert {c.rowid for c in plain} == {s1[0], s1[2]}
+    found = search.retrieve(reader, terms, None, None, VISIBLE, params, limit=10)
+    by_id = {c.rowid: c for c in found}
+    # "Where did you find him?" shares no word with the query: its context brought it.
+    assert s1[1] in by_id and by_id[s1[1]].lexical_rank is None
+    assert all(0.0 < c.score <= 1.0 for c in found)
+    assert dialogue["other"] not in by_id
+
+    writer = dialogue["writer"]
+    writer.execute("UPDATE records SET tombstoned_at = 1 WHERE rowid = ?", (s1[1],))
+    again = search.retrieve(reader, terms, None, None, VISIBLE, params, limit=10)
+    assert s1[1] not in {c.rowid for c in again}
+
+
+def test_retrieve_fuses_the_semantic_channel_under_the_same_visibility(dialogue, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    reader = dialogue["reader"]
+    rows = reader.execute("SELECT rowid, text FROM records ORDER BY rowid").fetchall()
+    embedder = HashEmbedder()
+    index = VectorIndex(tmp_path, embedder.dim, embedder.name)
+    index._add_sync(np.array([r for r, _ in rows], dtype=np.int64), embedder.encode([t for _, t in rows]))
+    query = "custard tarts Lisbon"
+    qvec = embedder.encode([query])[0]
+    params = ["/home", time.time()]
+    found = search.retrieve(reader, search.query_terms(query), qvec, index, VISIBLE, params, limit=3)
+    assert found[0].rowid in dialogue["s2"]
+    assert found[0].cosine is not None and found[0].lexical_rank is not None
+    assert dialogue["other"] not in {c.rowid for c in found}
