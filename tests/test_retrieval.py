@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from recall_client import protocol as p
 from recalld import search
-from recalld.capture import MemoryStoreJob, Principal
+from recalld.capture import Principal
+from recalld.memories import MemoryStoreJob
 from recalld.embedding import HashEmbedder
 from recalld.store import open_reader, open_writer
 from recalld.vector_index import VectorIndex

@@ -278,7 +278,7 @@ async def _wait_embedded(rc: RecallClient, records: int, timeout: float) -> p.St
 
 
 async def _search_all(
-    rc: RecallClient, queries: Sequence[Query], loaded: Loaded, mode: str
+    rc: RecallClient, queries: Sequence[Query], loaded: Loaded, mode: str, min_score: float
 ) -> tuple[list[dict[str, Any]], list[float]]:
     # Warm-up, untimed and unscored: the first searches pay for caches and thread start-up.
     for i in range(20):
@@ -288,7 +288,8 @@ async def _search_all(
     for q in queries:
         started = time.perf_counter()
         result = await rc.call(
-            p.MemorySearch(query=q.query[:4000], limit=10, mode=mode, workspace=q.scope),
+            p.MemorySearch(query=q.query[:4000], limit=10, mode=mode, workspace=q.scope,
+                           min_score=min_score),
             p.MemorySearchResult,
         )
         latencies.append((time.perf_counter() - started) * 1000)
@@ -334,7 +335,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     report = await _wait_embedded(rc, len(loaded.ids), args.timeout)
                     say(f"embedded with {report.model.name} in"
                         f" {time.perf_counter() - started:.1f}s after the last store")
-                rows, latencies = await _search_all(rc, data.queries, loaded, args.mode)
+                rows, latencies = await _search_all(
+                    rc, data.queries, loaded, args.mode, args.min_score
+                )
         except BaseException:
             if daemon.log.exists():
                 sys.stderr.write(daemon.log.read_text(errors="replace")[-4000:])
@@ -368,6 +371,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                     " eval_baseline.py's results")
     ap.add_argument("--embedder", choices=["minilm", "hash", "none"], default="minilm",
                     help="the daemon's embedder (default: the bundled all-MiniLM-L6-v2)")
+    ap.add_argument("--min-score", type=float, default=0.0,
+                    help="memory_search's relevance floor (default 0: score the whole top 10;"
+                    " the daemon's own default floor, 0.25, hides weak hits from agents)")
     ap.add_argument("--max-queries", type=int, default=0,
                     help="a deterministic subsample of N queries (sha1 of qid)")
     ap.add_argument("--keep", type=Path, help="run the daemon in this folder and keep it"

@@ -226,7 +226,7 @@ MIGRATIONS: list[str] = [
     """,
     # 7: a record's neighbours in its session (search reads them to score a hit in context).
     """
-    CREATE INDEX records_session ON records(workspace, kind, session, ts)
+    CREATE INDEX records_session_ts ON records(workspace, kind, session, ts)
         WHERE session IS NOT NULL;
     """,
 ]
