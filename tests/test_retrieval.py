@@ -61,6 +61,8 @@ def test_in_context_lifts_a_turn_whose_neighbours_match_and_leaves_loners_alone(
     assert ranked[9] == pytest.approx(0.6)
     # Records the neighbour map does not cover are not scored.
     assert set(search.in_context(scores, {1: [2]}, 0.5)) == {1}
+    # A candidate at the bottom of its channel (normalised to 0) is kept, a bare neighbour not.
+    assert search.in_context({5: 0.0}, {5: [6], 6: [5]}, 0.5) == {5: 0.0}
 
 
 def _store(conn, workspace: str, text: str, session: str | None, ts: float) -> int:  # type: ignore[no-untyped-def]

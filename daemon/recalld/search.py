@@ -401,7 +401,9 @@ def in_context(
     out: dict[int, float] = {}
     for rowid, near in neighbours.items():
         total = scores.get(rowid, 0.0) + weight * sum(scores.get(n, 0.0) for n in near)
-        if total > 0:
+        # A channel's weakest candidate normalises to 0 yet was found: it stays. A neighbour
+        # only joins when its context gives it something.
+        if total > 0 or rowid in scores:
             out[rowid] = total / (1.0 + weight * len(near))
     return out
 
