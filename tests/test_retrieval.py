@@ -35,7 +35,7 @@ def test_fts_query_quotes_every_term_so_no_query_syntax_leaks_in() -> None:
 def test_fuse_normalises_each_channel_and_weighs_them() -> None:
     lexical = [(1, 12.0), (2, 6.0), (3, 2.0)]
     semantic = [(3, 0.9), (4, 0.5), (1, 0.4)]
-    fused = search.fuse([(lexical, 0.7), (semantic, 0.3)])
+    fused = search.fuse([(lexical, 0.7), (semantic, 0.3)], depth=3)
     assert fused[1] == pytest.approx(0.7 * 1.0 + 0.3 * 0.0)
     assert fused[2] == pytest.approx(0.7 * 0.4)
     assert fused[3] == pytest.approx(0.7 * 0.0 + 0.3 * 1.0)
@@ -44,9 +44,13 @@ def test_fuse_normalises_each_channel_and_weighs_them() -> None:
 
 def test_fuse_with_one_channel_keeps_that_channels_order_on_a_full_scale() -> None:
     lexical = [(7, 9.0), (8, 3.0), (9, 1.0)]
-    fused = search.fuse([(lexical, 0.7), ([], 0.3)])
+    fused = search.fuse([(lexical, 1.0)])
     assert sorted(fused, key=lambda r: -fused[r]) == [7, 8, 9]
     assert fused[7] == pytest.approx(1.0)
+    # A channel that ran and found nothing keeps its share of the weight.
+    assert search.fuse([([], 0.7), ([(3, 0.9), (4, 0.1)], 0.3)], depth=2)[3] == pytest.approx(0.3)
+    # Cut short of its depth, a channel's floor is 0, not its weakest candidate.
+    assert search.fuse([([(3, 8.0), (4, 6.0)], 1.0)])[4] == pytest.approx(0.75)
     assert search.fuse([([(5, 2.0)], 0.7)]) == {5: 1.0}
 
 

@@ -303,7 +303,12 @@ def retrieve(
     semantic: list[tuple[int, float]] = []
     if qvec is not None and index is not None:
         semantic = _semantic(conn, index, qvec, visible, params)
-    scores = fuse([(lexical, lexical_weight), (semantic, 1.0 - lexical_weight)])
+    # Weights are shared among the channels that ran: a channel that ran and found nothing
+    # keeps its share, so meaning alone (no word of the query anywhere) cannot score full.
+    ran = [(lexical, lexical_weight)] if match is not None else []
+    if qvec is not None and index is not None:
+        ran.append((semantic, 1.0 - lexical_weight))
+    scores = fuse(ran)
     if context_window > 0 and scores:
         best = sorted(scores, key=lambda rowid: -scores[rowid])[: max(limit, CONTEXT_CANDIDATES)]
         neighbours = _neighbours(conn, best, context_window)
@@ -322,20 +327,24 @@ def retrieve(
     return out
 
 
-def fuse(channels: Sequence[tuple[Sequence[tuple[int, float]], float]]) -> dict[int, float]:
-    """Weighted sum of each channel's scores, min-max normalised within the channel.
+def fuse(
+    channels: Sequence[tuple[Sequence[tuple[int, float]], float]], depth: int = CHANNEL_DEPTH
+) -> dict[int, float]:
+    """Weighted sum of each channel's scores, each scaled to 0..1 between its floor and top.
 
     Normalising per query puts bm25 (unbounded) and cosine (model-dependent range) on one
     0..1 scale while keeping how far apart the candidates are, which RRF throws away: a
-    record far ahead in one channel stays ahead. The weights of the channels that returned
-    something are renormalised to sum to 1, so a lexical-only search scores like bm25 alone.
+    record far ahead in one channel stays ahead. The weights of the channels given are
+    renormalised to sum to 1, so a lexical-only search scores like bm25 alone.
     """
+    total = sum(w for _, w in channels)
     live = [(chan, w) for chan, w in channels if chan and w > 0]
-    total = sum(w for _, w in live)
     out: dict[int, float] = {}
     for chan, w in live:
         hi = max(s for _, s in chan)
-        lo = min(s for _, s in chan)
+        # A channel cut at its depth has the rest of the store below its weakest candidate:
+        # that is its floor. A shorter one returned all it found; its floor is "unrelated", 0.
+        lo = min(s for _, s in chan) if len(chan) >= depth else min(0.0, *(s for _, s in chan))
         span = hi - lo
         for rowid, s in chan:
             norm = (s - lo) / span if span > 0 else 1.0
