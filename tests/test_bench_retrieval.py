@@ -46,3 +46,25 @@ def test_bench_retrieval_loads_a_folder_through_a_daemon_and_reports_json(mode: 
     assert result["overall"]["recall@10"] == pytest.approx(1.0)
     assert 0.0 < result["overall"]["mrr@10"] <= 1.0
     assert 0.0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p95"]
+
+
+def test_several_modes_run_over_one_store_and_print_one_result_each() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "recalld.bench", str(FIXTURE), "--mode", "bm25,hybrid",
+         "--embedder", "hash", "--json", "--quiet"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)
+    assert set(results) == {"bm25", "hybrid"}
+    for result in results.values():
+        assert set(result) == {"overall", "by_category", "latency_ms"}
+        assert result["overall"]["n"] == 7
+
+
+def test_an_unknown_mode_is_refused_before_anything_starts() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "recalld.bench", str(FIXTURE), "--mode", "bm25,fuzzy"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2 and "unknown --mode fuzzy" in proc.stderr

@@ -234,7 +234,9 @@ async def test_top_k_limits_and_the_floor_and_low_confidence(running_daemon: Dae
         loose = await search(rc, "kubernetes helm chart values upload", min_score=0.0)
         assert loose.hits and loose.low_confidence
         assert all(h.relevance == "low" for h in loose.hits)
-        strict = await search(rc, "flaky upload test timeout", min_score=0.99)
+        # one word of five: its evidence (0.8) is under a floor of 0.9, however well it ranks
+        assert max(h.score for h in loose.hits) < 0.9
+        strict = await search(rc, "kubernetes helm chart values upload", min_score=0.9)
         assert strict.hits == [] and strict.low_confidence
 
 

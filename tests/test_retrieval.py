@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from recall_client import protocol as p
-from recalld import search
+from recalld import search, session_context
 from recalld.capture import Principal
 from recalld.memories import MemoryStoreJob
 from recalld.embedding import HashEmbedder
@@ -57,16 +57,16 @@ def test_fuse_with_one_channel_keeps_that_channels_order_on_a_full_scale() -> No
 def test_in_context_lifts_a_turn_whose_neighbours_match_and_leaves_loners_alone() -> None:
     scores = {1: 1.0, 3: 1.0, 9: 0.6}
     neighbours = {1: [2], 2: [1, 3], 3: [2], 9: []}
-    ranked = search.in_context(scores, neighbours, 0.5)
+    ranked = session_context.in_context(scores, neighbours, 0.5)
     # Turn 2 matched nothing itself, but sits between two that did.
     assert ranked[2] == pytest.approx((0 + 0.5 * 2.0) / (1 + 0.5 * 2))
     assert ranked[1] == pytest.approx((1.0 + 0.5 * 0.0) / 1.5)
     # No session, no neighbours: its own score, unchanged.
     assert ranked[9] == pytest.approx(0.6)
     # Records the neighbour map does not cover are not scored.
-    assert set(search.in_context(scores, {1: [2]}, 0.5)) == {1}
+    assert set(session_context.in_context(scores, {1: [2]}, 0.5)) == {1}
     # A candidate at the bottom of its channel (normalised to 0) is kept, a bare neighbour not.
-    assert search.in_context({5: 0.0}, {5: [6], 6: [5]}, 0.5) == {5: 0.0}
+    assert session_context.in_context({5: 0.0}, {5: [6], 6: [5]}, 0.5) == {5: 0.0}
 
 
 def _store(conn, workspace: str, text: str, session: str | None, ts: float) -> int:  # type: ignore[no-untyped-def]
@@ -102,7 +102,8 @@ def dialogue(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def test_neighbours_are_the_window_around_each_record_within_its_own_session(dialogue) -> None:  # type: ignore[no-untyped-def]
     s1, s2 = dialogue["s1"], dialogue["s2"]
-    near = search._neighbours(dialogue["reader"], [s1[0], s2[1], dialogue["note"]], 2)
+    near = session_context.neighbours(dialogue["reader"], [s1[0], s2[1], dialogue["note"]], 2,
+                                      test_order=False)
     assert near[s1[0]] == [s1[1], s1[2]]  # the session starts here
     assert near[s1[2]] == [s1[0], s1[1], s1[3], s1[4]]  # a neighbour's own full window
     assert near[s2[1]] == [s2[0]]  # same ts: capture order
@@ -110,7 +111,9 @@ def test_neighbours_are_the_window_around_each_record_within_its_own_session(dia
     assert dialogue["other"] not in {n for lst in near.values() for n in lst}
 
 
-def test_retrieve_finds_a_turn_through_its_context_but_never_a_hidden_one(dialogue) -> None:  # type: ignore[no-untyped-def]
+def test_retrieve_finds_a_turn_through_its_context_but_never_a_hidden_one(dialogue, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Five turns are too few for the order test to find order; here it is granted.
+    monkeypatch.setattr(session_context, "ordered", lambda conn, workspace, kind: True)
     s1, reader = dialogue["s1"], dialogue["reader"]
     terms = search.query_terms("adopted beagle shelter lake")
     params = ["/home", time.time()]
@@ -142,3 +145,60 @@ def test_retrieve_fuses_the_semantic_channel_under_the_same_visibility(dialogue,
     assert found[0].rowid in dialogue["s2"]
     assert found[0].cosine is not None and found[0].lexical_rank is not None
     assert dialogue["other"] not in {c.rowid for c in found}
+
+
+TOPICS = ("beagle", "lisbon", "violin", "marathon", "sourdough", "kayak", "chess", "orchid",
+          "telescope", "pottery", "tango", "glacier", "saxophone", "vineyard", "origami")
+
+
+def _conversation(seed: int) -> list[str]:
+    """Turns of one session that talk about one thing at a time, three turns a topic."""
+    rng = np.random.default_rng(seed)
+    fillers = ["really", "think", "went", "great", "weekend", "friend", "tried", "later", "love"]
+    return [f"{TOPICS[i // 3]} {' '.join(rng.choice(fillers, 3))}" for i in range(3 * len(TOPICS))]
+
+
+@pytest.fixture
+def ordered_and_shuffled(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The same turns twice: in their order in /talk, shuffled inside the session in /mixed."""
+    writer = open_writer(tmp_path, durability="normal")
+    writer.execute("BEGIN")
+    turns = _conversation(1)
+    talk = [_store(writer, "/talk", t, "s", 1000.0 + i) for i, t in enumerate(turns)]
+    order = np.random.default_rng(2).permutation(len(turns))
+    mixed = {int(k): _store(writer, "/mixed", turns[k], "s", 1000.0 + i) for i, k in enumerate(order)}
+    writer.execute("UPDATE records SET eligibility = 'eligible'")
+    writer.execute("COMMIT")
+    reader = open_reader(tmp_path)
+    yield {"reader": reader, "talk": talk, "mixed": [mixed[k] for k in range(len(turns))]}
+    reader.close()
+    writer.close()
+
+
+def test_the_order_test_finds_order_in_a_conversation_and_none_when_it_is_shuffled(
+    ordered_and_shuffled,  # type: ignore[no-untyped-def]
+) -> None:
+    reader = ordered_and_shuffled["reader"]
+    talk = session_context.order_test(reader, "/talk", "memory", 0.0)
+    mixed = session_context.order_test(reader, "/mixed", "memory", 0.0)
+    assert talk.ordered and talk.t >= session_context.ORDER_T and talk.pairs >= 40
+    assert not mixed.ordered and mixed.t < session_context.ORDER_T
+    # Too few records are no evidence of order.
+    nothing = session_context.order_test(reader, "/nowhere", "memory", 0.0)
+    assert not nothing.ordered and nothing.pairs == 0
+
+
+def test_context_ranks_only_where_sessions_are_ordered(ordered_and_shuffled) -> None:  # type: ignore[no-untyped-def]
+    reader, talk, mixed = (ordered_and_shuffled[k] for k in ("reader", "talk", "mixed"))
+    terms = search.query_terms("violin great")
+    for workspace, ids in (("/talk", talk), ("/mixed", mixed)):
+        params = [workspace, time.time()]
+        plain = search.retrieve(reader, terms, None, None, VISIBLE, params, limit=10, context_window=0)
+        found = search.retrieve(reader, terms, None, None, VISIBLE, params, limit=10)
+        if workspace == "/talk":
+            # The three violin turns lead; context lifted them over the loners that only
+            # said "great".
+            assert {c.rowid for c in found[:3]} == set(ids[6:9])
+            assert [c.score for c in found] != [c.score for c in plain]
+        else:
+            assert [(c.rowid, c.score) for c in found] == [(c.rowid, c.score) for c in plain]

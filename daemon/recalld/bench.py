@@ -311,7 +311,7 @@ def _report(rows: list[dict[str, Any]], latencies: list[float]) -> dict[str, Any
     }
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+async def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     data = load_dataset(args.dataset, max_queries=args.max_queries)
     if not data.queries:
         raise SystemExit(f"bench_retrieval: {args.dataset} has no query with relevant ids")
@@ -320,7 +320,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         f" ({data.skipped} skipped), {len({m.scope for m in data.memories})} scopes")
     # A lexical ranking owes nothing to the model: leave it out rather than let it embed
     # in the background while the searches are timed.
-    embedder = args.embedder if args.mode == "hybrid" else "none"
+    embedder = args.embedder if "hybrid" in args.modes else "none"
     with _workdir(args.keep) as root:
         daemon = _Daemon(root, embedder)
         try:
@@ -330,21 +330,24 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 loaded = await _load(rc, data.memories)
                 say(f"stored {len(loaded.ids)} records ({loaded.duplicates} duplicate texts)"
                     f" in {loaded.seconds:.1f}s")
-                if args.mode == "hybrid":
+                if "hybrid" in args.modes:
                     started = time.perf_counter()
                     report = await _wait_embedded(rc, len(loaded.ids), args.timeout)
                     say(f"embedded with {report.model.name} in"
                         f" {time.perf_counter() - started:.1f}s after the last store")
-                rows, latencies = await _search_all(
-                    rc, data.queries, loaded, args.mode, args.min_score
-                )
+                results = {}
+                for mode in args.modes:  # one load, every mode over the same store
+                    rows, latencies = await _search_all(
+                        rc, data.queries, loaded, mode, args.min_score
+                    )
+                    results[mode] = _report(rows, latencies)
         except BaseException:
             if daemon.log.exists():
                 sys.stderr.write(daemon.log.read_text(errors="replace")[-4000:])
             raise
         finally:
             daemon.stop()
-    return _report(rows, latencies)
+    return results
 
 
 def _print_table(name: str, mode: str, result: dict[str, Any]) -> None:
@@ -365,10 +368,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         " recall@10, MRR@10 (overall and per category) and latency.",
     )
     ap.add_argument("dataset", type=Path, help="folder with memories.jsonl and queries.jsonl")
-    ap.add_argument("--mode", choices=["keyword", "bm25", "hybrid"], default="hybrid")
+    ap.add_argument("--mode", default="hybrid",
+                    help="keyword, bm25 or hybrid (the default), or several separated by"
+                    " commas (bm25,hybrid), each run over the same store")
     ap.add_argument("--json", action="store_true",
                     help="print {overall, by_category, latency_ms} as JSON, as one method of"
-                    " eval_baseline.py's results")
+                    " eval_baseline.py's results; with several modes, {mode: that}")
     ap.add_argument("--embedder", choices=["minilm", "hash", "none"], default="minilm",
                     help="the daemon's embedder (default: the bundled all-MiniLM-L6-v2)")
     ap.add_argument("--min-score", type=float, default=0.0,
@@ -382,18 +387,22 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                     help="seconds to wait for the embedding backlog to drain")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = ap.parse_args(argv)
-    if args.mode == "hybrid" and args.embedder == "none":
+    args.modes = list(dict.fromkeys(m.strip() for m in args.mode.split(",")))
+    if unknown := [m for m in args.modes if m not in ("keyword", "bm25", "hybrid")]:
+        ap.error(f"unknown --mode {', '.join(unknown)} (keyword, bm25, hybrid)")
+    if "hybrid" in args.modes and args.embedder == "none":
         ap.error("--mode hybrid needs an embedder")
     return args
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
-    result = anyio.run(run, args, backend="asyncio")
+    results = anyio.run(run, args, backend="asyncio")
     if args.json:
-        print(json.dumps(result, indent=1))
+        print(json.dumps(results[args.modes[0]] if len(results) == 1 else results, indent=1))
     else:
-        _print_table(args.dataset.resolve().name, args.mode, result)
+        for mode, result in results.items():
+            _print_table(args.dataset.resolve().name, mode, result)
 
 
 if __name__ == "__main__":

@@ -6,14 +6,15 @@ then scores what comes back and shapes the result:
 
     score = fused * evidence * recency * trust * outcomes * supersession
 
-- ``fused``: retrieval's own 0..1 score (rank fusion of the mode's channels); in keyword mode,
-  the rank by term coverage. With a cross-encoder, half of it is the cross-encoder's score.
-- ``evidence``: 0.4..1 by ``relevance``, the absolute evidence that the hit is about the query:
+- ``fused``: retrieval's fused score relative to the query's best candidate (1 for it); in
+  keyword mode, the rank by term coverage. With a cross-encoder, half of it is the
+  cross-encoder's score.
+- ``evidence``: 0..1 by ``relevance``, the absolute evidence that the hit is about the query:
   the share of the query's words it contains, or its calibrated cosine, whichever is higher.
   Full from a quarter of the query's words on, so among hits with real evidence the mode's own
-  order stands; fusion alone is relative (the semantic channel always has a nearest vector),
-  and a hit with no evidence at all cannot reach the floor on rank alone. ``relevance`` also
-  decides ``low_confidence`` (no hit with at least 0.5).
+  order stands. Fusion is relative (the semantic channel always has a nearest vector): a hit
+  with no evidence scores 0, whatever its rank. ``relevance`` also decides ``low_confidence``
+  (no hit with at least 0.5).
 - ``recency``: 0.85..1 by age (30-day half-life), unless ``disable_recency_boost``.
 - ``trust``: 0.7..1; ``outcomes``: down to 0.7 for recent ignored / contradicted uses that a
   later use, update or verification has not cleared; ``supersession``: 0.6.
@@ -131,7 +132,7 @@ class _Coverage:
 
 
 def _evidence(relevance: float) -> float:
-    return 0.4 + 0.6 * min(1.0, relevance / EVIDENCE_FULL)
+    return min(1.0, relevance / EVIDENCE_FULL)
 
 
 def _relevance_label(coverage: float) -> p.Relevance:
@@ -446,6 +447,10 @@ class MemoryReader:
         )} if cands else {}
         outcomes = _outcomes(conn, rows.values(), now)
         covers = _Coverage(terms)
+        # Fusion's scores are relative to this query's candidates (how far ahead of the rest
+        # a hit is), so they are taken relative to the best of them; whether a hit is about
+        # the query at all is the evidence factor's to say.
+        top_fused = max((c.score for c in cands), default=0.0) or 1.0
         scored: list[_Scored] = []
         for c in cands:
             row = rows.get(c.rowid)
@@ -456,7 +461,7 @@ class MemoryReader:
             if c.cosine is not None:
                 cos_ev = min(1.0, max(0.0, (c.cosine - COSINE_NOISE) / COSINE_SPAN))
             scored.append(_Scored(
-                row=row, cand=c, fused=c.score, coverage=coverage, match_terms=matched,
+                row=row, cand=c, fused=c.score / top_fused, coverage=coverage, match_terms=matched,
                 cosine_evidence=cos_ev, relevance=max(coverage, cos_ev), outcomes=outcomes[c.rowid],
             ))
         if mode == "keyword":

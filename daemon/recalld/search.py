@@ -23,6 +23,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from recall_client import protocol as p
 
+from . import session_context
 from .capture import Principal
 from .embedding import Model
 from .errors import RecallError
@@ -54,13 +55,6 @@ CHANNEL_DEPTH = 100
 # and events people search their memory for, so meaning extends and reorders what the words
 # found rather than outvoting them.
 LEXICAL_WEIGHT = 0.7
-# Session context: how many places each side of a record count as its context, and the
-# weight of each neighbour's score against the record's own (see in_context).
-CONTEXT_WINDOW = 2
-CONTEXT_WEIGHT = 0.5
-# The best fused candidates that are ranked in context, with their neighbours; the rest
-# are too far down to reach the top of the list.
-CONTEXT_CANDIDATES = 50
 
 _STOP = frozenset(
     """a about above after again against all am an and any are as at be because been before
@@ -273,8 +267,8 @@ def retrieve(
     *,
     limit: int,
     lexical_weight: float = LEXICAL_WEIGHT,
-    context_window: int = CONTEXT_WINDOW,
-    context_weight: float = CONTEXT_WEIGHT,
+    context_window: int = session_context.CONTEXT_WINDOW,
+    context_weight: float = session_context.CONTEXT_WEIGHT,
 ) -> list[Candidate]:
     """Candidates for a query, best first: the lexical and (when ``qvec`` is given) the
     semantic channel, each restricted by the same SQL visibility clause, fused, then scored
@@ -285,7 +279,7 @@ def retrieve(
     so no channel can see more than another, and context never surfaces a record it hides.
 
     Fusion is a weighted sum of min-max normalised channel scores (see :func:`fuse`);
-    ``context_window=0`` turns the session context off (see :func:`in_context`).
+    ``context_window=0`` turns the session context off (see :mod:`.session_context`).
     """
     match = fts_query(terms)
     lexical: list[tuple[int, float]] = []
@@ -309,12 +303,8 @@ def retrieve(
     if qvec is not None and index is not None:
         ran.append((semantic, 1.0 - lexical_weight))
     scores = fuse(ran)
-    if context_window > 0 and scores:
-        best = sorted(scores, key=lambda rowid: -scores[rowid])[: max(limit, CONTEXT_CANDIDATES)]
-        neighbours = _neighbours(conn, best, context_window)
-        found = scores
-        scores = in_context(scores, neighbours, context_weight)
-        _drop_hidden(conn, scores, [rowid for rowid in scores if rowid not in found], visible, params)
+    scores = session_context.rescore(conn, scores, visible, params, limit=limit,
+                                     window=context_window, weight=context_weight)
     lexical_rank = {rowid: i for i, (rowid, _) in enumerate(lexical)}
     semantic_rank = {rowid: (i, cos) for i, (rowid, cos) in enumerate(semantic)}
     out = []
@@ -350,95 +340,6 @@ def fuse(
             norm = (s - lo) / span if span > 0 else 1.0
             out[rowid] = out.get(rowid, 0.0) + w / total * norm
     return out
-
-
-# Neighbours of each record in its session, nearest first on each side: up to ? before and
-# ? after, ordered by (ts, rowid) so turns stored in one second keep their capture order.
-_NEIGHBOURS_SQL = """
-SELECT c.rowid,
-  (SELECT group_concat(rowid) FROM (SELECT n.rowid FROM records n
-     WHERE n.workspace = c.workspace AND n.kind = c.kind AND n.session = c.session
-       AND (n.ts, n.rowid) < (c.ts, c.rowid) ORDER BY n.ts DESC, n.rowid DESC LIMIT ?)),
-  (SELECT group_concat(rowid) FROM (SELECT n.rowid FROM records n
-     WHERE n.workspace = c.workspace AND n.kind = c.kind AND n.session = c.session
-       AND (n.ts, n.rowid) > (c.ts, c.rowid) ORDER BY n.ts, n.rowid LIMIT ?))
-FROM records c WHERE c.rowid IN ({}) AND c.session IS NOT NULL
-"""
-
-
-def _ids(joined: str | None) -> list[int]:
-    return [int(x) for x in joined.split(",")] if joined else []
-
-
-def _neighbours(conn: sqlite3.Connection, rowids: list[int], window: int) -> dict[int, list[int]]:
-    """``{rowid: neighbours}``: the records within ``window`` places of it in its session,
-    for every record of ``rowids`` and every neighbour of one.
-
-    One statement reads ``2 * window`` places each side of each record: that run of the
-    session holds the whole window of every record within ``window`` of its centre (where
-    the run is shorter, the session ends there).
-    """
-    out: dict[int, list[int]] = {}
-    span = 2 * window
-    sql = _NEIGHBOURS_SQL.format(",".join("?" * len(rowids)))
-    for rowid, before, after in conn.execute(sql, (span, span, *rowids)):
-        earlier = _ids(before)
-        run = [*reversed(earlier), rowid, *_ids(after)]
-        centre = len(earlier)
-        for i in range(max(0, centre - window), min(len(run), centre + window + 1)):
-            if run[i] not in out:
-                out[run[i]] = [
-                    run[j] for j in range(max(0, i - window), min(len(run), i + window + 1)) if j != i
-                ]
-    for rowid in rowids:  # no session, so no neighbours
-        out.setdefault(rowid, [])
-    return out
-
-
-def in_context(
-    scores: dict[int, float], neighbours: dict[int, list[int]], weight: float
-) -> dict[int, float]:
-    """Score each record of ``neighbours`` together with its session neighbours: the
-    weighted mean of its own score and theirs (weight 1 for itself, ``weight`` for each).
-
-    A conversation turn often means little alone ("yes, the one at the lake!"): the words
-    a query looks for are in the turns around it. Smoothing over the session lets such a
-    turn rise with its context, and lets a record that matched alone in an unrelated
-    stretch sink a little. A record with no session has no neighbours and keeps its score.
-    Only the records ``neighbours`` covers are scored; the rest are dropped.
-    """
-    out: dict[int, float] = {}
-    for rowid, near in neighbours.items():
-        total = scores.get(rowid, 0.0) + weight * sum(scores.get(n, 0.0) for n in near)
-        # A channel's weakest candidate normalises to 0 yet was found: it stays. A neighbour
-        # only joins when its context gives it something.
-        if total > 0 or rowid in scores:
-            out[rowid] = total / (1.0 + weight * len(near))
-    return out
-
-
-def _drop_hidden(
-    conn: sqlite3.Connection,
-    scores: dict[int, float],
-    unchecked: list[int],
-    visible: str,
-    params: Sequence[Any],
-) -> None:
-    # Neighbours came from the session, not from a channel: keep only those the caller's
-    # visibility clause allows, like every other candidate.
-    if not unchecked:
-        return
-    allowed = {
-        row[0]
-        for row in conn.execute(
-            f"SELECT r.rowid FROM records r WHERE r.rowid IN ({','.join('?' * len(unchecked))})"
-            f" AND {visible}",
-            (*unchecked, *params),
-        )
-    }
-    for rowid in unchecked:
-        if rowid not in allowed:
-            del scores[rowid]
 
 
 def _semantic(

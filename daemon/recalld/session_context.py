@@ -1,0 +1,240 @@
+"""Session context: ranking a record together with its neighbours in its session.
+
+A conversation turn often means little alone ("yes, the one at the lake!"): the words a
+query looks for are in the turns around it. So retrieval scores each of its best candidates,
+and each record near one in its session, as the weighted mean of its own fused score and
+its neighbours' (see :func:`in_context`).
+
+That only helps where a session's order carries meaning. Whether it does is measured, not
+assumed, per workspace and kind (see :func:`ordered`): adjacent records of a session must
+share more words than records of the same session far apart, by a margin a t-test calls
+significant. Where they do not (notes stored in any order, shuffled data, sessions that are
+just connections), records keep their own scores and retrieval is plain fusion.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sqlite3
+import statistics
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CONTEXT_CANDIDATES", "CONTEXT_WEIGHT", "CONTEXT_WINDOW", "in_context", "neighbours",
+           "ordered", "rescore"]
+
+# How many places each side of a record count as its context, and the weight of each
+# neighbour's score against the record's own (see in_context).
+CONTEXT_WINDOW = 2
+CONTEXT_WEIGHT = 0.5
+# The best fused candidates that are ranked in context, with their neighbours; the rest
+# are too far down to reach the top of the list.
+CONTEXT_CANDIDATES = 50
+
+# The order test: the most recent records of a workspace's kind it reads, the fewest pairs
+# it decides on, and the one-sided t it needs (3: a chance of about 1 in 700 that unordered
+# sessions pass).
+ORDER_SAMPLE = 1_000
+ORDER_MIN_PAIRS = 30
+ORDER_T = 3.0
+# How long a verdict stands: sessions change as records arrive; a verdict drawn on a small
+# sample is taken again sooner.
+ORDER_TTL_S, ORDER_TTL_SMALL_S = 600.0, 30.0
+
+
+# Neighbours of each record in its session, nearest first on each side: up to ? before and
+# ? after, ordered by (ts, rowid) so turns stored in one second keep their capture order.
+_NEIGHBOURS_SQL = """
+SELECT c.rowid, c.workspace, c.kind,
+  (SELECT group_concat(rowid) FROM (SELECT n.rowid FROM records n
+     WHERE n.workspace = c.workspace AND n.kind = c.kind AND n.session = c.session
+       AND (n.ts, n.rowid) < (c.ts, c.rowid) ORDER BY n.ts DESC, n.rowid DESC LIMIT ?)),
+  (SELECT group_concat(rowid) FROM (SELECT n.rowid FROM records n
+     WHERE n.workspace = c.workspace AND n.kind = c.kind AND n.session = c.session
+       AND (n.ts, n.rowid) > (c.ts, c.rowid) ORDER BY n.ts, n.rowid LIMIT ?))
+FROM records c WHERE c.rowid IN ({}) AND c.session IS NOT NULL
+"""
+
+
+def rescore(
+    conn: sqlite3.Connection,
+    scores: dict[int, float],
+    visible: str,
+    params: Sequence[Any],
+    *,
+    limit: int,
+    window: int = CONTEXT_WINDOW,
+    weight: float = CONTEXT_WEIGHT,
+) -> dict[int, float]:
+    """``scores`` (fused, by rowid) with the best candidates scored in their session context.
+
+    Neighbours come from the session, not from a channel: only those the caller's
+    visibility clause (``visible``, ``params``) allows are kept, like every other candidate.
+    """
+    if window <= 0 or not scores:
+        return scores
+    best = sorted(scores, key=lambda rowid: -scores[rowid])[: max(limit, CONTEXT_CANDIDATES)]
+    near = neighbours(conn, best, window)
+    out = in_context(scores, near, weight)
+    _drop_hidden(conn, out, [rowid for rowid in out if rowid not in scores], visible, params)
+    return out
+
+
+def _ids(joined: str | None) -> list[int]:
+    return [int(x) for x in joined.split(",")] if joined else []
+
+
+def neighbours(
+    conn: sqlite3.Connection, rowids: list[int], window: int, *, test_order: bool = True
+) -> dict[int, list[int]]:
+    """``{rowid: neighbours}``: the records within ``window`` places of it in its session,
+    for every record of ``rowids`` and every neighbour of one. A record without a session,
+    or in a workspace whose sessions fail the order test (unless ``test_order`` is off),
+    has none.
+
+    One statement reads ``2 * window`` places each side of each record: that run of the
+    session holds the whole window of every record within ``window`` of its centre (where
+    the run is shorter, the session ends there).
+    """
+    out: dict[int, list[int]] = {}
+    span = 2 * window
+    sql = _NEIGHBOURS_SQL.format(",".join("?" * len(rowids)))
+    for rowid, workspace, kind, before, after in conn.execute(sql, (span, span, *rowids)):
+        if test_order and not ordered(conn, workspace, kind):
+            continue
+        earlier = _ids(before)
+        run = [*reversed(earlier), rowid, *_ids(after)]
+        centre = len(earlier)
+        for i in range(max(0, centre - window), min(len(run), centre + window + 1)):
+            if run[i] not in out:
+                out[run[i]] = [
+                    run[j] for j in range(max(0, i - window), min(len(run), i + window + 1)) if j != i
+                ]
+    for rowid in rowids:  # no session, or no order in it: no neighbours
+        out.setdefault(rowid, [])
+    return out
+
+
+def in_context(
+    scores: dict[int, float], near: dict[int, list[int]], weight: float
+) -> dict[int, float]:
+    """Score each record of ``near`` together with its session neighbours: the weighted
+    mean of its own score and theirs (weight 1 for itself, ``weight`` for each).
+
+    Smoothing over the session lets a turn rise with its context, and lets a record that
+    matched alone in an unrelated stretch sink a little. A record without neighbours keeps
+    its score. Only the records ``near`` covers are scored; the rest are dropped.
+    """
+    out: dict[int, float] = {}
+    for rowid, around in near.items():
+        total = scores.get(rowid, 0.0) + weight * sum(scores.get(n, 0.0) for n in around)
+        # A channel's weakest candidate normalises to 0 yet was found: it stays. A neighbour
+        # only joins when its context gives it something.
+        if total > 0 or rowid in scores:
+            out[rowid] = total / (1.0 + weight * len(around))
+    return out
+
+
+def _drop_hidden(
+    conn: sqlite3.Connection,
+    scores: dict[int, float],
+    unchecked: list[int],
+    visible: str,
+    params: Sequence[Any],
+) -> None:
+    if not unchecked:
+        return
+    allowed = {
+        row[0]
+        for row in conn.execute(
+            f"SELECT r.rowid FROM records r WHERE r.rowid IN ({','.join('?' * len(unchecked))})"
+            f" AND {visible}",
+            (*unchecked, *params),
+        )
+    }
+    for rowid in unchecked:
+        if rowid not in allowed:
+            del scores[rowid]
+
+
+# ---------------------------------------------------------------------------- order test
+
+
+@dataclass(frozen=True, slots=True)
+class OrderVerdict:
+    ordered: bool
+    pairs: int
+    t: float
+    at: float
+
+
+# (database file, workspace, kind) -> verdict. Shared by the search workers' threads: a
+# verdict is replaced whole, and two workers that both find it stale compute the same.
+_verdicts: dict[tuple[str, str, str], OrderVerdict] = {}
+_verdicts_lock = threading.Lock()
+
+
+def ordered(conn: sqlite3.Connection, workspace: str, kind: str) -> bool:
+    """Whether the order of ``workspace``'s ``kind`` records within their sessions carries
+    meaning (see :func:`order_test`), from a verdict cached for a while."""
+    db = conn.execute("PRAGMA database_list").fetchone()[2]
+    key = (db, workspace, kind)
+    now = time.monotonic()
+    verdict = _verdicts.get(key)
+    if verdict is not None:
+        ttl = ORDER_TTL_S if verdict.pairs >= ORDER_SAMPLE // 2 else ORDER_TTL_SMALL_S
+        if now - verdict.at < ttl:
+            return verdict.ordered
+    verdict = order_test(conn, workspace, kind, now)
+    with _verdicts_lock:
+        _verdicts[key] = verdict
+    return verdict.ordered
+
+
+def _words(text: str) -> frozenset[str]:
+    from .search import query_terms  # search imports this module
+
+    return frozenset(query_terms(text))
+
+
+def order_test(conn: sqlite3.Connection, workspace: str, kind: str, now: float) -> OrderVerdict:
+    """Do adjacent records of a session share more words than records of it far apart?
+
+    Over the most recent records, each record is paired with the next one in its session
+    and with one of the same session more than a window away, drawn at random with a seed
+    fixed per workspace (so the verdict is reproducible). The per-record difference of word
+    overlap (Jaccard) must be above zero by ``ORDER_T`` standard errors, over at least
+    ``ORDER_MIN_PAIRS`` records; too few records give no evidence of order, so no context.
+    """
+    rows = conn.execute(
+        "SELECT session, text FROM records WHERE workspace = ? AND kind = ?"
+        " AND session IS NOT NULL AND tombstoned_at IS NULL"
+        " ORDER BY ts DESC, rowid DESC LIMIT ?",
+        (workspace, kind, ORDER_SAMPLE),
+    ).fetchall()
+    sessions: dict[str, list[frozenset[str]]] = {}
+    for session, text in reversed(rows):
+        sessions.setdefault(session, []).append(_words(text))
+    rng = random.Random(f"{workspace}\0{kind}")
+    diffs = []
+    for words in sessions.values():
+        for i in range(len(words) - 1):
+            far = [j for j in range(len(words)) if abs(j - i) > CONTEXT_WINDOW]
+            if far:
+                j = rng.choice(far)
+                diffs.append(_jaccard(words[i], words[i + 1]) - _jaccard(words[i], words[j]))
+    if len(diffs) < ORDER_MIN_PAIRS:
+        return OrderVerdict(ordered=False, pairs=len(diffs), t=0.0, at=now)
+    mean = statistics.fmean(diffs)
+    sd = statistics.stdev(diffs)
+    t = mean / (sd / math.sqrt(len(diffs))) if sd > 0 else (math.inf if mean > 0 else 0.0)
+    return OrderVerdict(ordered=t >= ORDER_T, pairs=len(diffs), t=t, at=now)
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
