@@ -103,9 +103,13 @@ def neighbours(
     out: dict[int, list[int]] = {}
     span = 2 * window
     sql = _NEIGHBOURS_SQL.format(",".join("?" * len(rowids)))
-    for rowid, workspace, kind, before, after in conn.execute(sql, (span, span, *rowids)):
-        if test_order and not ordered(conn, workspace, kind):
-            continue
+    verdicts: dict[tuple[str, str], bool] = {}
+    for rowid, workspace, kind, before, after in conn.execute(sql, (span, span, *rowids)).fetchall():
+        if test_order:
+            if (workspace, kind) not in verdicts:
+                verdicts[workspace, kind] = ordered(conn, workspace, kind)
+            if not verdicts[workspace, kind]:
+                continue
         earlier = _ids(before)
         run = [*reversed(earlier), rowid, *_ids(after)]
         centre = len(earlier)
