@@ -42,8 +42,11 @@ def test_bench_retrieval_loads_a_folder_through_a_daemon_and_reports_json(mode: 
     assert set(result["latency_ms"]) == {"p50", "p95"}
     assert result["overall"]["n"] == 7
     assert {c: s["n"] for c, s in result["by_category"].items()} == {"multi-hop": 2, "single-hop": 5}
-    # Every question of this toy set shares a content word with its evidence.
-    assert result["overall"]["recall@10"] == pytest.approx(1.0)
+    # Every question but one shares a content word with its evidence. That one ("What
+    # should Ben eat in Lisbon?") needs its session's context, and ten turns are too few for
+    # the order test to grant context; in hybrid mode the semantic channel ranks every record
+    # of a store this small.
+    assert result["overall"]["recall@10"] == pytest.approx(1.0 if mode == "hybrid" else 6 / 7)
     assert 0.0 < result["overall"]["mrr@10"] <= 1.0
     assert 0.0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p95"]
 
