@@ -281,7 +281,7 @@ async def test_rerank_without_a_configured_model_is_reported_unavailable(running
 async def test_the_recency_boost_favours_the_newer_memory_unless_disabled(running_daemon: DaemonProcess) -> None:
     async with running_daemon.client(workspace="/ws/recency") as rc:
         old = await store(rc, "deploy checklist run migrations", ts=time.time() - 365 * DAY)
-        new = await store(rc, "deploy checklist run migrations before the release")
+        new = await store(rc, "deploy checklist: run migrations first")
         await settled(running_daemon)
         boosted = await search(rc, "deploy checklist migrations", explain=True)
         flat = await search(rc, "deploy checklist migrations", disable_recency_boost=True, explain=True)

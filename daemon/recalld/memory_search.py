@@ -472,12 +472,14 @@ class MemoryReader:
         self._rerank(req.query, scored, want_rerank, trace)
         for s in scored:
             self._score(s, now, boost)
-        kept = [s for s in scored if s.score >= floor]
-        trace["above_floor"] = len(kept)
-        # A constraint fact is served first when the query names its subject (the entity
-        # the query is about is bound by it); elsewhere it ranks by score, still marked pinned.
+        # A constraint fact is served first, whatever its score, when the query names its
+        # subject (the entity the query is about is bound by it); elsewhere it ranks by
+        # score, still marked pinned.
         words = _stems(req.query)
-        kept.sort(key=lambda s: (not (s.row.pinned and _names(words, s.row.subject)), -s.score))
+        binding = {id(s) for s in scored if s.row.pinned and _names(words, s.row.subject)}
+        kept = [s for s in scored if s.score >= floor or id(s) in binding]
+        trace["above_floor"] = len(kept)
+        kept.sort(key=lambda s: (id(s) not in binding, -s.score))
         top = kept[: req.limit]
 
         hits = self._hits(conn, req, top, now, verbose)
