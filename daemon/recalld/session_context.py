@@ -20,6 +20,7 @@ import sqlite3
 import statistics
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -211,7 +212,8 @@ def order_test(conn: sqlite3.Connection, workspace: str, kind: str, now: float) 
     Over the most recent records, each record is paired with the next one in its session
     and with one of the same session more than a window away, drawn at random with a seed
     fixed per workspace (so the verdict is reproducible). The per-record difference of word
-    overlap (Jaccard) must be above zero by ``ORDER_T`` standard errors, over at least
+    overlap (Jaccard, each word weighted by its IDF in the sample) must be above zero by
+    ``ORDER_T`` standard errors, over at least
     ``ORDER_MIN_PAIRS`` records; too few records give no evidence of order, so no context.
     """
     rows = conn.execute(
@@ -223,6 +225,10 @@ def order_test(conn: sqlite3.Connection, workspace: str, kind: str, now: float) 
     sessions: dict[str, list[frozenset[str]]] = {}
     for session, text in reversed(rows):
         sessions.setdefault(session, []).append(_words(text))
+    # Words weigh by their rarity in the sample: a word in every other record (a speaker's
+    # name, a project's name) says nothing about what two records share.
+    df = Counter(w for words in sessions.values() for record in words for w in record)
+    weight = {w: math.log(len(rows) / n) for w, n in df.items()}
     rng = random.Random(f"{workspace}\0{kind}")
     diffs = []
     for words in sessions.values():
@@ -230,7 +236,8 @@ def order_test(conn: sqlite3.Connection, workspace: str, kind: str, now: float) 
             far = [j for j in range(len(words)) if abs(j - i) > CONTEXT_WINDOW]
             if far:
                 j = rng.choice(far)
-                diffs.append(_jaccard(words[i], words[i + 1]) - _jaccard(words[i], words[j]))
+                diffs.append(_overlap(words[i], words[i + 1], weight)
+                             - _overlap(words[i], words[j], weight))
     if len(diffs) < ORDER_MIN_PAIRS:
         return OrderVerdict(ordered=False, pairs=len(diffs), t=0.0, at=now)
     mean = statistics.fmean(diffs)
@@ -239,6 +246,7 @@ def order_test(conn: sqlite3.Connection, workspace: str, kind: str, now: float) 
     return OrderVerdict(ordered=t >= ORDER_T, pairs=len(diffs), t=t, at=now)
 
 
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    union = len(a | b)
-    return len(a & b) / union if union else 0.0
+def _overlap(a: frozenset[str], b: frozenset[str], weight: dict[str, float]) -> float:
+    """Weighted Jaccard: the weight of the words both share over that of all they hold."""
+    union = sum(weight[w] for w in a | b)
+    return sum(weight[w] for w in a & b) / union if union else 0.0
