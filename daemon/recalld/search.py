@@ -303,8 +303,14 @@ def retrieve(
     if qvec is not None and index is not None:
         ran.append((semantic, 1.0 - lexical_weight))
     scores = fuse(ran)
-    scores = session_context.rescore(conn, scores, visible, params, limit=limit,
-                                     window=context_window, weight=context_weight)
+    found = scores
+    scores = session_context.rescore(conn, scores, limit=limit, window=context_window,
+                                     weight=context_weight)
+    # Neighbours came from the session, not from a channel: keep only those the caller's
+    # visibility clause allows, like every other candidate.
+    if added := [rowid for rowid in scores if rowid not in found]:
+        allowed = visible_rowids(conn, added, visible, params)
+        scores = {rowid: s for rowid, s in scores.items() if rowid in found or rowid in allowed}
     lexical_rank = {rowid: i for i, (rowid, _) in enumerate(lexical)}
     semantic_rank = {rowid: (i, cos) for i, (rowid, cos) in enumerate(semantic)}
     out = []
@@ -358,15 +364,22 @@ def _semantic(
         if not len(ids):
             return []
         id_list = [int(i) for i in ids]
-        allowed = {
-            row[0]
-            for row in conn.execute(
-                f"SELECT r.rowid FROM records r WHERE r.rowid IN ({','.join('?' * len(id_list))})"
-                f" AND {visible}",
-                (*id_list, *params),
-            )
-        }
+        allowed = visible_rowids(conn, id_list, visible, params)
         kept = [(i, float(s)) for i, s in zip(id_list, scores) if i in allowed]
         if len(kept) >= want or k >= index.ntotal:
             return kept[:want]
         k = min(index.ntotal, k * 4)
+
+
+def visible_rowids(
+    conn: sqlite3.Connection, rowids: Sequence[int], visible: str, params: Sequence[Any]
+) -> set[int]:
+    """Those of ``rowids`` the visibility clause ``visible`` (over ``records r``) allows."""
+    return {
+        row[0]
+        for row in conn.execute(
+            f"SELECT r.rowid FROM records r WHERE r.rowid IN ({','.join('?' * len(rowids))})"
+            f" AND {visible}",
+            (*rowids, *params),
+        )
+    }

@@ -21,9 +21,7 @@ import statistics
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["CONTEXT_CANDIDATES", "CONTEXT_WEIGHT", "CONTEXT_WINDOW", "in_context", "neighbours",
            "ordered", "rescore"]
@@ -64,8 +62,6 @@ FROM records c WHERE c.rowid IN ({}) AND c.session IS NOT NULL
 def rescore(
     conn: sqlite3.Connection,
     scores: dict[int, float],
-    visible: str,
-    params: Sequence[Any],
     *,
     limit: int,
     window: int = CONTEXT_WINDOW,
@@ -73,16 +69,13 @@ def rescore(
 ) -> dict[int, float]:
     """``scores`` (fused, by rowid) with the best candidates scored in their session context.
 
-    Neighbours come from the session, not from a channel: only those the caller's
-    visibility clause (``visible``, ``params``) allows are kept, like every other candidate.
+    Neighbours come from the session, not from a channel: the caller must check the ones
+    that were not in ``scores`` against its visibility clause.
     """
     if window <= 0 or not scores:
         return scores
     best = sorted(scores, key=lambda rowid: -scores[rowid])[: max(limit, CONTEXT_CANDIDATES)]
-    near = neighbours(conn, best, window)
-    out = in_context(scores, near, weight)
-    _drop_hidden(conn, out, [rowid for rowid in out if rowid not in scores], visible, params)
-    return out
+    return in_context(scores, neighbours(conn, best, window), weight)
 
 
 def _ids(joined: str | None) -> list[int]:
@@ -142,28 +135,6 @@ def in_context(
         if total > 0 or rowid in scores:
             out[rowid] = total / (1.0 + weight * len(around))
     return out
-
-
-def _drop_hidden(
-    conn: sqlite3.Connection,
-    scores: dict[int, float],
-    unchecked: list[int],
-    visible: str,
-    params: Sequence[Any],
-) -> None:
-    if not unchecked:
-        return
-    allowed = {
-        row[0]
-        for row in conn.execute(
-            f"SELECT r.rowid FROM records r WHERE r.rowid IN ({','.join('?' * len(unchecked))})"
-            f" AND {visible}",
-            (*unchecked, *params),
-        )
-    }
-    for rowid in unchecked:
-        if rowid not in allowed:
-            del scores[rowid]
 
 
 # ---------------------------------------------------------------------------- order test
