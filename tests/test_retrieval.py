@@ -202,3 +202,46 @@ def test_context_ranks_only_where_sessions_are_ordered(ordered_and_shuffled) -> 
             assert [c.score for c in found] != [c.score for c in plain]
         else:
             assert [(c.rowid, c.score) for c in found] == [(c.rowid, c.score) for c in plain]
+
+
+@pytest.fixture
+def common_words(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """60 records that all say "deploy" and "script", 20 that also say "staging", one "zebra"."""
+    writer = open_writer(tmp_path, durability="normal")
+    writer.execute("BEGIN")
+    rows = [_store(writer, "/w", f"the deploy script run {i}" + (" on staging" if i % 3 == 0 else ""),
+                   None, float(i)) for i in range(60)]
+    zebra = _store(writer, "/w", "the zebra deploy script", None, 60.0)
+    writer.execute("COMMIT")
+    reader = open_reader(tmp_path)
+    yield {"reader": reader, "rows": rows, "zebra": zebra}
+    reader.close()
+    writer.close()
+
+
+def test_lexical_plan_is_exact_while_the_terms_fit_the_budget(common_words) -> None:  # type: ignore[no-untyped-def]
+    plan = search.lexical_plan(common_words["reader"], ["deploy", "staging", "zebra"], budget=1000)
+    assert plan == search.LexicalPlan('"deploy" OR "staging" OR "zebra"')
+    assert search.lexical_plan(common_words["reader"], []) is None
+
+
+def test_lexical_plan_keeps_the_rare_terms_that_fit_and_drops_the_common_ones(common_words) -> None:  # type: ignore[no-untyped-def]
+    # df: zebra 1, staging 20, deploy 61. A budget of 30 holds zebra and staging only.
+    plan = search.lexical_plan(common_words["reader"], ["deploy", "staging", "zebra"], budget=30)
+    assert plan == search.LexicalPlan('"staging" OR "zebra"')
+    terms = ["deploy", "zebra"]
+    found = search.retrieve(common_words["reader"], terms, None, None, VISIBLE, ["/w", time.time()],
+                            limit=5, context_window=0)
+    assert found[0].rowid == common_words["zebra"]
+
+
+def test_lexical_plan_scores_only_recent_records_when_every_term_is_common(common_words) -> None:  # type: ignore[no-untyped-def]
+    reader = common_words["reader"]
+    # Nothing holds "unicorn"; deploy and script are in all 61 records, over a budget of 10.
+    plan = search.lexical_plan(reader, ["unicorn", "deploy", "script"], budget=10)
+    assert plan is not None and plan.match == '"unicorn" OR "deploy" OR "script"'
+    newest = sorted([*common_words["rows"], common_words["zebra"]])[-10:]
+    assert plan.min_rowid == newest[0]
+    found = search.retrieve(reader, ["deploy", "script"], None, None, VISIBLE, ["/w", time.time()],
+                            limit=100, context_window=0)
+    assert len(found) == 61  # the default budget holds them all
