@@ -251,6 +251,10 @@ class VectorIndex:
             if k <= 0:
                 return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
             query = vec.reshape(1, -1).astype(np.float32, copy=False)
+            # OpenMP's thread count is per calling thread: the module-level setting covers
+            # only the thread that imported faiss, not the search workers (2-3x slower alone,
+            # far worse next to the model's threads).
+            faiss.omp_set_num_threads(1)
             scores, ids = self._index.search(query, k)
         keep = ids[0] >= 0
         return ids[0][keep], scores[0][keep]
