@@ -116,7 +116,7 @@ class Daemon:
         self._embed_submit = jobs_send.clone()
         self.embedding = EmbeddingActor(
             self.model, embed_recv, self._reader(), self._embed_submit.send,
-            batch=s.embed_batch,
+            batch=s.embed_batch, last_client_write=lambda: self.capture.last_client_write,
         )
         self._wake_embedding = embed_send.clone()
         self.search = SearchActor(

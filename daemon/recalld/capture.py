@@ -71,6 +71,9 @@ class WriteJob:
 
     __slots__ = ("_done", "error", "new_rowids", "result")
 
+    # Work the daemon does for itself (vectors, settling), not a client's request.
+    background = False
+
     def __init__(self) -> None:
         self._done = anyio.Event()
         self.result: Any = None
@@ -120,6 +123,9 @@ class CaptureActor:
         self._limiter = anyio.CapacityLimiter(1)
         self.stats = _Stats()
         self.state = "starting"
+        # When the last batch holding a client's write committed (anyio clock); background
+        # work waits for a pause in the writes (see EmbeddingActor).
+        self.last_client_write = -1e9
 
     def queue_depth(self) -> tuple[int, int]:
         s = self._jobs.statistics()
@@ -163,6 +169,8 @@ class CaptureActor:
                 job.new_rowids.clear()
         self.stats.batches += 1
         self.stats.last_batch = len(jobs)
+        if not all(job.background for job in jobs):
+            self.last_client_write = anyio.current_time()
         new_rowids: list[int] = []
         for job in jobs:
             if job.error is None:

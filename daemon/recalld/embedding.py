@@ -240,6 +240,7 @@ class _StoreVectors(WriteJob):
     """Write vectors for records that still exist, and mark them embedded."""
 
     __slots__ = ("model", "rows")
+    background = True
 
     def __init__(self, model: str, rows: list[tuple[int, bytes]]) -> None:
         super().__init__()
@@ -269,6 +270,11 @@ class _Stats:
     last_error: str | None = None
 
 
+# A pause in client writes this long lets a background batch go; one goes at least this often.
+WRITE_PAUSE_S = 0.05
+WRITE_YIELD_MAX_S = 1.0
+
+
 class EmbeddingActor:
     """Embeds every record that has no vector yet, in micro-batches, then indexes it."""
 
@@ -282,8 +288,10 @@ class EmbeddingActor:
         submit: Callable[[WriteJob], Any],
         *,
         batch: int,
+        last_client_write: Callable[[], float] = lambda: -1e9,
     ) -> None:
         self._model = model
+        self._last_client_write = last_client_write
         # Set once the model has loaded and the index is open; until then nothing embeds.
         self.index: VectorIndex | None = None
         self._nudges = nudges
@@ -326,6 +334,7 @@ class EmbeddingActor:
                 self.backlog = 0
                 return
             after = rows[-1][0]
+            await self._let_writes_pass()
             try:
                 vecs = await self._model.embed_batch([text for _, text in rows])
             except Exception as exc:  # a model error must not kill the actor
@@ -350,6 +359,20 @@ class EmbeddingActor:
                 mask = [rid in keep for rid, _ in rows]
                 await index.add(ids, vecs[mask])
             self.stats.processed += len(ids)
+
+
+    async def _let_writes_pass(self) -> None:
+        """Wait for a pause in client writes, at most WRITE_YIELD_MAX_S.
+
+        A batch takes the model (both cores of a small machine) for a fraction of a second;
+        during a burst of captures that would slow every acknowledgement, and the records are
+        searchable by their words already. So the backlog is embedded in the pauses, and
+        at least one batch per WRITE_YIELD_MAX_S, so meaning never falls behind for good.
+        """
+        deadline = anyio.current_time() + WRITE_YIELD_MAX_S
+        while (anyio.current_time() - self._last_client_write() < WRITE_PAUSE_S
+               and anyio.current_time() < deadline):
+            await anyio.sleep(WRITE_PAUSE_S)
 
 
 def _read_backlog(conn: sqlite3.Connection, after: int, limit: int) -> list[tuple[int, str]]:

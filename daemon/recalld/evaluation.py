@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 class _SettlePending(WriteJob):
     __slots__ = ("limit",)
+    background = True
 
     def __init__(self, limit: int) -> None:
         super().__init__()

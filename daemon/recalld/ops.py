@@ -41,6 +41,7 @@ class HealthProbe(WriteJob):
     """An empty transaction: proves the writer thread takes, commits and acknowledges jobs."""
 
     __slots__ = ()
+    background = True
 
     def apply(self, conn: sqlite3.Connection, now: float) -> None:
         conn.execute("SELECT 1").fetchone()

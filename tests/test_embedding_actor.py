@@ -1,0 +1,41 @@
+"""The embedding actor gives way to client writes, but never for good."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from recalld import embedding
+
+pytestmark = pytest.mark.anyio
+
+
+async def _wait(last_client_write) -> None:  # type: ignore[no-untyped-def]
+    """Run the actor's wait before a batch, with client writes as ``last_client_write`` says."""
+    send, nudges = anyio.create_memory_object_stream[list[int]](1)
+    with send, nudges:
+        actor = embedding.EmbeddingActor(
+            None, nudges, None, lambda job: None, batch=8,  # type: ignore[arg-type]
+            last_client_write=last_client_write,
+        )
+        await actor._let_writes_pass()
+
+
+async def test_a_batch_goes_at_once_when_no_client_is_writing() -> None:
+    started = anyio.current_time()
+    await _wait(lambda: -1e9)
+    assert anyio.current_time() - started < embedding.WRITE_PAUSE_S
+
+
+async def test_a_batch_waits_for_a_pause_in_the_writes() -> None:
+    started = anyio.current_time()
+    # Clients write for 0.3 s, then stop.
+    await _wait(lambda: min(anyio.current_time(), started + 0.3))
+    waited = anyio.current_time() - started
+    assert 0.3 + embedding.WRITE_PAUSE_S <= waited < embedding.WRITE_YIELD_MAX_S
+
+
+async def test_under_endless_writes_a_batch_still_goes_every_so_often(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embedding, "WRITE_YIELD_MAX_S", 0.4)
+    started = anyio.current_time()
+    await _wait(anyio.current_time)
+    assert 0.4 <= anyio.current_time() - started < 0.8
