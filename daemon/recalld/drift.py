@@ -3,7 +3,7 @@
 The daemon runs git itself, in the memory's origin repository (the workspace's git top
 level, recorded at store time): the daemon is the same user as its clients, and computing
 drift where the memories are ranked keeps every client simple. Every git call is bounded by a
-timeout and its answer cached: a HEAD until the repository's HEAD reflog changes, a commit
+timeout and its answer cached: a workspace's top level for half a minute, a HEAD until the repository's HEAD reflog changes, a commit
 count for as long as the HEAD it was counted against stays the same.
 """
 
@@ -24,6 +24,7 @@ from recall_client import protocol as p
 __all__ = [
     "CitedPath",
     "GitOrigin",
+    "cached_origin",
     "check_paths",
     "commit_drift",
     "git_head",
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 GIT_TIMEOUT = 3.0
 HEAD_TTL = 2.0
+TOP_TTL = 30.0
 # Calendar ageing of a verification.
 RECOMMEND_AFTER_DAYS = 30
 REQUIRE_AFTER_DAYS = 180
@@ -93,14 +95,42 @@ def _git(repo: str, *args: str) -> str | None:
 
 def git_origin(workspace: str) -> GitOrigin | None:
     """The git top level and HEAD of ``workspace``; None when it is not in a repository."""
-    if not workspace or not os.path.isdir(workspace):
-        return None
-    top = _git(workspace, "rev-parse", "--show-toplevel")
-    if not top:
-        return None
-    return GitOrigin(repo=top, commit=git_head(top))
+    now = time.monotonic()
+    with _cache_lock:
+        cached = _tops.get(workspace)
+    if cached is not None and now - cached[0] < TOP_TTL:
+        top = cached[1]
+    else:
+        top = None
+        if workspace and os.path.isdir(workspace):
+            top = _git(workspace, "rev-parse", "--show-toplevel") or None
+        with _cache_lock:
+            _tops[workspace] = (now, top)
+    return GitOrigin(repo=top, commit=git_head(top)) if top else None
 
 
+def cached_origin(workspace: str) -> tuple[bool, GitOrigin | None]:
+    """``(True, origin)`` when :func:`git_origin` would answer without running git, else
+    ``(False, None)``: a store takes the cached answer on the event loop and hops to a thread
+    only when git must run (a capture burst would otherwise pay a thread hop per record)."""
+    now = time.monotonic()
+    with _cache_lock:
+        cached = _tops.get(workspace)
+        if cached is None or now - cached[0] >= TOP_TTL:
+            return False, None
+        top = cached[1]
+        if top is None:
+            return True, None
+        head = _heads.get(top)
+    stamp = _reflog_stamp(top)
+    if head is None or stamp is None or head[0] != stamp:
+        return False, None
+    return True, GitOrigin(repo=top, commit=head[2])
+
+
+# workspace -> (when looked up, git top level or None). A folder rarely joins or leaves a
+# repository, so the answer is kept for TOP_TTL seconds instead of one git run per store.
+_tops: dict[str, tuple[float, str | None]] = {}
 _heads: dict[str, tuple[tuple[int, int] | None, float, str | None]] = {}
 _counts: OrderedDict[tuple[str, str, str, tuple[str, ...]], int | None] = OrderedDict()
 _cache_lock = threading.Lock()

@@ -30,7 +30,7 @@ import msgspec
 from recall_client import protocol as p
 
 from .capture import Principal, WriteJob, content_hash, new_id
-from .drift import GitOrigin, git_head, git_origin, scrape_paths
+from .drift import GitOrigin, cached_origin, git_head, git_origin, scrape_paths
 from .errors import RecallError
 from .redact import redact
 from .store import open_reader
@@ -125,38 +125,52 @@ def _require_memories(conn: sqlite3.Connection, ids: list[str], what: str) -> No
             raise RecallError("not_found", f"{what} names {memory_id}, which is not a stored memory")
 
 
-def _write_labels(conn: sqlite3.Connection, rowid: int, kind: str, values: list[str]) -> None:
-    conn.execute("DELETE FROM memory_labels WHERE rowid = ? AND kind = ?", (rowid, kind))
-    conn.executemany(
-        "INSERT INTO memory_labels (rowid, kind, value) VALUES (?, ?, ?)",
-        [(rowid, kind, v) for v in _labels(values)],
-    )
+# ``fresh``: the row was inserted in this job and has no labels, paths or links yet, so there
+# is nothing to read or delete first (a store is a capture's hot path: statements count).
 
 
-def _write_paths(conn: sqlite3.Connection, rowid: int, text: str, explicit: list[str]) -> list[str]:
-    """Explicit paths are claim-anchored; paths in the text are evidence. Attested ones stay."""
-    attested = {
-        r[0] for r in conn.execute(
-            "SELECT path FROM memory_paths WHERE rowid = ? AND anchored = 2", (rowid,)
+def _write_labels(conn: sqlite3.Connection, rowid: int, kind: str, values: list[str], *,
+                  fresh: bool = False) -> None:
+    if not fresh:
+        conn.execute("DELETE FROM memory_labels WHERE rowid = ? AND kind = ?", (rowid, kind))
+    if values:
+        conn.executemany(
+            "INSERT INTO memory_labels (rowid, kind, value) VALUES (?, ?, ?)",
+            [(rowid, kind, v) for v in _labels(values)],
         )
-    }
-    conn.execute("DELETE FROM memory_paths WHERE rowid = ? AND anchored < 2", (rowid,))
+
+
+def _write_paths(conn: sqlite3.Connection, rowid: int, text: str, explicit: list[str], *,
+                 fresh: bool = False) -> list[str]:
+    """Explicit paths are claim-anchored; paths in the text are evidence. Attested ones stay."""
+    attested: set[str] = set()
+    if not fresh:
+        attested = {
+            r[0] for r in conn.execute(
+                "SELECT path FROM memory_paths WHERE rowid = ? AND anchored = 2", (rowid,)
+            )
+        }
+        conn.execute("DELETE FROM memory_paths WHERE rowid = ? AND anchored < 2", (rowid,))
     rows: dict[str, int] = {path: 0 for path in scrape_paths(text)}
     rows.update({path: 1 for path in explicit})
-    conn.executemany(
-        "INSERT OR IGNORE INTO memory_paths (rowid, path, anchored) VALUES (?, ?, ?)",
-        [(rowid, path, anchored) for path, anchored in rows.items() if path not in attested],
-    )
+    if rows:
+        conn.executemany(
+            "INSERT OR IGNORE INTO memory_paths (rowid, path, anchored) VALUES (?, ?, ?)",
+            [(rowid, path, anchored) for path, anchored in rows.items() if path not in attested],
+        )
     return [*rows, *sorted(attested - rows.keys())]
 
 
-def _write_depends(conn: sqlite3.Connection, rowid: int, links: list[p.DependsOn]) -> None:
+def _write_depends(conn: sqlite3.Connection, rowid: int, links: list[p.DependsOn], *,
+                   fresh: bool = False) -> None:
     _require_memories(conn, [d.id for d in links], "depends_on")
-    conn.execute("DELETE FROM memory_links WHERE src = ? AND rel = 'depends_on'", (rowid,))
-    conn.executemany(
-        "INSERT OR REPLACE INTO memory_links (src, rel, dst_id, note) VALUES (?, 'depends_on', ?, ?)",
-        [(rowid, d.id, d.note) for d in links],
-    )
+    if not fresh:
+        conn.execute("DELETE FROM memory_links WHERE src = ? AND rel = 'depends_on'", (rowid,))
+    if links:
+        conn.executemany(
+            "INSERT OR REPLACE INTO memory_links (src, rel, dst_id, note) VALUES (?, 'depends_on', ?, ?)",
+            [(rowid, d.id, d.note) for d in links],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,9 +276,9 @@ class MemoryStoreJob(WriteJob):
             ),
         )
         for kind, values in (("scope", req.scopes), ("band", req.bands), ("episode", req.episodes)):
-            _write_labels(conn, rowid, kind, values)
-        cited = _write_paths(conn, rowid, text, req.paths)
-        _write_depends(conn, rowid, req.depends_on)
+            _write_labels(conn, rowid, kind, values, fresh=True)
+        cited = _write_paths(conn, rowid, text, req.paths, fresh=True)
+        _write_depends(conn, rowid, req.depends_on, fresh=True)
 
         superseded = list(req.supersedes)
         for target in superseded:
@@ -599,7 +613,9 @@ async def handle(
             origin = None
             workspace = req.workspace or who.workspace
             if req.origin_repo is None and not req.global_scope:
-                origin = await anyio.to_thread.run_sync(git_origin, workspace)
+                known, origin = cached_origin(workspace)
+                if not known:
+                    origin = await anyio.to_thread.run_sync(git_origin, workspace)
             job = MemoryStoreJob(who, req, origin)
         case p.MemoryUpdate():
             job = MemoryUpdateJob(who, req, await _head_of(daemon.data_dir, req.memory_id))
