@@ -215,6 +215,12 @@ async def _via_ctl_stdin(d: DaemonProcess, texts: Sequence[str], workspace: str)
             tg.start_soon(partial(anyio.to_thread.run_sync, store, limiter=limiter))
 
 
+async def _via_ctl_import(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
+    # A JSON Lines file handed to `recallctl import -`, as a restore or a migration would.
+    lines = "\n".join(json.dumps({"text": text, "kind": "memory"}) for text in texts)
+    await anyio.to_thread.run_sync(partial(ctl, d, workspace, "import", "-", stdin=lines))
+
+
 WRITE_PATHS: tuple[WritePath, ...] = (
     WritePath("socket memory_store", _via_socket),
     WritePath("mcp memory_store", _via_mcp),
@@ -227,4 +233,5 @@ WRITE_PATHS: tuple[WritePath, ...] = (
     WritePath("socket capture_episode", _episodes_via_socket),
     WritePath("mcp capture_episode", _episodes_via_mcp),
     WritePath("recallctl capture (hook payloads)", _episodes_via_hooks),
+    WritePath("recallctl import - (JSON Lines)", _via_ctl_import),
 )
