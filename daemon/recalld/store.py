@@ -232,12 +232,23 @@ MIGRATIONS: list[str] = [
 ]
 
 
-def _configure(conn: sqlite3.Connection) -> None:
+# Page cache per connection. The writer's holds the indexes a capture updates; a reader's
+# only needs the hot part of the FTS index and records (the OS page cache holds the rest),
+# and there are several readers.
+WRITER_CACHE_MIB = 64
+READER_CACHE_MIB = 16
+
+
+def _configure(conn: sqlite3.Connection, cache_mib: int) -> None:
     # Readers must wait out a checkpoint rather than fail with "database is locked".
     conn.execute("PRAGMA busy_timeout=10000")
     conn.execute("PRAGMA temp_store=MEMORY")
-    conn.execute("PRAGMA cache_size=-65536")  # 64 MiB
-    conn.execute("PRAGMA mmap_size=268435456")  # 256 MiB
+    conn.execute(f"PRAGMA cache_size=-{cache_mib * 1024}")
+    # No mmap: every connection maps the file anew and RSS counts each mapping's pages, so
+    # five connections showed the same database five times over (1.0 GB RSS at 100k records
+    # for 575 MB of real memory); without it, 465 MB and searches no slower. The OS page
+    # cache keeps the hot pages shared either way.
+    conn.execute("PRAGMA mmap_size=0")
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -292,7 +303,7 @@ def open_writer(data_dir: Path, *, durability: str = "full") -> sqlite3.Connecti
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
     conn.execute("PRAGMA foreign_keys=ON")
-    _configure(conn)
+    _configure(conn, WRITER_CACHE_MIB)
     _migrate(conn)
     return conn
 
@@ -301,6 +312,6 @@ def open_reader(data_dir: Path) -> sqlite3.Connection:
     """Open a read-only connection for searches (one per search worker)."""
     uri = f"file:{data_dir / DB_NAME}?mode=ro"
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=10)
-    _configure(conn)
+    _configure(conn, READER_CACHE_MIB)
     conn.execute("PRAGMA query_only=ON")
     return conn
