@@ -3,8 +3,9 @@
 The daemon runs git itself, in the memory's origin repository (the workspace's git top
 level, recorded at store time): the daemon is the same user as its clients, and computing
 drift where the memories are ranked keeps every client simple. Every git call is bounded by a
-timeout and its answer cached: a workspace's top level for half a minute, a HEAD until the repository's HEAD reflog changes, a commit
-count for as long as the HEAD it was counted against stays the same.
+timeout and its answer cached: a workspace's top level for half a minute, a HEAD until the
+repository's HEAD reflog changes, a commit count for as long as the HEAD it was counted
+against stays the same.
 """
 
 from __future__ import annotations
