@@ -19,6 +19,7 @@ import anyio
 import pytest
 from recall_client import protocol as p
 from recall_client.client import RecallClient, connect
+from recall_client.paths import read_admin_token
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -126,7 +127,10 @@ class DaemonProcess:
             yield rc
 
     async def status(self, wait_model_s: float = 0.0) -> p.StatusReport:
-        async with self.client() as rc:
+        """The report as the operator sees it (with the admin token: every agent's
+        connection; a plain agent sees only its own)."""
+        async with connect(agent="tester", workspace="/ws/test", path=self.socket,
+                           admin_token=read_admin_token()) as rc:
             reply = await rc.call(p.Status(wait_model_s=wait_model_s), p.StatusResult)
         return reply.report
 

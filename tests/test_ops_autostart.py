@@ -13,6 +13,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from recall_client import protocol as p
 from recall_client.client import connect
+from recall_client.paths import read_admin_token
 
 from .conftest import BIN
 from .sdnotify import pid_alive, wait_pid_exit
@@ -62,7 +63,8 @@ async def test_racing_shims_start_exactly_one_daemon(tmp_path: Path) -> None:
             assert not result.is_error, result.content
             results[f"agent-{n}"] = result.structured_content or {}
             if len(results) == SHIMS:
-                async with connect(agent="observer", path=sock) as rc:
+                async with connect(agent="observer", path=sock,
+                                   admin_token=read_admin_token()) as rc:
                     report = (await rc.call(p.Status(), p.StatusResult)).report
                 agents_seen.extend(report.agents)
                 ready.set()

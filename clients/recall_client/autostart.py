@@ -20,7 +20,7 @@ from pathlib import Path
 
 import anyio
 
-from .paths import log_file
+from .paths import ensure_private_dir, log_file
 
 __all__ = ["STARTUP_TIMEOUT", "AutostartFailed", "ensure_daemon"]
 
@@ -45,8 +45,11 @@ async def ensure_daemon(sock: Path) -> bool:
         AutostartFailed: the daemon exited or stayed silent; see the log named.
         OSError: the socket's directory or the lock file cannot be created.
     """
-    sock.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    lock = os.open(sock.parent / f".{sock.name}.start-lock", os.O_RDWR | os.O_CREAT, 0o600)
+    # The lock lives next to the socket: only in a directory no other user can change, and
+    # never through a symlink planted there.
+    ensure_private_dir(sock.parent)
+    lock = os.open(sock.parent / f".{sock.name}.start-lock",
+                   os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         # Blocks while another shim starts the daemon; that is bounded by its own timeout.
         await anyio.to_thread.run_sync(fcntl.flock, lock, fcntl.LOCK_EX)
@@ -83,7 +86,8 @@ def _open_log() -> int:
             path.replace(path.with_name(path.name + ".1"))
     except FileNotFoundError:
         pass
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   0o600)
 
 
 async def _start(sock: Path) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -11,19 +13,56 @@ from typing import TypeVar
 
 import anyio
 import msgspec
-from anyio.abc import SocketStream, TaskGroup
+from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from . import protocol as p
-from .paths import admin_token_path, find_workspace, read_admin_token, socket_path
+from .paths import (
+    admin_token_path,
+    find_workspace,
+    read_admin_token,
+    read_token_file,
+    socket_path,
+)
 
-__all__ = ["DaemonUnavailable", "RecallClient", "RemoteError", "Session", "connect", "open_client"]
+__all__ = [
+    "DaemonUnavailable",
+    "RecallClient",
+    "RemoteError",
+    "Session",
+    "UntrustedSocket",
+    "connect",
+    "open_client",
+]
 
 R = TypeVar("R", bound=p.Reply)
 
 
 class DaemonUnavailable(ConnectionError):
     """The daemon could not be reached, or the connection broke before a reply came."""
+
+
+class UntrustedSocket(DaemonUnavailable):
+    """The socket is served by another user: nothing (no hello, no token) is sent to it."""
+
+
+def _check_server(stream: SocketStream, sock: Path) -> None:
+    """Refuse a server that is not this user's (SO_PEERCRED: the kernel vouches for it).
+
+    Another local user who could plant a listener on the socket path would otherwise read
+    the hello, admin token included.
+
+    Raises:
+        UntrustedSocket: the peer runs as another uid.
+    """
+    raw: socket.socket = stream.extra(SocketAttribute.raw_socket)
+    creds = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    if uid != os.getuid():
+        raise UntrustedSocket(
+            f"the socket at {sock} is served by uid {uid} (pid {pid}), not by you "
+            f"(uid {os.getuid()}); refusing to talk to it. Check who owns its directory."
+        )
 
 
 class RemoteError(Exception):
@@ -137,16 +176,18 @@ async def open_client(
     timeout: float = 5.0,
     admin_token: str | None = None,
     session: str | None = None,
+    agent_token: str | None = None,
 ) -> RecallClient:
     """Connect, start the reply reader in ``tg`` and say hello.
 
     ``admin_token`` (the contents of the daemon's admin.token file) asks for the
-    admin:workspace scope.
+    admin:workspace scope; ``agent_token`` proves the agent name (``recallctl agent add``).
 
     Raises:
         DaemonUnavailable: nothing answers on the socket (not running, wrong path).
-        RemoteError: the daemon refused the hello (version mismatch, wrong uid, an admin
-            token that does not match).
+        UntrustedSocket: the socket is served by another user (nothing was sent).
+        RemoteError: the daemon refused the hello (version mismatch, wrong uid, a token
+            that does not match).
     """
     sock = Path(path) if path is not None else socket_path()
     try:
@@ -157,6 +198,11 @@ async def open_client(
             f"recalld is not answering at {sock} ({exc.__class__.__name__}: {exc}). "
             "Start it with `scripts/run` or `systemctl --user start recalld.socket`."
         ) from exc
+    try:
+        _check_server(stream, sock)
+    except BaseException:
+        await stream.aclose()
+        raise
     rc = RecallClient(stream, tg, sock)
     tg.start_soon(rc._read_replies, name="recall client reader")
     hello = p.Hello(
@@ -167,6 +213,7 @@ async def open_client(
         model=model,
         admin_token=admin_token,
         session=session,
+        agent_token=agent_token,
     )
     try:
         with anyio.fail_after(timeout):
@@ -188,6 +235,7 @@ async def connect(
     timeout: float = 5.0,
     admin_token: str | None = None,
     session: str | None = None,
+    agent_token: str | None = None,
 ) -> AsyncIterator[RecallClient]:
     """Open a connection for the duration of a ``with`` block (see :func:`open_client`).
 
@@ -198,6 +246,7 @@ async def connect(
             rc = await open_client(
                 tg, agent=agent, workspace=workspace, client=client, model=model, path=path,
                 timeout=timeout, admin_token=admin_token, session=session,
+                agent_token=agent_token,
             )
             try:
                 yield rc
@@ -216,15 +265,18 @@ class Session:
     Connects on first use. If the daemon went away (restart, idle timeout), the next call
     reconnects once and retries; writes stay safe to retry through idempotency keys.
     With ``admin``, each connection presents the admin token file, read when connecting (the
-    daemon may create it only when it first starts). With ``autostart``, a daemon that does
-    not answer is started (see :mod:`.autostart`).
+    daemon may create it only when it first starts); with ``agent_token_file``, the agent's
+    own credential. With ``autostart``, a daemon that does not answer is started (see
+    :mod:`.autostart`).
     """
 
     def __init__(
-        self, tg: TaskGroup, *, admin: bool = False, autostart: bool = False, **hello: object
+        self, tg: TaskGroup, *, admin: bool = False, autostart: bool = False,
+        agent_token_file: str | None = None, **hello: object,
     ) -> None:
         self._tg = tg
         self._admin = admin
+        self._agent_token_file = agent_token_file
         self._hello = hello
         self._autostart = autostart
         self._client: RecallClient | None = None
@@ -260,6 +312,11 @@ class Session:
                     "(recalld writes it when it starts)",
                 )
             hello["admin_token"] = token
+        if self._agent_token_file is not None:
+            try:
+                hello["agent_token"] = read_token_file(Path(self._agent_token_file))
+            except PermissionError as exc:
+                raise RemoteError("forbidden", str(exc)) from exc
         return hello
 
     async def _start_daemon(self) -> None:

@@ -14,7 +14,7 @@ from . import __version__, ctl_experience, ctl_ops
 from . import protocol as p
 from .client import DaemonUnavailable, RecallClient, RemoteError, connect
 from .episode_input import InputError, episodes_from_text
-from .paths import read_admin_token
+from .ctl_hello import hello_tokens
 
 __all__ = ["main"]
 
@@ -224,6 +224,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-admin", action="store_true",
                     help="do not present the admin token (act as a plain agent, without "
                     "the admin:workspace scope)")
+    ap.add_argument("--agent-token-file", metavar="FILE",
+                    help="present this agent's credential (as `recallctl agent add` wrote "
+                    "it); needed with --no-admin once --agent's name has one")
     ap.add_argument("--version", action="version", version=f"recallctl {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -322,9 +325,8 @@ def main(argv: list[str] | None = None) -> None:
         command: Callable[[RecallClient, argparse.Namespace], Awaitable[int]] = args.run
         # recallctl is the user's own admin client: it acts with admin:workspace whenever it
         # can read the daemon's admin token, unless told not to.
-        token = None if args.no_admin else read_admin_token()
         async with connect(agent=args.agent, workspace=args.workspace, client="recallctl",
-                           path=args.socket, admin_token=token) as rc:
+                           path=args.socket, **hello_tokens(args)) as rc:
             return await command(rc, args)
 
     try:

@@ -20,7 +20,7 @@ import msgspec
 from . import protocol as p
 from .client import RecallClient, connect
 from .episode_input import InputError, session_from_hook
-from .paths import read_admin_token
+from .ctl_hello import hello_tokens
 
 __all__ = ["add_commands"]
 
@@ -164,9 +164,8 @@ async def _rollup(args: argparse.Namespace) -> int:
         print("recallctl experience rollup: give --session ID, or pipe a hook payload "
               "(with session_id) on stdin", file=sys.stderr)
         return 1
-    token = None if args.no_admin else read_admin_token()
     async with connect(agent=args.agent, workspace=workspace, client="recallctl",
-                       path=args.socket, admin_token=token) as rc:
+                       path=args.socket, **hello_tokens(args)) as rc:
         reply = await rc.call(
             p.RollUpExperience(
                 session=session, description=args.description, status=args.outcome,

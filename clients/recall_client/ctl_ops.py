@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sqlite3
 import stat
 import sys
@@ -22,6 +23,7 @@ import msgspec
 from . import paths
 from . import protocol as p
 from .client import DaemonUnavailable, RecallClient, RemoteError, connect, open_client
+from .ctl_hello import hello_tokens
 from .progress import Progress
 
 __all__ = ["add_commands"]
@@ -42,20 +44,49 @@ def _say(message: str) -> None:
 
 def _connect(args: argparse.Namespace, agent: str | None = None) -> Any:
     return connect(agent=agent or args.agent, workspace=args.workspace, client="recallctl",
-                   path=args.socket)
+                   path=args.socket, **hello_tokens(args))
 
 
 # --------------------------------------------------------------------------- export
 
 
+def create_private(path: Path) -> int:
+    """Create ``path`` for writing, 0600, failing if anything is there already (a file, or a
+    symlink someone planted to make us write through it).
+
+    Raises:
+        FileExistsError: ``path`` exists.
+        OSError: it cannot be created.
+    """
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   0o600)
+
+
+def _publish(partial: Path, dest: Path, force: bool) -> None:
+    """Give the finished ``partial`` its name: never over an existing file unless ``force``
+    (a hard link fails if ``dest`` exists; a rename replaces a symlink, never its target)."""
+    if force:
+        partial.replace(dest)
+        return
+    os.link(partial, dest)
+    partial.unlink()
+
+
 async def _export(args: argparse.Namespace) -> int:
     kind = None if args.kind == "all" else args.kind
     dest = Path(args.output) if args.output not in (None, "-") else None
+    if dest is not None and not args.force and (dest.exists() or dest.is_symlink()):
+        _say(f"recallctl export: {dest} exists; choose another name or pass --force")
+        return 1
     # Write to a side file and rename at the end: an interrupted export leaves no half file
-    # that looks complete.
+    # that looks complete. It holds every memory: 0600, created new.
     partial = dest.with_name(dest.name + ".partial") if dest else None
+    if partial is not None:
+        partial.unlink(missing_ok=True)
     # One task, one file: blocking writes are fine in this command.
-    out: TextIO = open(partial, "w", encoding="utf-8") if partial else sys.stdout  # noqa: ASYNC230
+    out: TextIO = (
+        os.fdopen(create_private(partial), "w", encoding="utf-8") if partial else sys.stdout
+    )
     count = 0
     try:
         async with _connect(args) as rc:
@@ -78,7 +109,7 @@ async def _export(args: argparse.Namespace) -> int:
             bar.close()
         if partial and dest:
             out.close()
-            partial.replace(dest)
+            _publish(partial, dest, args.force)
     finally:
         if partial:
             out.close()
@@ -189,7 +220,7 @@ async def _import(args: argparse.Namespace) -> int:
                 if (agent, workspace) not in clients:
                     clients[agent, workspace] = await open_client(
                         tg, agent=agent, workspace=workspace or args.workspace,
-                        client="recallctl", path=args.socket,
+                        client="recallctl", path=args.socket, **hello_tokens(args),
                     )
                 return clients[agent, workspace]
 
@@ -300,6 +331,8 @@ def _backup_sync(source: Path, dest: Path) -> int:
     """
     partial = dest.with_name(dest.name + ".partial")
     partial.unlink(missing_ok=True)
+    # Made new and private here (never through a planted symlink); SQLite then fills it.
+    os.close(create_private(partial))
     src = sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=10)
     old = os.umask(0o077)  # a backup holds everything the database does: owner only
     try:
@@ -392,6 +425,65 @@ async def _workspace(args: argparse.Namespace) -> int:
         print(f"approved {changed.workspace}" + ("" if changed.changed else " (already approved)"))
     else:
         print(f"revoked {changed.workspace}" + ("" if changed.changed else " (was not approved)"))
+    return 0
+
+
+# --------------------------------------------------------------------------- agent credentials
+
+_AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def _token_path(agent: str, output: str | None) -> Path:
+    if output is not None:
+        return Path(output)
+    if _AGENT_NAME.fullmatch(agent) is None:
+        raise ValueError(f"agent name {agent!r} is not a plain file name; give -o FILE")
+    return paths.config_dir() / "agents" / f"{agent}.token"
+
+
+def _write_token(path: Path, token: str, replace: bool) -> None:
+    """Write ``token`` to ``path`` (0600, in a private directory), never through a symlink."""
+    paths.ensure_private_dir(path.parent)
+    partial = path.with_name(path.name + ".partial")
+    partial.unlink(missing_ok=True)
+    with os.fdopen(create_private(partial), "w") as fh:
+        fh.write(token + "\n")
+    _publish(partial, path, replace)
+
+
+async def _agent(args: argparse.Namespace) -> int:
+    async with _connect(args) as rc:
+        if args.action == "list":
+            listing = await rc.call(p.AgentList(), p.AgentListResult)
+            if args.json:
+                _print_json(listing)
+                return 0
+            print(f"agents with a credential ({len(listing.agents)})")
+            for a in listing.agents:
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(a.created_at))
+                print(f"  {a.agent}  (since {when})")
+            return 0
+        if args.action == "revoke":
+            changed = await rc.call(p.AgentRevoke(agent=args.name), p.AgentChanged)
+            print(f"revoked the credential of {changed.agent}"
+                  if changed.changed else f"{changed.agent} had no credential")
+            return 0
+        try:
+            dest = _token_path(args.name, args.output)
+        except ValueError as exc:
+            _say(f"recallctl agent add: {exc}")
+            return 1
+        if not args.rotate and (dest.exists() or dest.is_symlink()):
+            _say(f"recallctl agent add: {dest} exists; pass --rotate to replace the credential")
+            return 1
+        enrolled = await rc.call(p.AgentEnroll(agent=args.name, rotate=args.rotate),
+                                 p.AgentEnrolled)
+    await anyio.to_thread.run_sync(_write_token, dest, enrolled.token, args.rotate)
+    what = "replaced" if enrolled.rotated else "created"
+    print(f"{what} the credential of agent {enrolled.agent} in {dest} (0600)")
+    print("give it to this agent's launcher only, e.g.:")
+    print(f"  recall-mcp --agent {enrolled.agent} --agent-token-file {dest}")
+    print(f"from now on a connection naming {enrolled.agent} without it is refused")
     return 0
 
 
@@ -525,7 +617,9 @@ def add_commands(sub: Any) -> None:
         "with all its fields per line: an experience with its class, strategy, status, "
         "tool_calls, minutes, files and lessons, a lesson with its support. A progress bar "
         "shows on a terminal.")
-    ex.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
+    ex.add_argument("-o", "--output", metavar="FILE",
+                    help="file to write, created 0600 (default: stdout)")
+    ex.add_argument("--force", action="store_true", help="replace FILE if it exists")
     ex.add_argument("--kind", default="memory",
                     help="record kind to export (memory, experience, lesson, episode), or "
                     "'all' (default: memory)")
@@ -580,6 +674,27 @@ def add_commands(sub: Any) -> None:
                            "the daemon started.")
     ls.add_argument("--json", action="store_true", help="print JSON")
     ws.set_defaults(local=_workspace)
+
+    ag = sub.add_parser(
+        "agent", help="give agent names their own credentials",
+        description="An agent name with a credential can be claimed only with its token "
+        "(or the admin token): recall-mcp presents it with --agent-token-file. This makes "
+        "the agent partition a real boundary between agents that cannot read each other's "
+        "token files (sandboxed ones); it does not stop a process that can read them.")
+    ag_sub = ag.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = ag_sub.add_parser("add", help="create a credential for an agent name",
+                            description="Create a credential for NAME and write its token "
+                            "to a 0600 file (default: $XDG_CONFIG_HOME/recalld/agents/"
+                            "NAME.token).")
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("-o", "--output", metavar="FILE", help="where to write the token")
+    add.add_argument("--rotate", action="store_true",
+                     help="replace an existing credential (the old token stops working)")
+    rv = ag_sub.add_parser("revoke", help="remove an agent name's credential")
+    rv.add_argument("name", metavar="NAME")
+    al = ag_sub.add_parser("list", help="list the agent names that have a credential")
+    al.add_argument("--json", action="store_true", help="print JSON")
+    ag.set_defaults(local=_agent)
 
     dr = sub.add_parser(
         "doctor", help="check the socket, database, index and model",

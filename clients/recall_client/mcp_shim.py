@@ -47,6 +47,8 @@ class ShimConfig:
     # Present the admin token file: the admin:workspace scope (work_search any_caller, ...).
     admin: bool = False
     autostart: bool = False
+    # The agent's own credential (recallctl agent add), presented in every hello.
+    agent_token_file: str | None = None
 
 
 def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
@@ -63,6 +65,7 @@ def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
             holder["session"] = Session(
                 tg, autostart=config.autostart, agent=config.agent, workspace=config.workspace,
                 client="recall-mcp", model=config.model, path=config.socket, admin=config.admin,
+                agent_token_file=config.agent_token_file,
                 # One agent session per shim process, kept across reconnects.
                 session=f"mcp-{uuid.uuid4().hex}",
             )
@@ -103,6 +106,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--admin", action="store_true",
                     help="present the daemon's admin token ($XDG_CONFIG_HOME/recalld/"
                     "admin.token) for the admin:workspace scope, e.g. work_search any_caller")
+    ap.add_argument("--agent-token-file", default=os.environ.get("RECALL_AGENT_TOKEN_FILE"),
+                    metavar="FILE",
+                    help="this agent's credential, as `recallctl agent add` wrote it "
+                    "(default: $RECALL_AGENT_TOKEN_FILE); required once the name has one")
     ap.add_argument("--version", action="version", version=f"recall-mcp {__version__}")
     return ap.parse_args(argv)
 
@@ -120,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         socket=args.socket,
         admin=args.admin,
         autostart=autostart_enabled(),
+        agent_token_file=args.agent_token_file,
     )
     build_server(config).run("stdio")
 

@@ -7,25 +7,80 @@ default, so a ``socket`` set in config.toml is where clients look too.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 __all__ = [
+    "InsecureDirectory",
     "admin_token_path",
     "autostart_enabled",
     "config_dir",
     "config_file",
     "data_dir",
+    "ensure_private_dir",
     "file_config",
     "find_workspace",
     "log_file",
     "read_admin_token",
+    "read_token_file",
     "runtime_dir",
     "socket_path",
     "state_dir",
 ]
+
+
+class InsecureDirectory(PermissionError):
+    """A directory the daemon or a client would put its socket or lock in is not private."""
+
+
+def ensure_private_dir(path: Path) -> None:
+    """Make sure ``path`` is a directory only this user may use; create it (0700) if missing.
+
+    Another local user who owns the socket's directory (or its parent, say a predictable
+    ``/tmp/recalld-UID`` created before we came) could replace the socket with a listener
+    of their own and capture what clients send. So the directory must be a real directory
+    (not a symlink), owned by this user and writable by no one else; its parent must be
+    this user's or root's and writable by no one else unless sticky (like /tmp). A
+    directory of ours that others may only read or traverse is tightened to 0700.
+
+    Raises:
+        InsecureDirectory: the directory or its parent fails those checks (the message
+            says which and why).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    uid = os.getuid()
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise InsecureDirectory(f"{path} is not a directory (a symlink?); refusing to use it")
+    if st.st_uid != uid:
+        raise InsecureDirectory(
+            f"{path} belongs to uid {st.st_uid}, not to you (uid {uid}): another user could "
+            "replace the socket there; remove it or set RECALLD_SOCKET to a directory of yours"
+        )
+    if st.st_mode & 0o022:
+        raise InsecureDirectory(
+            f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "
+            f"run: chmod 700 {path}"
+        )
+    if st.st_mode & 0o077:
+        # Readable or traversable by others, not writable: ours to tighten.
+        os.chmod(path, 0o700)
+    parent = os.stat(path.parent)
+    if parent.st_uid not in (uid, 0) or (
+        parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX
+    ):
+        raise InsecureDirectory(
+            f"{path.parent} (which holds {path.name}) belongs to uid {parent.st_uid} or may be "
+            "changed by others: they could swap the socket directory; use one under a "
+            "directory of yours"
+        )
 
 
 def runtime_dir() -> Path:
@@ -103,6 +158,27 @@ def read_admin_token() -> str | None:
     except OSError:
         return None
     return token or None
+
+
+def read_token_file(path: Path) -> str:
+    """An agent's token from the file ``recallctl agent add`` wrote.
+
+    Raises:
+        PermissionError: the file is missing, unreadable, empty, or readable by others (a
+            token others may read proves nothing).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise PermissionError(f"cannot read the agent token file {path}: {exc}") from exc
+    with os.fdopen(fd) as fh:
+        if os.fstat(fh.fileno()).st_mode & 0o077:
+            raise PermissionError(f"the agent token file {path} is readable by others; "
+                                  f"run: chmod 600 {path}")
+        token = fh.read().strip()
+    if not token:
+        raise PermissionError(f"the agent token file {path} is empty")
+    return token
 
 
 def file_config() -> dict[str, Any]:

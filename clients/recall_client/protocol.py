@@ -21,6 +21,13 @@ __all__ = [
     "MAX_FRAME",
     "PROTOCOL_VERSION",
     "ActorStatus",
+    "AgentChanged",
+    "AgentCredential",
+    "AgentEnroll",
+    "AgentEnrolled",
+    "AgentList",
+    "AgentListResult",
+    "AgentRevoke",
     "CaptureEpisode",
     "CitedPath",
     "CommitDrift",
@@ -42,6 +49,7 @@ __all__ = [
     "ExperienceRolledUp",
     "ExperienceSearchResult",
     "ExperienceStatus",
+    "FREE_TEXT",
     "ExplainNode",
     "Export",
     "ExportPage",
@@ -75,6 +83,7 @@ __all__ = [
     "ModelStatus",
     "NegativeOutcome",
     "NodeExplained",
+    "OPAQUE",
     "PathDrift",
     "Ping",
     "Pong",
@@ -122,22 +131,36 @@ HEADER = struct.Struct(">I")
 
 ErrorCode = Literal["invalid_request", "not_found", "forbidden", "busy", "unavailable", "internal"]
 
+# How the daemon's ingest stage treats each string a write request carries (recalld's
+# sanitize module reads these marks, so a new field is covered the moment it is declared):
+# FREE_TEXT is redacted of secrets before anything is stored; OPAQUE is never stored as
+# sent (a digest at most); every other string is an identifier (a name, an id, a path the
+# daemon looks up) that redaction would change the meaning of, so a request whose
+# identifier holds a secret is refused.
+FREE_TEXT: dict[str, Any] = {"text": "free"}
+OPAQUE: dict[str, Any] = {"text": "opaque"}
+
 # Reusable bounded field types: the bounds live in the protocol, so the daemon rejects
 # out-of-range input with a typed error whichever client sent it.
 Name = Annotated[str, Meta(min_length=1, max_length=128)]
-Tag = Annotated[str, Meta(min_length=1, max_length=64)]
+Tag = Annotated[str, Meta(min_length=1, max_length=64, extra=FREE_TEXT)]
 Tags = Annotated[list[Tag], Meta(max_length=32)]
-Text = Annotated[str, Meta(min_length=1, max_length=100_000)]
+Text = Annotated[str, Meta(min_length=1, max_length=100_000, extra=FREE_TEXT)]
 Query = Annotated[str, Meta(min_length=1, max_length=4_000)]
 Key = Annotated[str, Meta(min_length=1, max_length=200)]
+# Stored as a digest only: a retry must present the same key, and no key is ever stored.
+IdempotencyKey = Annotated[str, Meta(min_length=1, max_length=200, extra=OPAQUE)]
 Path = Annotated[str, Meta(min_length=1, max_length=4_096)]
+# A path a memory or an episode cites: stored, so redacted like text.
+FilePath = Annotated[str, Meta(min_length=1, max_length=4_096, extra=FREE_TEXT)]
 Seconds = Annotated[float, Meta(ge=0)]
 MemoryId = Annotated[str, Meta(min_length=1, max_length=64)]
-Subject = Annotated[str, Meta(min_length=1, max_length=200)]
-MemoryLabel = Annotated[str, Meta(min_length=1, max_length=200)]
+Subject = Annotated[str, Meta(min_length=1, max_length=200, extra=FREE_TEXT)]
+MemoryLabel = Annotated[str, Meta(min_length=1, max_length=200, extra=FREE_TEXT)]
 Labels = Annotated[list[MemoryLabel], Meta(max_length=32)]
-Note = Annotated[str, Meta(max_length=500)]
-CitedPaths = Annotated[list[Path], Meta(max_length=64)]
+Note = Annotated[str, Meta(max_length=500, extra=FREE_TEXT)]
+Source = Annotated[str, Meta(max_length=128, extra=FREE_TEXT)]
+CitedPaths = Annotated[list[FilePath], Meta(max_length=64)]
 Commit = Annotated[str, Meta(pattern=r"^[0-9a-f]{7,64}$")]
 MemoryKind = Literal["entry", "fact"]
 Authority = Literal["first-party", "quoted"]
@@ -167,10 +190,13 @@ class Hello(Request, tag="hello"):
     model: Annotated[str, Meta(max_length=128)] | None = None
     # The contents of the daemon's admin token file; grants the admin:workspace scope.
     # A token that does not match is refused (forbidden), never silently ignored.
-    admin_token: Annotated[str, Meta(min_length=1, max_length=256)] | None = None
+    admin_token: Annotated[str, Meta(min_length=1, max_length=256, extra=OPAQUE)] | None = None
     # The agent session this connection belongs to (the MCP shim makes one per process);
     # memory_search's since_prior_session compares sessions. Absent: one per connection.
     session: Annotated[str, Meta(min_length=1, max_length=200)] | None = None
+    # The agent's own credential (``recallctl agent add`` made it): once a name has one,
+    # a hello claiming that name without it is refused (the admin token may act as anyone).
+    agent_token: Annotated[str, Meta(min_length=1, max_length=256, extra=OPAQUE)] | None = None
 
 
 class Ping(Request, tag="ping"):
@@ -193,13 +219,13 @@ class MemoryStore(Request, tag="memory_store"):
 
     text: Text
     tags: Tags = []
-    source: Annotated[str, Meta(max_length=128)] | None = None
+    source: Source | None = None
     session: Annotated[str, Meta(max_length=200)] | None = None
     # When the remembered thing happened (unix seconds); defaults to the time of capture.
     ts: Annotated[float, Meta(ge=0)] | None = None
     ttl_s: Annotated[float, Meta(gt=0)] | None = None
     # A retried request with the same key returns the first request's result.
-    idempotency_key: Key | None = None
+    idempotency_key: IdempotencyKey | None = None
     # Overrides the hello's workspace for this one record (bulk import, benchmarks).
     workspace: Path | None = None
     kind: MemoryKind = "entry"
@@ -231,7 +257,7 @@ class MemoryUpdate(Request, tag="memory_update"):
     memory_id: MemoryId
     text: Text | None = None
     tags: Tags | None = None
-    source: Annotated[str, Meta(max_length=128)] | None = None
+    source: Source | None = None
     subject: Subject | None = None
     scopes: Labels | None = None
     bands: Labels | None = None
@@ -262,7 +288,7 @@ class MemoryRecordUse(Request, tag="memory_record_use"):
     """Record what became of surfaced memories: used, ignored, contradicted or corrected."""
 
     # From a memory_search hit; names the memory and the search it came from.
-    use_token: Annotated[str, Meta(min_length=1, max_length=512)] | None = None
+    use_token: Annotated[str, Meta(min_length=1, max_length=512, extra=OPAQUE)] | None = None
     memory_ids: Annotated[list[MemoryId], Meta(max_length=50)] = []
     # Unset with a use_token: recorded as "used" (the hit was surfaced and not rejected).
     outcome: Outcome | None = None
@@ -329,11 +355,12 @@ class CaptureEpisode(Request, tag="capture_episode"):
 
     summary: Text
     session_id: SessionId | None = None
-    tool: Name | None = None
+    # Free text to the ingest stage (redacted): hooks report whatever a tool was called.
+    tool: Annotated[str, Meta(min_length=1, max_length=128, extra=FREE_TEXT)] | None = None
     # ok / success / ... count as success; anything else (error, timeout, denied) waits for
     # a verdict before it becomes eligible (see recalld.episodes).
     status: Label = "ok"
-    error_code: Annotated[str, Meta(min_length=1, max_length=128)] | None = None
+    error_code: Annotated[str, Meta(min_length=1, max_length=128, extra=FREE_TEXT)] | None = None
     duration_ms: Annotated[float, Meta(ge=0)] | None = None
     result_size: Annotated[int, Meta(ge=0)] | None = None
     # How the episode reached recalld (mcp, hook, cli, api) and what kind of step it was.
@@ -343,15 +370,15 @@ class CaptureEpisode(Request, tag="capture_episode"):
     # A verdict already known at capture (0 = the task failed .. 1 = it succeeded).
     task_result: UnitScore | None = None
     # Where the summary's words came from (web, tool_output, user, ...); trust weighs it.
-    source: Annotated[str, Meta(max_length=128)] | None = None
+    source: Source | None = None
     ts: Annotated[float, Meta(ge=0)] | None = None
     ttl_s: Annotated[float, Meta(gt=0)] | None = None
-    idempotency_key: Key | None = None
+    idempotency_key: IdempotencyKey | None = None
     # Overrides the hello's workspace for this one episode (a hook reports its own cwd).
     workspace: Path | None = None
     # Files the step touched (a hook's tool_input.file_path); a session's roll-up into an
     # experience lists those inside the workspace.
-    files: Annotated[list[Path], Meta(max_length=64)] = []
+    files: Annotated[list[FilePath], Meta(max_length=64)] = []
 
 
 class WorkSearch(Request, tag="work_search"):
@@ -401,7 +428,10 @@ ExperienceStatus = Literal["success", "failure", "unknown"]
 # field is ``record_id`` because ``id`` is every request's own id.
 RecordId = Annotated[str, Meta(min_length=1, max_length=64)]
 ExperienceQuery = Annotated[str, Meta(min_length=1, max_length=1_000)]
-LessonText = Annotated[str, Meta(min_length=1, max_length=1_000)]
+LessonText = Annotated[str, Meta(min_length=1, max_length=1_000, extra=FREE_TEXT)]
+Description = Annotated[str, Meta(min_length=1, max_length=20_000, extra=FREE_TEXT)]
+Strategy = Annotated[str, Meta(min_length=1, max_length=2_000, extra=FREE_TEXT)]
+TaskClass = Annotated[str, Meta(min_length=1, max_length=64, extra=FREE_TEXT)]
 # Files an experience touched: project-relative once stored; the cap keeps a record compact.
 MAX_EXPERIENCE_FILES = 100
 
@@ -409,22 +439,20 @@ MAX_EXPERIENCE_FILES = 100
 class RecordExperience(Request, tag="record_experience"):
     """Record one finished task with its outcome and the lessons drawn from it."""
 
-    description: Annotated[str, Meta(min_length=1, max_length=20_000)]
+    description: Description
     status: ExperienceStatus = "unknown"
-    strategy: Annotated[str, Meta(min_length=1, max_length=2_000)] | None = None
+    strategy: Strategy | None = None
     # ``class`` on the wire (the seed's name); a Python keyword, hence the attribute name.
-    task_class: Annotated[str, Meta(min_length=1, max_length=64)] = msgspec.field(
-        default="general", name="class"
-    )
+    task_class: TaskClass = msgspec.field(default="general", name="class")
     tool_calls: Annotated[int, Meta(ge=0, le=10_000_000)] = 0
     minutes: Annotated[float, Meta(ge=0, le=525_600)] = 0.0
-    files: Annotated[list[Path], Meta(max_length=MAX_EXPERIENCE_FILES)] = []
+    files: Annotated[list[FilePath], Meta(max_length=MAX_EXPERIENCE_FILES)] = []
     lessons: Annotated[list[LessonText], Meta(max_length=20)] = []
     session: Annotated[str, Meta(max_length=200)] | None = None
     # When the task ended (unix seconds); defaults to now. Import keeps the original time.
     ts: Annotated[float, Meta(ge=0)] | None = None
     # A retried request with the same key returns the first request's result.
-    idempotency_key: Key | None = None
+    idempotency_key: IdempotencyKey | None = None
 
 
 class SearchExperience(Request, tag="search_experience"):
@@ -464,12 +492,10 @@ class RollUpExperience(Request, tag="roll_up_experience"):
 
     session: SessionId
     # Each given field replaces the computed one, now and at later roll-ups of the session.
-    description: Annotated[str, Meta(min_length=1, max_length=20_000)] | None = None
+    description: Description | None = None
     status: ExperienceStatus | None = None
-    strategy: Annotated[str, Meta(min_length=1, max_length=2_000)] | None = None
-    task_class: Annotated[str, Meta(min_length=1, max_length=64)] | None = msgspec.field(
-        default=None, name="class"
-    )
+    strategy: Strategy | None = None
+    task_class: TaskClass | None = msgspec.field(default=None, name="class")
     # Added to the lessons earlier roll-ups of the session gave (20 at most in all).
     lessons: Annotated[list[LessonText], Meta(max_length=20)] = []
 
@@ -517,7 +543,28 @@ class WorkspaceList(Request, tag="workspace_list"):
     """Approved workspaces, and those refused since the daemon started."""
 
 
-OpsRequests = Export | Reindex | Doctor | WorkspaceApprove | WorkspaceRevoke | WorkspaceList
+class AgentEnroll(Request, tag="agent_enroll"):
+    """Give an agent name its own credential; the reply carries the token (shown only once)."""
+
+    agent: Name
+    # Replace the name's existing credential (the old token stops working).
+    rotate: bool = False
+
+
+class AgentRevoke(Request, tag="agent_revoke"):
+    """Withdraw an agent name's credential: the name is claimable without a token again."""
+
+    agent: Name
+
+
+class AgentList(Request, tag="agent_list"):
+    """The agent names that have a credential."""
+
+
+OpsRequests = (
+    Export | Reindex | Doctor | WorkspaceApprove | WorkspaceRevoke | WorkspaceList
+    | AgentEnroll | AgentRevoke | AgentList
+)
 
 Requests = (
     Hello | Ping | MemoryStore | MemorySearch | MemoryUpdate | MemoryVerify | MemoryShow
@@ -1145,7 +1192,36 @@ class WorkspaceListResult(Reply, tag="workspace_list_result"):
 
 
 
-OpsReplies = ExportPage | ReindexStarted | DoctorResult | WorkspaceChanged | WorkspaceListResult
+class AgentEnrolled(Reply, tag="agent_enrolled"):
+    agent: str
+    # The credential: give it to this agent's launcher only (recall-mcp --agent-token-file).
+    # recalld keeps a digest of it, never the token.
+    token: str
+    created_at: float
+    # True when an earlier credential of the name was replaced.
+    rotated: bool = False
+
+
+class AgentChanged(Reply, tag="agent_changed"):
+    agent: str
+    enrolled: bool
+    # False when the name already was in the state asked for.
+    changed: bool
+
+
+class AgentCredential(Struct, kw_only=True):
+    agent: str
+    created_at: float
+
+
+class AgentListResult(Reply, tag="agent_list_result"):
+    agents: list[AgentCredential]
+
+
+OpsReplies = (
+    ExportPage | ReindexStarted | DoctorResult | WorkspaceChanged | WorkspaceListResult
+    | AgentEnrolled | AgentChanged | AgentListResult
+)
 
 Replies = (
     Error | Welcome | Pong | Stored | MemoryStored | MemoryChanged | UseRecorded | FactResolved

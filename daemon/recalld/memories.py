@@ -32,8 +32,7 @@ from recall_client import protocol as p
 from .capture import Principal, WriteJob, content_hash, new_id
 from .drift import GitOrigin, cached_origin, git_head, git_origin, scrape_paths
 from .errors import RecallError
-from .redact import redact
-from .store import open_reader
+from .store import open_reader, remember_key, replayed_record
 from .trust import DEFAULT_TRUST_FLOOR, assess
 
 if TYPE_CHECKING:
@@ -53,6 +52,7 @@ __all__ = [
     "show",
     "issue_use_token",
     "subject_key",
+    "token_memory_id",
 ]
 
 # Quoted authority: someone else said it. It is marked, and trusted a little less.
@@ -69,10 +69,6 @@ def subject_key(subject: str) -> str:
 
 def _labels(values: list[str]) -> list[str]:
     return list(dict.fromkeys(values))
-
-
-def _redacted(value: str | None) -> str | None:
-    return redact(value)[0] if value is not None else None
 
 
 def _eligibility(trust: float, blocked: bool) -> str:
@@ -218,17 +214,14 @@ class MemoryStoreJob(WriteJob):
             raise RecallError("invalid_request", "a fact needs a subject (the entity it is about)")
         if req.kind == "entry" and req.subject is not None:
             raise RecallError("invalid_request", "subject applies to facts; store it with kind 'fact'")
-        if req.idempotency_key is not None:
-            row = conn.execute(
-                "SELECT record_id FROM idempotency WHERE agent = ? AND key = ?",
-                (who.agent, req.idempotency_key),
-            ).fetchone()
-            if row is not None:
-                return p.MemoryStored(id=0, record_id=row[0], replayed=True, kind=req.kind,
-                                      action="replayed", subject=req.subject)
+        replayed = replayed_record(conn, who.agent, req.idempotency_key)
+        if replayed is not None:
+            return p.MemoryStored(id=0, record_id=replayed, replayed=True, kind=req.kind,
+                                  action="replayed", subject=req.subject)
         _require_memories(conn, req.supersedes, "supersedes")
         workspace = req.workspace or who.workspace
-        text, _found = redact(req.text)
+        # Already redacted, like every free-text field: the ingest stage (sanitize) ran first.
+        text = req.text
         digest = content_hash("memory", text)
         row = conn.execute(
             "SELECT id FROM records WHERE workspace = ? AND kind = 'memory' AND content_hash = ?"
@@ -249,9 +242,7 @@ class MemoryStoreJob(WriteJob):
             " VALUES (?, 'memory', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record_id, ts, now, now, workspace, who.agent, who.uid,
-                # Every free-text field is stored, so every one is redacted, not only the text.
-                _redacted(req.session or who.session), _redacted(req.source), text,
-                _json.encode(_labels([redact(tag)[0] for tag in req.tags])).decode(),
+                req.session or who.session, req.source, text, _json.encode(_labels(req.tags)).decode(),
                 trust, _eligibility(trust, blocked),
                 now + req.ttl_s if req.ttl_s is not None else None, digest,
             ),
@@ -261,8 +252,9 @@ class MemoryStoreJob(WriteJob):
         self.new_rowids.append(rowid)
 
         origin = None if req.global_scope or workspace == "/" else workspace
-        repo = req.origin_repo or (self.origin.repo if self.origin else None)
-        commit = req.origin_commit or (self.origin.commit if self.origin and not req.origin_repo else None)
+        # The handler checked that a given origin_repo is the one recalld found.
+        repo = self.origin.repo if self.origin else None
+        commit = req.origin_commit or (self.origin.commit if self.origin else None)
         key = subject_key(req.subject) if req.subject else None
         conn.execute(
             "INSERT INTO memory_meta (rowid, kind, subject, subject_key, authority,"
@@ -308,11 +300,7 @@ class MemoryStoreJob(WriteJob):
         )
 
     def _remember_key(self, conn: sqlite3.Connection, record_id: str, now: float) -> None:
-        if self.req.idempotency_key is not None:
-            conn.execute(
-                "INSERT INTO idempotency (agent, key, record_id, created_at) VALUES (?, ?, ?, ?)",
-                (self.principal.agent, self.req.idempotency_key, record_id, now),
-            )
+        remember_key(conn, self.principal.agent, self.req.idempotency_key, record_id, now)
 
 
 def _settle_fact(
@@ -361,7 +349,7 @@ class MemoryUpdateJob(WriteJob):
                          (req.subject, subject_key(req.subject), rowid))
             changed.append("subject")
         if req.text is not None:
-            text, _ = redact(req.text)
+            text = req.text
             digest = content_hash("memory", text)
             clash = conn.execute(
                 "SELECT id FROM records WHERE workspace = ? AND kind = 'memory' AND content_hash = ?"
@@ -376,7 +364,7 @@ class MemoryUpdateJob(WriteJob):
             self.new_rowids.append(rowid)
             changed.append("text")
         if req.source is not None:
-            source = _redacted(req.source)
+            source = req.source
             conn.execute("UPDATE records SET source = ? WHERE rowid = ?", (source, rowid))
             changed.append("source")
         if req.authority is not None:
@@ -391,7 +379,7 @@ class MemoryUpdateJob(WriteJob):
                          (_json.encode(reasons).decode(), rowid))
         if req.tags is not None:
             conn.execute("UPDATE records SET tags = ? WHERE rowid = ?",
-                         (_json.encode(_labels([redact(t)[0] for t in req.tags])).decode(), rowid))
+                         (_json.encode(_labels(req.tags)).decode(), rowid))
             changed.append("tags")
         for kind_name, values in (("scope", req.scopes), ("band", req.bands), ("episode", req.episodes)):
             if values is not None:
@@ -496,6 +484,16 @@ def issue_use_token(conn: sqlite3.Connection, memory_id: str, now: float) -> str
     body = msgspec.msgpack.encode(_TokenBody(memory_id, round(now, 3), os.urandom(6)))
     mac = hmac.new(_key(conn), body, hashlib.sha256).digest()[:12]
     return f"{_b64(body)}.{_b64(mac)}"
+
+
+def token_memory_id(token: str) -> str | None:
+    """The memory a use_token names, unverified (authorization looks the id up; the write
+    verifies the token's signature); None when it does not parse."""
+    try:
+        body = _unb64(token.split(".")[0])
+        return msgspec.msgpack.decode(body, type=_TokenBody).memory_id
+    except (ValueError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 def _read_token(conn: sqlite3.Connection, token: str) -> UseToken:
@@ -612,10 +610,11 @@ async def handle(
         case p.MemoryStore():
             origin = None
             workspace = req.workspace or who.workspace
-            if req.origin_repo is None and not req.global_scope:
+            if not req.global_scope:
                 known, origin = cached_origin(workspace)
                 if not known:
                     origin = await anyio.to_thread.run_sync(git_origin, workspace)
+            _check_origin_repo(req, workspace, origin)
             job = MemoryStoreJob(who, req, origin)
         case p.MemoryUpdate():
             job = MemoryUpdateJob(who, req, await _head_of(daemon.data_dir, req.memory_id))
@@ -628,6 +627,32 @@ async def handle(
     await daemon.submit(job)
     result: p.Reply = await job.wait()
     return result
+
+
+def _check_origin_repo(req: p.MemoryStore, workspace: str, origin: GitOrigin | None) -> None:
+    """A client may name the origin repository only as the one recalld itself finds for the
+    workspace: drift is computed in that directory, so it must never be a path that only a
+    client asserted.
+
+    Raises:
+        RecallError: ``invalid_request`` saying what recalld found instead.
+    """
+    if req.origin_repo is None:
+        return
+    if req.global_scope:
+        raise RecallError("invalid_request", "a global_scope memory has no origin; drop origin_repo")
+    if origin is None:
+        raise RecallError(
+            "invalid_request",
+            f"origin_repo {req.origin_repo} was given, but workspace {workspace} is not in a "
+            "git repository recalld can read; leave origin_repo unset",
+        )
+    if os.path.normpath(req.origin_repo) != origin.repo:
+        raise RecallError(
+            "invalid_request",
+            f"origin_repo must be the git top level of workspace {workspace}, which is "
+            f"{origin.repo}; leave it unset and recalld records it",
+        )
 
 
 async def show(daemon: Daemon, req: p.MemoryShow) -> p.MemoryShown:

@@ -38,7 +38,7 @@ import msgspec
 import numpy as np
 from recall_client import protocol as p
 
-from . import drift
+from . import drift, git_history
 from .capture import Principal
 from .errors import RecallError
 from .memories import Fact, current_facts, issue_use_token
@@ -540,12 +540,15 @@ class MemoryReader:
             or top[0].score >= DECISIVE_LEAD * top[1].score
         )
         hits = []
+        # History walking this search may do for all its hits together (the cache makes a
+        # repeated count free; a client varying origin_commit cannot make it unbounded).
+        budget = git_history.WalkBudget()
         for i, s in enumerate(top):
             row, expanded = s.row, expand and i == 0
             path_drift, anchored_missing, _ = drift.check_paths(row.paths, row.path_base)
             commit = drift.commit_drift(
                 row.origin_repo, row.verified_commit, row.last_verified_at,
-                [c.path for c in row.paths if c.anchored],
+                [c.path for c in row.paths if c.anchored], budget,
             )
             full = verbose or expanded or len(row.text) <= COMPACT_TEXT
             terms = s.match_terms or query_terms(req.query)

@@ -85,7 +85,8 @@ def _mixed(m: re.Match[str]) -> bool:
 
 
 def _not_reference(m: re.Match[str]) -> bool:
-    return not _REFERENCE.match(m.group(1).strip("'\""))
+    value = m.group("value") if "value" in m.re.groupindex else m.group(1)
+    return not _REFERENCE.match(value.strip("'\""))
 
 
 def _credential_word(m: re.Match[str]) -> bool:
@@ -96,6 +97,18 @@ def _credential_word(m: re.Match[str]) -> bool:
             and not _REFERENCE.match(value) and not _PATH.match(value))
 
 
+# Flag words that make a --flag name where a secret is, not the secret: --token-file PATH.
+_FLAG_ABOUT = re.compile(r"(?:file|path|stdin|dir|name|env|type|url|length|policy)(?![a-z0-9])")
+_SECRET_IN = re.compile(_SECRET_WORD, re.IGNORECASE)
+
+
+def _secret_flag(m: re.Match[str]) -> bool:
+    """``--NAME VALUE`` where NAME holds a secret word and no word saying it is about one."""
+    flag = m.group("key").lower()
+    return (_SECRET_IN.search(flag) is not None and _FLAG_ABOUT.search(flag) is None
+            and _not_reference(m))
+
+
 @dataclass(frozen=True, slots=True)
 class _Rule:
     name: str
@@ -104,29 +117,60 @@ class _Rule:
     check: Callable[[re.Match[str]], bool] | None = None  # False: not a secret after all
 
 
-# The end of a token whose alphabet includes '-' (where \b would stop one character short).
-_END = r"(?![A-Za-z0-9_-])"
+# Every rule is linear in the text it scans, whatever the text (a client chooses it, up to
+# 100,000 characters, and redaction runs on every write):
+# - a token whose alphabet holds a non-word character (``-``, ``.``, ``+``...) starts only where
+#   no character of its alphabet precedes (``_after``), not at ``\b``: otherwise every ``-``
+#   inside one long run is a new start that scans the rest of the run again (quadratic);
+# - runs are possessive (``++``, ``*+``, ``{n,}+``): what cannot be part of a match is never
+#   retried a character shorter;
+# - a key that must contain a secret word is matched as a whole run and the word looked for
+#   inside it (a lookahead from the run's start), not as ``run* WORD run*``, which backtracks
+#   over every split of the run (cubic);
+# - a command's options are scanned up to the next command word only (a tempered scan), so
+#   "mysql mysql mysql ..." does not rescan the line from every word.
+# tests/test_redaction_linear.py feeds every rule the pathological families at the
+# protocol's maximum length.
+
+
+def _after(alphabet: str) -> str:
+    """Start only where no character of ``alphabet`` (a class body) precedes."""
+    return f"(?<![{alphabet}])"
+
+
+def _options_of(commands: str) -> str:
+    """The rest of a command line after one of ``commands``, lazily, up to the next of them."""
+    return rf"(?:(?!\b(?:{commands})\b)[^\n|;&])*?"
+
+
 # A value after a key: the quoted string whole (to its closing quote, or to where a clipped
 # text was cut: "…" or the end), else up to whitespace or a delimiter.
-_VALUE = (r"""(?P<value>(?<=")[^"\n…]{%d,}(?=["…]|\Z)|(?<=')[^'\n…]{%d,}(?=['…]|\Z)"""
-          r"""|[^\s"',;&]{%d,})""")
-# A command-line argument: quoted whole, else up to whitespace.
-_ARG = r"""('[^'\n]+'|"[^"\n]+"|[^\s'"`]{3,})"""
+_VALUE = (r"""(?P<value>(?<=")[^"\n…]{%d,}+(?=["…]|\Z)|(?<=')[^'\n…]{%d,}+(?=['…]|\Z)"""
+          r"""|[^\s"',;&]{%d,}+)""")
+# A command-line argument: quoted whole (a password is short; the bound keeps an unclosed
+# quote from scanning the rest of the text), else up to whitespace.
+_ARG = r"""(?P<value>'[^'\n]{1,256}'|"[^"\n]{1,256}"|[^\s'"`]{3,}+)"""
+# A key holding one of the secret words somewhere in it: the run is matched whole.
+_SECRET_KEY = r"(?=[A-Z0-9_.-]*?" + _SECRET_WORD + r")(?P<key>[A-Z0-9_.-]++)"
+_TOKEN = r"A-Za-z0-9_\-"
+_CLI = "mysql|mysqldump|mysqladmin|mariadb|mariadb-dump"
+_HTTP_CLI = "curl|wget|https?|httpie"
 
 _RULES: list[_Rule] = [
-    # ---- blocks
+    # ---- blocks (one match runs to the block's end, or to the end of the text)
     _Rule("private_key", re.compile(
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
         r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S)),
     _Rule("private_key", re.compile(
-        r"PuTTY-User-Key-File-\d+:.*?(?:Private-MAC:\s*[0-9a-fA-F]+|\Z)", re.S)),
+        r"PuTTY-User-Key-File-\d++:.*?(?:Private-MAC:\s*+[0-9a-fA-F]++|\Z)", re.S)),
     _Rule("private_key", re.compile(r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b")),
     # ---- issuer formats
     _Rule("jwt", re.compile(
-        r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _END)),
+        _after(_TOKEN) + r"eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+")),
     _Rule("aws_key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b")),
     _Rule("aws_secret", re.compile(
-        r"(?i)\baws_?secret_?access_?key\b[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
+        r"(?i)\baws_?secret_?access_?key\b[\"']?\s*+[:=]\s*+[\"']?([A-Za-z0-9/+=]{40})"
+        r"(?![A-Za-z0-9/+=])"
     ), 1),
     _Rule("aws_secret", re.compile(
         r"(?i)\bsecret(?:[ _-]?access)?(?:[ _-]?key)?\W{0,3}(?:is\W{1,3})?"
@@ -135,89 +179,93 @@ _RULES: list[_Rule] = [
     _Rule("github_token", re.compile(
         r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b")),
     _Rule("gitlab_token", re.compile(
-        r"\bgl(?:pat|rt|dt|cbt|ptt|ft|soat|imt|agent|oas)-[A-Za-z0-9_-]{20,}" + _END)),
+        _after(_TOKEN) + r"gl(?:pat|rt|dt|cbt|ptt|ft|soat|imt|agent|oas)-[A-Za-z0-9_-]{20,}+")),
     _Rule("slack_token", re.compile(
-        r"\b(?:xox[abposre]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})" + _END)),
-    _Rule("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+")),
+        _after(_TOKEN) + r"(?:xox[abposre]-[A-Za-z0-9-]{10,}+|xapp-\d-[A-Za-z0-9-]{10,}+)")),
+    _Rule("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]++")),
     _Rule("discord_webhook", re.compile(
-        r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/\d+/([A-Za-z0-9_-]+)"), 1),
-    _Rule("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}" + _END)),
-    _Rule("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}" + _END)),
-    _Rule("stripe_key", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}\b")),
-    _Rule("stripe_webhook_secret", re.compile(r"\bwhsec_[A-Za-z0-9+/=]{24,}")),
-    _Rule("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}" + _END)),
-    _Rule("google_oauth", re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}" + _END)),
-    _Rule("google_client_secret", re.compile(r"\bGOCSPX-[A-Za-z0-9_-]{28}" + _END)),
+        r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/\d++/([A-Za-z0-9_-]++)"),
+        1),
+    _Rule("anthropic_key", re.compile(_after(_TOKEN) + r"sk-ant-[A-Za-z0-9_-]{20,}+")),
+    _Rule("openai_key", re.compile(
+        _after(_TOKEN) + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}+")),
+    _Rule("stripe_key", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}+\b")),
+    _Rule("stripe_webhook_secret", re.compile(_after("A-Za-z0-9_+/=") + r"whsec_[A-Za-z0-9+/=]{24,}+")),
+    _Rule("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])")),
+    _Rule("google_oauth", re.compile(_after(_TOKEN + ".") + r"ya29\.[0-9A-Za-z_-]{20,}+")),
+    _Rule("google_client_secret", re.compile(r"\bGOCSPX-[A-Za-z0-9_-]{28}(?![A-Za-z0-9_-])")),
     _Rule("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
-    _Rule("pypi_token", re.compile(r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}" + _END)),
-    _Rule("hf_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
-    _Rule("docker_token", re.compile(r"\bdckr_pat_[A-Za-z0-9_-]{20,}" + _END)),
-    _Rule("sendgrid_key", re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}" + _END)),
+    _Rule("pypi_token", re.compile(_after(_TOKEN) + r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}+")),
+    _Rule("hf_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}+\b")),
+    _Rule("docker_token", re.compile(_after(_TOKEN) + r"dckr_pat_[A-Za-z0-9_-]{20,}+")),
+    _Rule("sendgrid_key", re.compile(
+        _after(_TOKEN + ".") + r"SG\.[A-Za-z0-9_-]{16,}+\.[A-Za-z0-9_-]{16,}+")),
     _Rule("twilio_key", re.compile(r"\bSK[0-9a-fA-F]{32}\b")),
     _Rule("mailgun_key", re.compile(r"\bkey-[0-9a-f]{32}\b")),
     _Rule("digitalocean_token", re.compile(r"\bdo[opr]_v1_[a-f0-9]{64}\b")),
     _Rule("shopify_token", re.compile(r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b")),
-    _Rule("telegram_token", re.compile(r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_-]{33}" + _END)),
-    _Rule("vault_token", re.compile(r"\bhv[sbr]\.[A-Za-z0-9_-]{24,}" + _END)),
+    _Rule("telegram_token", re.compile(r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_-]{33}(?![A-Za-z0-9_-])")),
+    _Rule("vault_token", re.compile(_after(_TOKEN + ".") + r"hv[sbr]\.[A-Za-z0-9_-]{24,}+")),
     _Rule("linear_key", re.compile(r"\blin_(?:api|oauth)_[A-Za-z0-9]{40}\b")),
     _Rule("databricks_token", re.compile(r"\bdapi[a-f0-9]{32}(?:-\d)?\b")),
     _Rule("postman_key", re.compile(r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b")),
-    _Rule("terraform_token", re.compile(r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}")),
+    _Rule("terraform_token", re.compile(
+        r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}+")),
     _Rule("grafana_token", re.compile(
-        r"\b(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2})")),
+        _after("A-Za-z0-9_+/=") + r"(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}+={0,2})")),
     _Rule("newrelic_key", re.compile(r"\bNRAK-[A-Z0-9]{27}\b")),
-    _Rule("sentry_token", re.compile(r"\bsntry[su]_[A-Za-z0-9+/=_-]{40,}")),
+    _Rule("sentry_token", re.compile(_after("A-Za-z0-9+/=_-") + r"sntry[su]_[A-Za-z0-9+/=_-]{40,}+")),
     _Rule("azure_client_secret", re.compile(
         r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])")),
     _Rule("azure_key", re.compile(
-        r"(?i)\b(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,})"), 1),
-    _Rule("azure_sas", re.compile(r"[?&]sig=([A-Za-z0-9%+/=]{16,})"), 1),
+        r"(?i)" + _after("A-Za-z0-9+/=") + r"(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,}+)"),
+        1),
+    _Rule("azure_sas", re.compile(r"[?&]sig=([A-Za-z0-9%+/=]{16,}+)"), 1),
     # ---- credentials by their place
     # scheme://user:password@host (user may be empty: redis://:pw@host): keep user and host.
-    _Rule("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@"), 1,
-          _not_reference),
-    _Rule("basic_auth", re.compile(r"(?i)\bbasic\s+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
-          1, _is_basic_credential),
-    _Rule("basic_auth", re.compile(r'"auth"\s*:\s*"([A-Za-z0-9+/]{8,}={0,2})"'), 1,
+    _Rule("url_password", re.compile(
+        _after("a-zA-Z0-9+.-") + r"[a-zA-Z][a-zA-Z0-9+.-]*+://[^\s:/@]*+:([^\s@/]++)@"), 1,
+        _not_reference),
+    _Rule("basic_auth", re.compile(
+        r"(?i)\bbasic\s++([A-Za-z0-9+/]{8,}+={0,2}+)(?![A-Za-z0-9+/=])"), 1, _is_basic_credential),
+    _Rule("basic_auth", re.compile(r'"auth"\s*+:\s*+"([A-Za-z0-9+/]{8,}+={0,2}+)"'), 1,
           _is_basic_credential),
-    _Rule("bearer_token", re.compile(r"(?i)\b(?:bearer|token)\s+([A-Za-z0-9._~+/-]{20,}=*)"), 1),
+    _Rule("bearer_token", re.compile(
+        r"(?i)\b(?:bearer|token)\s++([A-Za-z0-9._~+/-]{20,}+=*+)"), 1),
     _Rule("cli_password", re.compile(
-        r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n|;&]*?\s-p(?!\s)"
-        r"""([^\s'"`]{3,}|'[^'\n]+'|"[^"\n]+")"""), 1, _not_reference),
-    _Rule("cli_password", re.compile(r"\bsshpass\s+-p\s*" + _ARG), 1, _not_reference),
+        rf"\b(?:{_CLI})\b" + _options_of(_CLI) + r"\s-p(?!\s)" + _ARG), "value", _not_reference),
+    _Rule("cli_password", re.compile(r"\bsshpass\s++-p\s*+" + _ARG), "value", _not_reference),
     # curl -u user:password, wget/httpie --user user:password (not docker's -u 1000:1000).
     _Rule("basic_auth", re.compile(
-        r"""\b(?:curl|wget|https?|httpie)\b[^\n|;&]*?(?:\s-u\s*|\s--user[\s=])['"]?[^\s:'"]*:"""
-        r"""([^\s'"@]+)"""), 1, _not_reference),
+        rf"\b(?:{_HTTP_CLI})\b" + _options_of(_HTTP_CLI)
+        + r"""(?:\s-u\s*+|\s--user[\s=])['"]?[^\s:'"]*+:([^\s'"@]++)"""), 1, _not_reference),
     _Rule("cli_password", re.compile(
-        r"\bdocker\s+login\b[^\n]*?\s(?:-p|--password)(?:=|\s+)" + _ARG), 1, _not_reference),
+        r"\bdocker\s++login\b" + _options_of(r"docker") + r"\s(?:-p|--password)(?:=|\s++)" + _ARG),
+        "value", _not_reference),
     # --password VALUE, --db-password VALUE, --token VALUE; not --token-file PATH,
-    # --password-stdin.
+    # --password-stdin (see _secret_flag).
     _Rule("cli_secret_flag", re.compile(
-        r"(?i)(?<![\w-])--(?![a-z0-9-]*(?:file|path|stdin|dir|name|env|type|url|length|policy)\b)"
-        r"[a-z0-9-]*" + _SECRET_WORD + r"[a-z0-9-]*(?:=|\s+)(?!-)" + _ARG), 1,
-        _not_reference),
-    _Rule("netrc_password", re.compile(r"(?i)\bmachine\s+\S+\s+login\s+\S+\s+password\s+(\S+)"),
-          1),
+        r"(?i)(?<![\w-])--(?P<key>[a-z0-9_-]++)(?:=|\s++)(?!-)" + _ARG), "value", _secret_flag),
+    _Rule("netrc_password", re.compile(
+        r"(?i)\bmachine\s++\S++\s++login\s++\S++\s++password\s++(\S++)"), 1),
     # "the password is Tr0ub4dor!", or a line of a .netrc seen out of context.
     _Rule("password", re.compile(
-        r"""(?i)\b(?:password|passwd|passphrase)\s+(?:is\s+|was\s+)?([^\s'"`]{8,})"""), 1,
+        r"""(?i)\b(?:password|passwd|passphrase)\s++(?:is\s++|was\s++)?([^\s'"`]{8,}+)"""), 1,
         _credential_word),
     # "key": "value" in JSON (a tool's input, a config file): quoted, so plainly a value.
     _Rule("secret_assignment", re.compile(
-        r'(?i)"(?P<key>[A-Z0-9_.-]*' + _SECRET_WORD + r'[A-Z0-9_.-]*)"\s*:\s*'
-        r'"(?P<value>[^"\s]{3,})"'), "value", _holds_secret),
+        r'(?i)"' + _SECRET_KEY + r'"\s*+:\s*+"(?P<value>[^"\s]{3,}+)"'), "value", _holds_secret),
     # DB_PASS=..., SMTP_PASS=... (.env files): PASS only as a whole word of the key.
     _Rule("secret_assignment", re.compile(
-        r"(?i)(?P<key>\b[A-Z0-9]+_PASS)[\"']?[ \t]*=[ \t]*[\"']?" + _VALUE % (4, 4, 4)
+        r"(?i)(?<![A-Z0-9_])(?P<key>[A-Z0-9]++_PASS)[\"']?[ \t]*+=[ \t]*+[\"']?" + _VALUE % (4, 4, 4)
     ), "value", _holds_secret),
     # KEY=value (.env files, shell, connection strings, CLI flags) where the key names a secret.
     _Rule("secret_assignment", re.compile(
-        r"(?i)(?P<key>\b[A-Z0-9_.-]*" + _SECRET_WORD + r"[A-Z0-9_.-]*)[\"']?[ \t]*=[ \t]*[\"']?"
+        r"(?i)(?<![A-Z0-9_.-])" + _SECRET_KEY + r"[\"']?[ \t]*+=[ \t]*+[\"']?"
         + _VALUE % (4, 4, 4)), "value", _holds_secret),
     # key: value (YAML, JSON, HTTP headers).
     _Rule("secret_assignment", re.compile(
-        r"(?i)(?P<key>\b[A-Z0-9_.-]*" + _SECRET_WORD + r"[A-Z0-9_.-]*)[\"']?[ \t]*:[ \t]*[\"']?"
+        r"(?i)(?<![A-Z0-9_.-])" + _SECRET_KEY + r"[\"']?[ \t]*+:[ \t]*+[\"']?"
         + _VALUE % (8, 8, 8)), "value", _looks_like_credential),
 ]
 

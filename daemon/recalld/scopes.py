@@ -74,7 +74,8 @@ def grant(presented: str | None, admin_token: str | None) -> frozenset[str]:
     """
     if presented is None:
         return BASE_SCOPES
-    if admin_token is None or not hmac.compare_digest(presented, admin_token):
+    # Bytes, not str: compare_digest refuses a str with non-ASCII characters (TypeError).
+    if admin_token is None or not hmac.compare_digest(presented.encode(), admin_token.encode()):
         raise RecallError("forbidden", "the admin token does not match this daemon's admin.token")
     return BASE_SCOPES | {ADMIN}
 

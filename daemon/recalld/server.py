@@ -3,6 +3,11 @@
 Handlers never raise into the listener. A request that fails gets an ``Error`` reply and the
 connection goes on; only a frame that cannot be parsed at all (or is too large, or never
 finishes arriving) closes that one connection. A peer of another uid is refused.
+
+Before any handler runs, a request is authorized (:mod:`.authorization`: scopes, then the
+ids it names) and, if it writes, sanitised (:mod:`.sanitize`: free text redacted, secrets in
+identifiers refused) in a worker thread. Frames in flight share one byte budget
+(``max_inflight_bytes``): a frame that cannot get its share in time is answered ``busy``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from recall_client import protocol as p
 
 from . import (
     approval,
+    authorization,
+    credentials,
     episodes,
     experience,
     experience_rollup,
@@ -37,6 +44,7 @@ from . import (
 )
 from .capture import Principal
 from .errors import RecallError
+from .sanitize import Sanitized, check_identifiers, sanitize
 
 if TYPE_CHECKING:
     from .app import Daemon
@@ -50,6 +58,10 @@ log = logging.getLogger(__name__)
 # A validation message can quote the offending value (an unknown op, a field name); a
 # hostile frame must not be echoed back whole.
 MAX_ERROR_MESSAGE = 1_000
+# How long a frame waits for its share of the in-flight byte budget before it is refused.
+BUDGET_WAIT_S = 5.0
+# Sanitising (redaction) runs in worker threads, this many at once.
+INGEST_THREADS = 2
 
 # Requests the search actor's workers answer. A connection runs at most search_workers of
 # them at once, so a client that pipelines many searches takes turns with the others
@@ -86,12 +98,38 @@ def _peer_credentials(stream: SocketStream) -> tuple[int, int]:
     return uid, pid
 
 
+class ByteBudget:
+    """Bytes of request frames the daemon holds at once, from their header until their reply
+    is sent: 1,024 connections x 64 requests x 4 MiB frames must not all fit in memory."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._freed = anyio.Event()
+
+    async def acquire(self, size: int, timeout: float) -> bool:
+        """Reserve ``size`` bytes; False when they did not free up within ``timeout``."""
+        with anyio.move_on_after(timeout):
+            while self.used + size > self.limit:
+                await self._freed.wait()
+            self.used += size
+            return True
+        return False
+
+    def release(self, size: int) -> None:
+        self.used -= size
+        self._freed.set()
+        self._freed = anyio.Event()
+
+
 class Server:
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
         self._ids = itertools.count(1)
         self.connections: dict[int, Connection] = {}
         self.refused = 0
+        self.budget = ByteBudget(daemon.settings.max_inflight_bytes)
+        self._ingest = anyio.CapacityLimiter(INGEST_THREADS)
         # Requests being answered across all connections; ``_idle`` is set whenever it is 0,
         # so a drain waits for an event instead of polling.
         self._inflight = 0
@@ -143,40 +181,48 @@ class Server:
                     body = await self._read_frame(reader, stream, conn)
                     if body is None:
                         break
+                    # The frame holds its share of the byte budget until its reply is sent.
+                    held = len(body)
                     try:
-                        req = p.decode_request(body)
-                    except msgspec.ValidationError as exc:
-                        conn.errors += 1
-                        await self._reply(stream, send_lock, p.Error(
-                            id=p.peek_request_id(body), code="invalid_request",
-                            message=_bounded(str(exc)),
-                        ))
-                        continue
-                    except (msgspec.DecodeError, RecursionError) as exc:
-                        # Not msgpack at all (or nested too deep to walk, which msgspec
-                        # reports as RecursionError and used to escape as an untyped
-                        # failure): the stream cannot be trusted any more.
-                        conn.errors += 1
-                        await self._reply(stream, send_lock, p.Error(
-                            id=0, code="invalid_request",
-                            message=f"frame is not valid msgpack: {_bounded(str(exc))}",
-                        ))
-                        break
-                    conn.requests += 1
-                    if conn.principal is None:
-                        if not await self._hello(stream, send_lock, conn, req):
+                        try:
+                            req = p.decode_request(body)
+                        except msgspec.ValidationError as exc:
+                            conn.errors += 1
+                            await self._reply(stream, send_lock, p.Error(
+                                id=p.peek_request_id(body), code="invalid_request",
+                                message=_bounded(str(exc)),
+                            ))
+                            continue
+                        except (msgspec.DecodeError, RecursionError) as exc:
+                            # Not msgpack at all (or nested too deep to walk, which msgspec
+                            # reports as RecursionError and used to escape as an untyped
+                            # failure): the stream cannot be trusted any more.
+                            conn.errors += 1
+                            await self._reply(stream, send_lock, p.Error(
+                                id=0, code="invalid_request",
+                                message=f"frame is not valid msgpack: {_bounded(str(exc))}",
+                            ))
                             break
-                        continue
-                    if self._daemon.state == "stopping":
-                        # Draining: what was already read finishes; nothing new starts.
-                        await self._reply(stream, send_lock, p.Error(
-                            id=req.id, code="unavailable", retryable=True,
-                            message="recalld is shutting down; retry after it restarts",
-                        ))
-                        continue
-                    await inflight.acquire()
-                    tg.start_soon(self._answer, stream, send_lock, inflight, conn, req,
-                                  name=f"request {req.id} of connection {conn.cid}")
+                        del body
+                        conn.requests += 1
+                        if conn.principal is None:
+                            if not await self._hello(stream, send_lock, conn, req):
+                                break
+                            continue
+                        if self._daemon.state == "stopping":
+                            # Draining: what was already read finishes; nothing new starts.
+                            await self._reply(stream, send_lock, p.Error(
+                                id=req.id, code="unavailable", retryable=True,
+                                message="recalld is shutting down; retry after it restarts",
+                            ))
+                            continue
+                        await inflight.acquire()
+                        tg.start_soon(self._answer, stream, send_lock, inflight, conn, req, held,
+                                      name=f"request {req.id} of connection {conn.cid}")
+                        held = 0  # the request's task releases it
+                    finally:
+                        if held:
+                            self.budget.release(held)
                 # Reading is over; let in-flight requests finish and reply.
         finally:
             self.connections.pop(conn.cid, None)
@@ -201,8 +247,19 @@ class Server:
                     message=f"frame of {size} bytes is over the {p.MAX_FRAME}-byte limit",
                 ))
                 return None
-            with anyio.fail_after(s.frame_timeout_s):
-                return await reader.receive_exactly(size)
+            if not await self.budget.acquire(size, BUDGET_WAIT_S):
+                await self._send_quietly(stream, p.Error(
+                    id=0, code="busy", retryable=True,
+                    message="recalld holds as many request bytes as it may "
+                    "(max_inflight_bytes); reconnect and retry shortly",
+                ))
+                return None
+            try:
+                with anyio.fail_after(s.frame_timeout_s):
+                    return await reader.receive_exactly(size)
+            except BaseException:
+                self.budget.release(size)
+                raise
         except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead,
                 anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             return None
@@ -223,7 +280,10 @@ class Server:
             ))
             return False
         try:
+            check_identifiers(req)
             granted = scopes.grant(req.admin_token, self._daemon.admin_token)
+            self._daemon.credentials.check(req.agent, req.agent_token,
+                                           admin=scopes.ADMIN in granted)
         except RecallError as exc:
             await self._reply(stream, lock, p.Error(id=req.id, code=exc.code, message=exc.message))
             return False
@@ -242,7 +302,7 @@ class Server:
 
     async def _answer(
         self, stream: SocketStream, lock: anyio.Lock, inflight: anyio.Semaphore,
-        conn: Connection, req: p.Request,
+        conn: Connection, req: p.Request, held: int,
     ) -> None:
         conn.inflight += 1
         conn.idle.deadline = math.inf
@@ -274,13 +334,28 @@ class Server:
             if not self._inflight:
                 self._idle.set()
             inflight.release()
+            self.budget.release(held)
 
     async def _dispatch(self, conn: Connection, req: p.Request) -> p.Reply:
         daemon = self._daemon
         who = conn.principal
         assert who is not None
+        authorization.check_scopes(who, req)
         if daemon.settings.require_approval:
             daemon.approvals.check(who, req)
+        if authorization.needs_lookup(who, req):
+            await daemon.search.run_read(lambda conn: authorization.owned_ids(conn, who, req))
+        ingested: Sanitized | None = None
+        if authorization.rule_of(req).scope != scopes.READ:
+            ingested = await anyio.to_thread.run_sync(sanitize, req, limiter=self._ingest)
+            req = ingested.request
+        reply = await self._handle(who, req)
+        if ingested is not None and ingested.redacted and isinstance(reply, p.EpisodeCaptured):
+            reply.redacted = ingested.redacted
+        return reply
+
+    async def _handle(self, who: Principal, req: p.Request) -> p.Reply:
+        daemon = self._daemon
         match req:
             case p.Ping():
                 return p.Pong(id=req.id)
@@ -315,7 +390,7 @@ class Server:
                 if req.wait_model_s:
                     with anyio.move_on_after(req.wait_model_s):
                         await daemon.warm.wait()
-                return p.StatusResult(id=req.id, report=await daemon.status_report())
+                return p.StatusResult(id=req.id, report=await daemon.status_report(who))
             case p.Export():
                 return await ops.export_page(daemon, req)
             case p.Reindex():
@@ -324,6 +399,8 @@ class Server:
                 return await ops.doctor(daemon, req)
             case p.WorkspaceApprove() | p.WorkspaceRevoke() | p.WorkspaceList():
                 return await approval.handle(daemon, who, req)
+            case p.AgentEnroll() | p.AgentRevoke() | p.AgentList():
+                return await credentials.handle(daemon, req)
             case p.Hello():
                 raise RecallError("invalid_request", "hello was already said on this connection")
             case _:

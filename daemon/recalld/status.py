@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 import aiosqlite
 from recall_client import protocol as p
 
+from .capture import Principal
+from .scopes import ADMIN
 from .store import DB_NAME
 
 if TYPE_CHECKING:
@@ -17,7 +19,9 @@ if TYPE_CHECKING:
 __all__ = ["build_report"]
 
 
-async def build_report(daemon: Daemon) -> p.StatusReport:
+async def build_report(daemon: Daemon, who: Principal) -> p.StatusReport:
+    """The report as ``who`` may see it: the connected agents are the daemon's to show only
+    to an admin connection; any other sees its own agent's connections."""
     actors = []
     for actor in (daemon.capture, daemon.evaluation, daemon.embedding, daemon.search):
         depth, capacity = actor.queue_depth()
@@ -42,6 +46,7 @@ async def build_report(daemon: Daemon) -> p.StatusReport:
         }
     records, backlog = await _counts(daemon)
     index["embedding_backlog"] = backlog
+    admin = ADMIN in who.scopes
     agents = [
         {
             "agent": c.principal.agent,
@@ -52,7 +57,7 @@ async def build_report(daemon: Daemon) -> p.StatusReport:
             "requests": c.requests,
         }
         for c in daemon.server.connections.values()
-        if c.principal is not None
+        if c.principal is not None and (admin or c.principal.agent == who.agent)
     ]
     return p.StatusReport(
         state=daemon.state,

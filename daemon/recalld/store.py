@@ -7,11 +7,21 @@ in WAL mode so readers never block the writer nor each other.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sqlite3
 from pathlib import Path
 
-__all__ = ["DB_NAME", "MIGRATIONS", "open_reader", "open_writer", "schema_version"]
+__all__ = [
+    "DB_NAME",
+    "MIGRATIONS",
+    "key_digest",
+    "open_reader",
+    "open_writer",
+    "remember_key",
+    "replayed_record",
+    "schema_version",
+]
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +239,16 @@ MIGRATIONS: list[str] = [
     CREATE INDEX records_session_ts ON records(workspace, kind, session, ts)
         WHERE session IS NOT NULL;
     """,
+    # 8: per-agent credentials (the digest of each agent's token, never the token), and
+    # idempotency keys kept as digests: a key is client text and may hold anything.
+    """
+    CREATE TABLE agent_credentials (
+        agent        TEXT PRIMARY KEY,
+        token_digest BLOB NOT NULL,
+        created_at   REAL NOT NULL
+    ) WITHOUT ROWID;
+    UPDATE idempotency SET key = recalld_key_digest(key);
+    """,
 ]
 
 
@@ -249,6 +269,31 @@ def _configure(conn: sqlite3.Connection, cache_mib: int) -> None:
     # for 575 MB of real memory); without it, 465 MB and searches no slower. The OS page
     # cache keeps the hot pages shared either way.
     conn.execute("PRAGMA mmap_size=0")
+
+
+def key_digest(key: str) -> str:
+    """How an idempotency key is stored and looked up: a digest, never the key itself."""
+    return hashlib.blake2b(key.encode(), digest_size=16, person=b"recalld-idem").hexdigest()
+
+
+def replayed_record(conn: sqlite3.Connection, agent: str, key: str | None) -> str | None:
+    """The record an earlier request of ``agent`` with idempotency key ``key`` wrote."""
+    if key is None:
+        return None
+    row = conn.execute(
+        "SELECT record_id FROM idempotency WHERE agent = ? AND key = ?", (agent, key_digest(key))
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def remember_key(conn: sqlite3.Connection, agent: str, key: str | None, record_id: str,
+                 now: float) -> None:
+    """Record that ``agent``'s request with ``key`` wrote ``record_id`` (no-op without a key)."""
+    if key is not None:
+        conn.execute(
+            "INSERT INTO idempotency (agent, key, record_id, created_at) VALUES (?, ?, ?, ?)",
+            (agent, key_digest(key), record_id, now),
+        )
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -304,6 +349,8 @@ def open_writer(data_dir: Path, *, durability: str = "full") -> sqlite3.Connecti
     conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
     conn.execute("PRAGMA foreign_keys=ON")
     _configure(conn, WRITER_CACHE_MIB)
+    # Migration 8 turns stored idempotency keys into the digests writes now look up.
+    conn.create_function("recalld_key_digest", 1, key_digest, deterministic=True)
     _migrate(conn)
     return conn
 

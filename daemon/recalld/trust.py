@@ -36,7 +36,8 @@ _MARKERS: list[tuple[str, re.Pattern[str], float]] = [
     ),
     (
         "fake_system_turn",
-        re.compile(r"(?im)^\s*(?:<\|?(?:system|im_start)\|?>|\[?system\]?:|###\s*system)"),
+        # [ \t], not \s: "\s*" at every line start would rescan every blank line after it.
+        re.compile(r"(?im)^[ \t]*+(?:<\|?(?:system|im_start)\|?>|\[?system\]?:|###[ \t]*+system)"),
         0.45,
     ),
     (
@@ -72,13 +73,13 @@ _MARKERS: list[tuple[str, re.Pattern[str], float]] = [
     ),
     (
         "dangerous_command",
-        re.compile(r"(?i)(?:rm\s+-rf\s+[/~]|curl[^|\n]{0,80}\|\s*(?:ba)?sh|chmod\s+777\s+/)"),
+        re.compile(r"(?i)(?:rm\s++-rf\s++[/~]|curl[^|\n]{0,80}\|\s*+(?:ba)?sh|chmod\s++777\s++/)"),
         0.3,
     ),
     (
         "quoted_authority",
         re.compile(
-            r"(?i)(?:\b(?:according to|as (?:\w+ ){0,2}said|(?:he|she|they) said|quote:)|^\s*>\s)"
+            r"(?i)(?:\b(?:according to|as (?:\w+ ){0,2}said|(?:he|she|they) said|quote:)|^\s*+>\s)"
         ),
         0.15,
     ),
@@ -90,7 +91,7 @@ _MARKERS: list[tuple[str, re.Pattern[str], float]] = [
 _TRIGGERS = re.compile(
     r"(?m:ignore|disregard|forget|override|you are now|from now on|act as|pretend|instruction"
     r"|system|send|post|upload|exfiltrat|leak|email|must|should always|shall|required to"
-    r"|never reveal|rm\s+-rf|curl|chmod|according to|said|quote:|^\s*>"
+    r"|never reveal|rm\s+-rf|curl|chmod|according to|said|quote:|^[ \t]*>"
     r"|reading this|when you read this|note to|attention|dear|if you are a)"
 )
 

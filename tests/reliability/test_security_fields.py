@@ -1,0 +1,162 @@
+"""Finding 5: a secret in any field of any write request is redacted or refused, never stored.
+
+The fields come from the protocol itself (every string a write request or a hello carries,
+nested ones included), so a field added later is tried here without anyone listing it. Each
+gets its own GitHub-shaped token; afterwards no token is in any file the daemon wrote.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import msgspec.inspect as mi
+import pytest
+from recall_client import protocol as p
+from recall_client.client import RemoteError, connect
+from recall_client.paths import read_admin_token
+from recalld.authorization import RULES
+from recalld.sanitize import sanitize
+from recalld.scopes import READ
+
+from ..conftest import DaemonProcess
+from .harness import FIGURES
+
+WORKSPACE = "/ws/fields"
+
+
+def secret(n: int) -> str:
+    return f"ghp_{n:06d}" + "Zq7" * 10
+
+
+def string_fields(cls: type) -> Iterator[tuple[str, str]]:
+    """(field, shape) of each string a struct carries: shape "str", "list", or
+    "list.<field>" for a string inside a list of structs."""
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType)
+    for f in info.fields:
+        for t in _members(f.type):
+            if isinstance(t, mi.StrType):
+                yield f.name, "str"
+            elif isinstance(t, mi.ListType):
+                (item,) = _members(t.item_type)
+                if isinstance(item, mi.StrType):
+                    yield f.name, "list"
+                elif isinstance(item, mi.StructType):
+                    for inner, shape in string_fields(item.cls):
+                        assert shape == "str"
+                        yield f.name, f"list.{inner}"
+
+
+def _members(t: mi.Type) -> list[mi.Type]:
+    if isinstance(t, mi.Metadata):
+        t = t.type
+    if isinstance(t, mi.UnionType):
+        return [m for u in t.types for m in _members(u) if not isinstance(m, mi.NoneType)]
+    return [t]
+
+
+def write_types() -> list[type[p.Request]]:
+    return [t for t, rule in RULES.items() if rule.scope != READ and t is not p.Hello]
+
+
+def test_every_string_field_is_sanitised_by_its_declaration() -> None:
+    # A field added to a request with the free-text mark is redacted with no handler code.
+    class Annotated(p.Request, tag="test_annotated"):
+        remark: typing.Annotated[str, msgspec.Meta(extra=p.FREE_TEXT)]
+        label: str
+
+    cleaned = sanitize(Annotated(remark=f"see {secret(1)}", label="plain"))
+    assert isinstance(cleaned.request, Annotated)
+    assert cleaned.request.remark == "see [REDACTED:github_token]"
+    assert cleaned.redacted == ["github_token"]
+    with pytest.raises(Exception, match="label holds what looks like a secret"):
+        sanitize(Annotated(remark="fine", label=secret(2)))
+
+
+async def test_a_secret_in_any_field_of_any_write_request_is_not_stored(
+    running_daemon: DaemonProcess,
+) -> None:
+    d = running_daemon
+    token = read_admin_token()
+    async with connect(agent="owner", workspace=WORKSPACE, path=d.socket,
+                       admin_token=token) as rc:
+        base = await rc.call(p.MemoryStore(text="a memory to point at"), p.MemoryStored)
+        episode = await rc.call(p.CaptureEpisode(summary="a step", session_id="s-fields"),
+                                p.EpisodeCaptured)
+        hits = await rc.call(p.MemorySearch(query="memory to point at"), p.MemorySearchResult)
+        use_token = hits.hits[0].use_token
+        experience = await rc.call(p.RecordExperience(description="an experience to point at"),
+                                   p.ExperienceRecorded)
+
+        def template(cls: type[p.Request], field: str, n: int) -> dict[str, Any]:
+            """Valid values for every required field of ``cls`` (``field`` aside)."""
+            unique = f"variant {n}"
+            return {
+                p.MemoryStore: {"text": unique, "kind": "fact" if field == "subject" else "entry",
+                                "subject": "a subject" if field == "subject" else None},
+                p.MemoryUpdate: {"memory_id": base.record_id, "text": unique},
+                p.MemoryVerify: {"memory_id": base.record_id},
+                p.MemoryRecordUse: {"use_token": use_token},
+                p.MemoryFactResolve: {"subject": "a subject", "accept": True},
+                p.CaptureEpisode: {"summary": unique},
+                p.WorkResult: {"task_result": 1.0, "session_id": "s-fields"},
+                p.Forget: {"record_id": "mem_nosuchrecord"},
+                p.RecordExperience: {"description": unique},
+                p.ForgetExperience: {"record_id": "exp_nosuchrecord"},
+                p.RollUpExperience: {"session": "s-fields"},
+                p.WorkspaceApprove: {"workspace": f"/ws/approved/{n}"},
+                p.WorkspaceRevoke: {"workspace": f"/ws/approved/{n}"},
+                p.AgentEnroll: {"agent": f"enrolled-{n}"},
+                p.AgentRevoke: {"agent": f"enrolled-{n}"},
+            }.get(cls, {})
+
+        tried = refused = 0
+        secrets: list[str] = []
+        for cls in write_types():
+            for field, shape in string_fields(cls):
+                n = len(secrets)
+                value = secret(n)
+                secrets.append(value)
+                fields = template(cls, field, n)
+                if shape == "str":
+                    fields[field] = value
+                elif shape == "list":
+                    fields[field] = [value]
+                else:
+                    inner = shape.split(".", 1)[1]
+                    link = {"id": base.record_id, "note": "why"} | {inner: value}
+                    fields[field] = [p.DependsOn(**link)]
+                if cls is p.WorkResult and field == "episode_id":
+                    fields.pop("session_id")
+                tried += 1
+                try:
+                    await rc.call(cls(**fields))
+                except RemoteError as exc:
+                    # Refused as an identifier holding a secret, or for being what it is
+                    # (an unknown id): either way nothing of it was stored.
+                    assert exc.code in {"invalid_request", "not_found", "forbidden"}, exc
+                    refused += 1
+        del episode, experience
+
+    # The hello's own identifiers.
+    for field in ("agent", "workspace", "client", "model", "session"):
+        value = secret(len(secrets))
+        secrets.append(value)
+        hello: dict[str, Any] = {"agent": "hello-check", "workspace": WORKSPACE} | {field: value}
+        with pytest.raises(RemoteError) as no:
+            async with connect(path=d.socket, **hello):
+                pass
+        assert no.value.code == "invalid_request"
+        tried += 1
+
+    assert tried >= 40, f"only {tried} fields tried: is the walk over the protocol broken?"
+    assert await d.stop() == 0
+    written = b"".join(f.read_bytes() for f in d.data_dir.iterdir() if f.is_file())
+    written += d.log_path.read_bytes()
+    leaked = [s for s in secrets if s.encode() in written or s[4:].encode() in written]
+    assert not leaked, f"stored as sent: {leaked[:3]}"
+    FIGURES["secrets: request fields tried"] = tried
+    FIGURES["secrets: ... of which refused"] = refused
