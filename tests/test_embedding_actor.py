@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from recalld import embedding
+from recalld.pipeline import embedding
 
 pytestmark = pytest.mark.anyio
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from recall_client import protocol as p
 from recall_client.client import RemoteError
-from recalld import store
-from recalld.episodes import HARD_TRUST_FLOOR, SETTLEABLE_PARAMS, SETTLEABLE_SQL, settle
-from recalld.redact import redact
+from recalld.store import sqlite_schema as store
+from recalld.handlers.episodes import HARD_TRUST_FLOOR, SETTLEABLE_PARAMS, SETTLEABLE_SQL, settle
+from recalld.ingest.redact import redact
 
 from .conftest import DaemonProcess
 from .episode_helpers import (

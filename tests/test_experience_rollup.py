@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from recall_client import protocol as p
 from recall_client.client import RecallClient, RemoteError
-from recalld.experience_rollup import _Episode, session_status
+from recalld.handlers.rollup import _Episode, session_status
 
 from .conftest import DaemonProcess
 

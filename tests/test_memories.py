@@ -507,7 +507,7 @@ async def test_temporal_cues_add_events_oldest_first(running_daemon: DaemonProce
 
 
 async def test_memories_loaded_straight_into_records_are_served_as_plain_entries(running_daemon: DaemonProcess) -> None:
-    from recalld.capture import content_hash, new_id
+    from recalld.pipeline.writer import content_hash, new_id
 
     text = "Bulk loaded: the archive bucket is cold storage."
     now = time.time()

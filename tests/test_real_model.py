@@ -56,8 +56,8 @@ async def test_a_paraphrase_sharing_no_word_finds_the_memory_and_survives_restar
 
 
 def test_the_onnx_export_matches_sentence_transformers() -> None:
-    from recalld.embedding import SentenceTransformerEmbedder, bundled_model_path
-    from recalld.onnx_model import OnnxEmbedder, ensure_export
+    from recalld.pipeline.embedding import SentenceTransformerEmbedder, bundled_model_path
+    from recalld.pipeline.onnx_model import OnnxEmbedder, ensure_export
 
     path = bundled_model_path()
     texts = ["x", "The deploy script lives in tools/deploy.sh and needs the VPN up.",

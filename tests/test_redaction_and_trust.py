@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 from recall_client import protocol as p
-from recalld.redact import redact
-from recalld.trust import DEFAULT_TRUST_FLOOR, assess
+from recalld.ingest.redact import redact
+from recalld.ingest.trust import DEFAULT_TRUST_FLOOR, assess
 
 from .conftest import DaemonProcess
 

@@ -8,12 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from recall_client import protocol as p
-from recalld import search, session_context
-from recalld.capture import Principal
-from recalld.memories import MemoryStoreJob
-from recalld.embedding import HashEmbedder
-from recalld.store import open_reader, open_writer
-from recalld.vector_index import VectorIndex
+from recalld.retrieval import search
+from recalld.retrieval import session_context
+from recalld.pipeline.writer import Principal
+from recalld.handlers.memories import MemoryStoreJob
+from recalld.pipeline.embedding import HashEmbedder
+from recalld.store.sqlite_schema import open_reader, open_writer
+from recalld.store.vector_index import VectorIndex
 
 VISIBLE = (
     " r.workspace = ? AND r.kind = 'memory' AND r.tombstoned_at IS NULL"

@@ -53,9 +53,8 @@ class ShimConfig:
 
 def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
     """The MCP server with every recalld tool registered (imports the SDK, ~1 s)."""
-    from mcp.server.mcpserver import MCPServer
-
     from . import mcp_experience, mcp_memory, mcp_work
+    from .mcp_common import StrictMCPServer
 
     holder: dict[str, Session] = {}
 
@@ -75,7 +74,8 @@ def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
                 await holder["session"].aclose()
                 tg.cancel_scope.cancel()
 
-    server = MCPServer(
+    # Strict: a tool refuses arguments it does not declare rather than running on defaults.
+    server = StrictMCPServer(
         name="recalld",
         title="recalld memory",
         version=__version__,

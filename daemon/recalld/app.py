@@ -25,20 +25,20 @@ from recall_client import __version__, paths
 from recall_client import protocol as p
 
 from . import systemd
-from .approval import Approvals
-from .capture import CaptureActor, Principal, WriteJob
+from .handlers.workspaces import Approvals
+from .pipeline.writer import CaptureActor, Principal, WriteJob
 from .config import RELOADABLE, Settings
-from .credentials import AgentCredentials
-from .embedding import EmbeddingActor, Model
+from .handlers.agents import AgentCredentials
+from .pipeline.embedding import EmbeddingActor, Model
 from .errors import RecallError
-from .evaluation import EvaluationActor
-from .scopes import ensure_admin_token
-from .ops import HealthProbe
-from .memory_search import MemoryReader, MemorySearchConfig
-from .search import SearchActor
-from .server import Server
-from .store import open_reader, open_writer
-from .vector_index import VectorIndex
+from .pipeline.evaluation import EvaluationActor
+from .domain.scopes import ensure_admin_token
+from .handlers.ops import HealthProbe
+from .retrieval.memory_reader import MemoryReader, MemorySearchConfig
+from .retrieval.search import SearchActor
+from .edge.server import Server
+from .store.sqlite_schema import open_reader, open_writer
+from .store.vector_index import VectorIndex
 
 __all__ = ["Daemon", "SocketInUse"]
 
@@ -333,7 +333,7 @@ class Daemon:
             pass  # already awake, or stopping
 
     async def status_report(self, who: Principal) -> p.StatusReport:
-        from .status import build_report
+        from .handlers.status import build_report
 
         return await build_report(self, who)
 

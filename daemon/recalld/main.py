@@ -14,7 +14,8 @@ from pathlib import Path
 import anyio
 from recall_client import paths
 
-from . import __version__, systemd
+from . import __version__
+from . import systemd
 from .app import Daemon, SocketInUse
 from .config import ConfigError, Settings, load_settings
 

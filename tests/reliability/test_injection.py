@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 from recall_client import protocol as p
-from recalld.trust import DEFAULT_TRUST_FLOOR, assess
+from recalld.ingest.trust import DEFAULT_TRUST_FLOOR, assess
 
 from ..conftest import DaemonProcess
 from .corpus import BENIGN_NOTES, INJECTIONS

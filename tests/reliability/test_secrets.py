@@ -13,7 +13,7 @@ from recall_client import protocol as p
 from recall_client.client import connect
 from recall_client.episode_input import episodes_from_text
 from recall_client.paths import read_admin_token
-from recalld.redact import redact
+from recalld.ingest.redact import redact
 
 from ..conftest import DaemonProcess
 from .corpus import PROSE, SECRETS, Secret

@@ -18,7 +18,7 @@ import pytest
 from recall_client import protocol as p
 from recall_client.client import RemoteError, connect
 from recall_client.paths import read_admin_token
-from recalld import git_history
+from recalld.domain import git_history
 
 from ..conftest import BIN, DaemonProcess
 from .harness import FIGURES, RawConnection

@@ -17,9 +17,9 @@ import pytest
 from recall_client import protocol as p
 from recall_client.client import RemoteError, connect
 from recall_client.paths import read_admin_token
-from recalld.authorization import RULES
-from recalld.sanitize import sanitize
-from recalld.scopes import READ
+from recalld.edge.authorization import RULES
+from recalld.ingest.sanitize import sanitize
+from recalld.domain.scopes import READ
 
 from ..conftest import DaemonProcess
 from .harness import FIGURES

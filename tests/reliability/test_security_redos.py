@@ -17,9 +17,9 @@ from collections.abc import Callable
 import anyio
 import pytest
 from recall_client import protocol as p
-from recalld.drift import scrape_paths
-from recalld.redact import redact
-from recalld.trust import assess
+from recalld.domain.drift import scrape_paths
+from recalld.ingest.redact import redact
+from recalld.ingest.trust import assess
 
 from ..conftest import DaemonProcess
 from .harness import FIGURES

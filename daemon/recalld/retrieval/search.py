@@ -24,14 +24,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from recall_client import protocol as p
 
 from . import session_context
-from .capture import Principal
-from .embedding import Model
-from .errors import RecallError
-from .store import open_reader
-from .vector_index import VectorIndex
+from ..pipeline.writer import Principal
+from ..pipeline.embedding import Model
+from ..errors import RecallError
+from ..store.sqlite_schema import open_reader
+from ..store.vector_index import VectorIndex
 
 if TYPE_CHECKING:
-    from .memory_search import MemoryReader
+    from .memory_reader import MemoryReader
 
 __all__ = [
     "Candidate",

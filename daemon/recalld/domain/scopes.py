@@ -17,7 +17,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from .errors import RecallError
+from ..errors import RecallError
 
 __all__ = ["ADMIN", "BASE_SCOPES", "READ", "WRITE", "ensure_admin_token", "grant", "require"]
 

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 import aiosqlite
 from recall_client import protocol as p
 
-from .capture import Principal
-from .scopes import ADMIN
-from .store import DB_NAME
+from ..pipeline.writer import Principal
+from ..domain.scopes import ADMIN
+from ..store.sqlite_schema import DB_NAME
 
 if TYPE_CHECKING:
-    from .app import Daemon
+    from ..app import Daemon
 
 __all__ = ["build_report"]
 

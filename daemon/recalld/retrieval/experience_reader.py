@@ -31,15 +31,15 @@ import msgspec
 import numpy as np
 from recall_client import protocol as p
 
-from .capture import Principal
-from .errors import RecallError
-from .experience import lesson_infos
-from .scopes import ADMIN
+from ..pipeline.writer import Principal
+from ..errors import RecallError
+from ..handlers.experiences import lesson_infos
+from ..domain.scopes import ADMIN
 from .search import CHANNEL_DEPTH, Candidate, fts_query, query_terms, retrieve
-from .vector_index import VectorIndex
+from ..store.vector_index import VectorIndex
 
 if TYPE_CHECKING:
-    from .app import Daemon
+    from ..app import Daemon
 
 __all__ = [
     "SEMANTIC_FLOOR",

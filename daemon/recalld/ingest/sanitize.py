@@ -24,7 +24,7 @@ import msgspec
 import msgspec.inspect as mi
 from recall_client import protocol as p
 
-from .errors import RecallError
+from ..errors import RecallError
 from .redact import redact
 
 __all__ = ["Sanitized", "check_identifiers", "sanitize"]

@@ -27,9 +27,9 @@ from typing import Any
 
 from recall_client import protocol as p
 
-from .capture import Principal
-from .errors import RecallError
-from .scopes import ADMIN, READ, WRITE, require
+from ..pipeline.writer import Principal
+from ..errors import RecallError
+from ..domain.scopes import ADMIN, READ, WRITE, require
 
 __all__ = ["RULES", "Rule", "authorize", "owned_ids"]
 
@@ -72,7 +72,7 @@ def _memories(*fields: str) -> Callable[[Any], list[tuple[str, str]]]:
 
 
 def _record_use(req: p.MemoryRecordUse) -> list[tuple[str, str]]:
-    from .memories import token_memory_id  # the token's layout lives with its issuer
+    from ..handlers.memories import token_memory_id  # the token's layout lives with its issuer
 
     out = [("memory", i) for i in req.memory_ids]
     if req.use_token is not None:

@@ -17,13 +17,13 @@ import msgspec
 import numpy as np
 from recall_client import protocol as p
 
-from .capture import WriteJob
-from .errors import RecallError
-from .experience import confidence, lesson_stats
-from .store import MIGRATIONS, open_reader, schema_version
+from ..pipeline.writer import WriteJob
+from ..errors import RecallError
+from .experiences import confidence, lesson_stats
+from ..store.sqlite_schema import MIGRATIONS, open_reader, schema_version
 
 if TYPE_CHECKING:
-    from .app import Daemon
+    from ..app import Daemon
 
 __all__ = ["HealthProbe", "ReindexJob", "doctor", "export_page", "reindex"]
 

@@ -26,9 +26,9 @@ import numpy as np
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from .capture import WriteJob
+from .writer import WriteJob
 from .onnx_model import OnnxEmbedder, ensure_export
-from .vector_index import VectorIndex
+from ..store.vector_index import VectorIndex
 
 __all__ = [
     "EmbeddingActor",

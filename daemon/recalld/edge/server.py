@@ -29,25 +29,23 @@ from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from recall_client import protocol as p
 
-from . import (
-    approval,
-    authorization,
-    credentials,
-    episodes,
-    experience,
-    experience_rollup,
-    experience_search,
-    forget,
-    memories,
-    ops,
-    scopes,
-)
-from .capture import Principal
-from .errors import RecallError
-from .sanitize import Sanitized, check_identifiers, sanitize
+from ..handlers import workspaces as approval
+from . import authorization
+from ..handlers import agents as credentials
+from ..handlers import episodes
+from ..handlers import experiences as experience
+from ..handlers import rollup as experience_rollup
+from ..retrieval import experience_reader as experience_search
+from ..handlers import forget
+from ..handlers import memories
+from ..handlers import ops
+from ..domain import scopes
+from ..pipeline.writer import Principal
+from ..errors import RecallError
+from ..ingest.sanitize import Sanitized, check_identifiers, sanitize
 
 if TYPE_CHECKING:
-    from .app import Daemon
+    from ..app import Daemon
 
 __all__ = ["Connection", "Server"]
 

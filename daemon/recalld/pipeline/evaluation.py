@@ -25,9 +25,9 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from . import episodes
-from .capture import WriteJob
-from .trust import DEFAULT_TRUST_FLOOR
+from ..handlers import episodes
+from .writer import WriteJob
+from ..ingest.trust import DEFAULT_TRUST_FLOOR
 
 __all__ = ["EvaluationActor"]
 

@@ -7,7 +7,7 @@ one small transformer. So the local sentence-transformers folder is exported onc
 `tokenizers` library. The export runs in a subprocess so the daemon never imports torch;
 nothing is downloaded, the export reads only the local folder.
 
-    python -m recalld.onnx_model [MODEL_DIR]   # export now (scripts/setup does this)
+    python -m recalld.pipeline.onnx_model [MODEL_DIR]   # export now (scripts/setup does this)
 """
 
 from __future__ import annotations

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING
 
 from recall_client import protocol as p
 
-from .capture import WriteJob
-from .errors import RecallError
+from ..pipeline.writer import WriteJob
+from ..errors import RecallError
 
 if TYPE_CHECKING:
-    from .app import Daemon
+    from ..app import Daemon
 
 __all__ = ["AgentCredentials", "EnrollJob", "RevokeJob", "digest", "handle"]
 

@@ -49,10 +49,10 @@ import msgspec
 import numpy as np
 from recall_client import protocol as p
 
-from .capture import Principal, content_hash
+from ..pipeline.writer import Principal, content_hash
 from .episodes import SUCCESS_STATUSES
-from .errors import RecallError
-from .experience import (
+from ..errors import RecallError
+from .experiences import (
     RecordExperienceJob,
     clean_lessons,
     embed,
@@ -61,12 +61,12 @@ from .experience import (
     run_job,
     settled_eligibility,
 )
-from .experience_search import experience_infos
-from .scopes import ADMIN
-from .vector_index import VectorIndex
+from ..retrieval.experience_reader import experience_infos
+from ..domain.scopes import ADMIN
+from ..store.vector_index import VectorIndex
 
 if TYPE_CHECKING:
-    from .app import Daemon
+    from ..app import Daemon
 
 __all__ = ["roll_up", "session_status"]
 

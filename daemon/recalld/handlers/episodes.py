@@ -39,15 +39,15 @@ import msgspec
 import numpy as np
 from recall_client import protocol as p
 
-from .capture import Principal, WriteJob, content_hash, new_id
-from .errors import RecallError
-from .search import CHANNEL_DEPTH, query_terms, retrieve
-from .store import remember_key, replayed_record
-from .trust import assess
-from .vector_index import VectorIndex
+from ..pipeline.writer import Principal, WriteJob, content_hash, new_id
+from ..errors import RecallError
+from ..retrieval.search import CHANNEL_DEPTH, query_terms, retrieve
+from ..store.sqlite_schema import remember_key, replayed_record
+from ..ingest.trust import assess
+from ..store.vector_index import VectorIndex
 
 if TYPE_CHECKING:
-    from .app import Daemon
+    from ..app import Daemon
 
 __all__ = [
     "HARD_TRUST_FLOOR",

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from recall_client import protocol as p
 
-from .capture import Principal, WriteJob
-from .errors import RecallError
+from ..pipeline.writer import Principal, WriteJob
+from ..errors import RecallError
 
 if TYPE_CHECKING:
-    from .app import Daemon
+    from ..app import Daemon
 
 __all__ = ["Approvals", "ApproveJob", "RevokeJob", "handle"]
 

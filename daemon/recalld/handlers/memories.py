@@ -29,14 +29,14 @@ import anyio
 import msgspec
 from recall_client import protocol as p
 
-from .capture import Principal, WriteJob, content_hash, new_id
-from .drift import GitOrigin, cached_origin, git_head, git_origin, scrape_paths
-from .errors import RecallError
-from .store import open_reader, remember_key, replayed_record
-from .trust import DEFAULT_TRUST_FLOOR, assess
+from ..pipeline.writer import Principal, WriteJob, content_hash, new_id
+from ..domain.drift import GitOrigin, cached_origin, git_head, git_origin, scrape_paths
+from ..errors import RecallError
+from ..store.sqlite_schema import open_reader, remember_key, replayed_record
+from ..ingest.trust import DEFAULT_TRUST_FLOOR, assess
 
 if TYPE_CHECKING:
-    from .app import Daemon
+    from ..app import Daemon
 
 __all__ = [
     "QUOTED_PENALTY",

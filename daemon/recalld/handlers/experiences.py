@@ -42,14 +42,14 @@ import msgspec
 import numpy as np
 from recall_client import protocol as p
 
-from .capture import Principal, WriteJob, content_hash, new_id
-from .errors import RecallError
-from .store import remember_key, replayed_record
-from .trust import DEFAULT_TRUST_FLOOR, assess
-from .vector_index import VectorIndex
+from ..pipeline.writer import Principal, WriteJob, content_hash, new_id
+from ..errors import RecallError
+from ..store.sqlite_schema import remember_key, replayed_record
+from ..ingest.trust import DEFAULT_TRUST_FLOOR, assess
+from ..store.vector_index import VectorIndex
 
 if TYPE_CHECKING:
-    from .app import Daemon
+    from ..app import Daemon
 
 __all__ = [
     "LESSON_MERGE_COSINE",

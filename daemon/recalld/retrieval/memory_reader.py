@@ -38,13 +38,14 @@ import msgspec
 import numpy as np
 from recall_client import protocol as p
 
-from . import drift, git_history
-from .capture import Principal
-from .errors import RecallError
-from .memories import Fact, current_facts, issue_use_token
+from ..domain import drift
+from ..domain import git_history
+from ..pipeline.writer import Principal
+from ..errors import RecallError
+from ..handlers.memories import Fact, current_facts, issue_use_token
 from .rerank import Reranker
 from .search import RRF_K, Candidate, make_snippet, query_terms, retrieve
-from .vector_index import VectorIndex
+from ..store.vector_index import VectorIndex
 
 __all__ = ["FLOOR", "MemoryReader", "MemorySearchConfig"]
 

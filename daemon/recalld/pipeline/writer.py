@@ -22,7 +22,7 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from .errors import RecallError
+from ..errors import RecallError
 
 __all__ = ["CaptureActor", "Principal", "WriteJob", "content_hash", "new_id"]
 
