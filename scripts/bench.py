@@ -33,7 +33,7 @@ sys.path[:0] = [str(REPO / "daemon"), str(REPO / "clients"), str(REPO / "scripts
 
 from recall_client import protocol as p  # noqa: E402
 from recall_client.client import connect  # noqa: E402
-from recalld.pipeline.writer import content_hash, new_id  # noqa: E402
+from recalld.domain.ids import content_hash, new_id  # noqa: E402
 from recalld.store.sqlite_schema import open_writer  # noqa: E402
 
 from peer_bench import PeerError, ratios, run_peer, setup_peer  # noqa: E402
@@ -137,7 +137,7 @@ class Daemon:
         with anyio.fail_after(timeout):
             while True:
                 r = await self.status(wait=600)
-                if r.index.get("embedding_backlog", 1) == 0 and r.index.get("type"):
+                if r.index.embedding_backlog == 0 and r.index.type:
                     return
                 await anyio.sleep(0.2)
 
@@ -248,7 +248,8 @@ async def bench_embedding(d: Daemon, texts: list[str]) -> tuple[float, float]:
     await d.wait_embedded()
     pipeline = len(texts) / (time.perf_counter() - started)
 
-    from recalld.pipeline.embedding import SentenceTransformerEmbedder, bundled_model_path
+    from recalld.pipeline.bundled_model import bundled_model_path
+    from recalld.pipeline.model import SentenceTransformerEmbedder
 
     model = SentenceTransformerEmbedder(bundled_model_path())
     model.encode(texts[:32])
@@ -280,7 +281,7 @@ async def bench_vs_peer(root: Path, peer_python: Path, n: int, queries: list[str
     """recalld and mcp-memory-service on one workload: the same ``n`` texts stored from one
     client with 32 in flight, then the same queries (recalld hybrid, its default; the peer's
     ``retrieve``, what its memory search calls), 10 results each, both on the same model."""
-    from recalld.pipeline.embedding import bundled_model_path
+    from recalld.pipeline.bundled_model import bundled_model_path
 
     texts = synthetic_texts(n, seed=303)
     d = Daemon(root / "vs-peer")
@@ -358,7 +359,8 @@ async def run(args: argparse.Namespace) -> dict[str, float | None]:
         d.stop()
 
         # -------- search at each size (precomputed corpus vectors, real query embeddings)
-        from recalld.pipeline.embedding import SentenceTransformerEmbedder, bundled_model_path
+        from recalld.pipeline.bundled_model import bundled_model_path
+    from recalld.pipeline.model import SentenceTransformerEmbedder
 
         model = SentenceTransformerEmbedder(bundled_model_path())
         basis = model.encode(synthetic_texts(2000, seed=5))

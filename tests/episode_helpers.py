@@ -66,7 +66,7 @@ async def embedded(d: DaemonProcess, n: int, timeout: float = 30) -> None:
     with anyio.fail_after(timeout):
         while True:
             report = await d.status(wait_model_s=timeout)
-            if report.index["size"] >= n and report.index["embedding_backlog"] == 0:
+            if report.index.size >= n and report.index.embedding_backlog == 0:
                 return
             await anyio.sleep(0.02)
 

@@ -190,9 +190,9 @@ async def test_status_shows_the_four_actors_the_model_and_the_records(running_da
     assert report.model.state == "ready"
     assert report.semantic_search
     assert report.records["memory"]["total"] == 3
-    assert report.search_latency_ms["p50"] is not None
+    assert report.search_latency_ms.p50 is not None
     assert report.uptime_s > 0
-    assert any(a["agent"] == "tester" for a in report.agents)
+    assert any(a.agent == "tester" for a in report.agents)
 
 
 async def test_sigterm_drains_snapshots_and_exits_zero(daemon_factory) -> None:  # type: ignore[no-untyped-def]
@@ -216,8 +216,8 @@ async def test_restart_keeps_records_and_the_vector_index(daemon_factory) -> Non
 
     await d.start()
     report = await d.status(wait_model_s=10)
-    assert report.index["size"] == 3
-    assert report.index["rebuilt_reason"] is None, "snapshot should have been reused"
+    assert report.index.size == 3
+    assert report.index.rebuilt_reason is None, "snapshot should have been reused"
     async with d.client() as rc:
         result = await rc.call(p.MemorySearch(query="squash merges"), p.MemorySearchResult)
     assert result.semantic_used
@@ -234,8 +234,8 @@ async def test_after_kill_9_the_index_is_made_whole_from_sqlite(daemon_factory) 
 
     await d.start()
     report = await d.status(wait_model_s=10)
-    assert report.index["size"] == 3
-    assert report.index["rebuilt_reason"] == "no snapshot"
+    assert report.index.size == 3
+    assert report.index.rebuilt_reason == "no snapshot"
     assert report.records["memory"]["total"] == 3
 
 
@@ -277,7 +277,7 @@ async def _wait_embedded(d: DaemonProcess, n: int) -> None:
     with anyio.fail_after(30):
         while True:
             report = await d.status(wait_model_s=10)
-            if report.index["size"] >= n and report.index["embedding_backlog"] == 0:
+            if report.index.size >= n and report.index.embedding_backlog == 0:
                 return
             await anyio.sleep(0.05)
 

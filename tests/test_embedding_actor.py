@@ -15,7 +15,7 @@ async def _wait(last_client_write) -> None:  # type: ignore[no-untyped-def]
     with send, nudges:
         actor = embedding.EmbeddingActor(
             None, nudges, None, lambda job: None, batch=8,  # type: ignore[arg-type]
-            last_client_write=last_client_write,
+            last_client_write=last_client_write, next_client_write=anyio.sleep_forever,
         )
         await actor._let_writes_pass()
 

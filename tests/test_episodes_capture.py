@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from recall_client import protocol as p
 from recall_client.client import RemoteError
-from recalld.store import sqlite_schema as store
-from recalld.handlers.episodes import HARD_TRUST_FLOOR, SETTLEABLE_PARAMS, SETTLEABLE_SQL, settle
+from recalld.domain.policy import HARD_TRUST_FLOOR
+from recalld.domain.policy import settle_episode as settle
 from recalld.ingest.redact import redact
+from recalld.store.sqlite import SqliteStore
 
 from .conftest import DaemonProcess
 from .episode_helpers import (
@@ -127,7 +128,8 @@ def test_the_evaluation_policy(
 
 
 def test_the_sql_mirror_of_the_policy_selects_exactly_the_settleable(tmp_path: Path) -> None:
-    conn = store.open_writer(tmp_path)
+    store = SqliteStore(tmp_path)
+    conn = sqlite3.connect(tmp_path / "recalld.db")
     cases = [
         (trust, blocked, status, task_result)
         for trust in (0.0, HARD_TRUST_FLOOR, 0.5, 1.0)
@@ -135,27 +137,41 @@ def test_the_sql_mirror_of_the_policy_selects_exactly_the_settleable(tmp_path: P
         for status in ("ok", "done", "error", "denied")
         for task_result in (None, 0.0, 0.7)
     ]
-    for n, (trust, blocked, status, task_result) in enumerate(cases):
-        cur = conn.execute(
-            "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
-            " text, trust, content_hash) VALUES (?, 'episode', 0, 0, 0, '/w', 'a', 0, 'x', ?, ?)",
-            (f"ep_{n}", trust, n.to_bytes(4, "big")),
-        )
-        conn.execute(
-            "INSERT INTO episodes (rowid, channel, episode_type, status, task_result, blocked)"
-            " VALUES (?, 'api', 'tool_call', ?, ?, ?)",
-            (cur.lastrowid, status, task_result, int(blocked)),
-        )
-    selected = {
-        row[0]
-        for row in conn.execute(
-            "SELECT r.id FROM records r LEFT JOIN episodes e ON e.rowid = r.rowid"
-            f" WHERE {SETTLEABLE_SQL}",
-            SETTLEABLE_PARAMS,
-        )
-    }
-    for n, case in enumerate(cases):
-        assert (f"ep_{n}" in selected) == (settle(*case) is not None), case
+    with conn:
+        for n, (trust, blocked, status, task_result) in enumerate(cases):
+            cur = conn.execute(
+                "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
+                " text, trust, content_hash) VALUES (?, 'episode', 0, 0, 0, '/w', 'a', 0, 'x', ?, ?)",
+                (f"ep_{n}", trust, n.to_bytes(4, "big")),
+            )
+            conn.execute(
+                "INSERT INTO episodes (rowid, channel, episode_type, status, task_result, blocked)"
+                " VALUES (?, 'api', 'tool_call', ?, ?, ?)",
+                (cur.lastrowid, status, task_result, int(blocked)),
+            )
+    conn.close()
+    offered: list[tuple[float, bool, str, float | None]] = []
+
+    def record(kind: str, trust: float, blocked: bool, status: str | None,
+               task_result: float | None) -> str:
+        assert kind == "episode" and status is not None
+        offered.append((trust, blocked, status, task_result))
+        return "eligible"
+
+    class Settle:
+        result: object = None
+        error: BaseException | None = None
+
+        def apply(self, tx, now):  # type: ignore[no-untyped-def]
+            return tx.records.settle_pending(len(cases), now, record)
+
+        def rolled_back(self) -> None:
+            pass
+
+    store.apply_batch([Settle()], 0.0)
+    store.close()
+    assert sorted(offered, key=repr) == sorted(
+        (case for case in cases if settle(*case) is not None), key=repr)
 
 
 async def test_capture_settles_by_the_policy(running_daemon: DaemonProcess) -> None:
@@ -359,7 +375,7 @@ async def test_forget_tombstones_an_episode_and_drops_its_vector(running_daemon:
         again = await rc.call(p.Forget(record_id=gone.record_id), p.Forgotten)
         assert again.already and again.tombstoned_at == forgotten.tombstoned_at
     report = await running_daemon.status()
-    assert report.index["size"] == 1
+    assert report.index.size == 1
     db = sqlite3.connect(running_daemon.data_dir / "recalld.db")
     assert db.execute("SELECT count(*) FROM vectors").fetchone()[0] == 1
 

@@ -11,7 +11,7 @@ import pytest
 from recall_client import protocol as p
 from recall_client.client import RemoteError, connect
 from recall_client.paths import read_admin_token
-from recalld.handlers.episodes import shape
+from recalld.retrieval.work_reader import shape
 
 from .conftest import DaemonProcess
 from .episode_helpers import HIJACK, LOW_TRUST, capture, embedded, ids, search, settled

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from recall_client import protocol as p
 from recall_client.client import RecallClient, RemoteError
-from recalld.handlers.rollup import _Episode, session_status
+from recalld.handlers.rollup import session_status
+from recalld.store.port import SessionEpisode
 
 from .conftest import DaemonProcess
 
@@ -152,10 +153,10 @@ async def test_the_sessions_verdict_decides_the_status(running_daemon: DaemonPro
 
 
 def _ep(tool: str | None = "Bash", status: str = "ok", episode_type: str = "tool_call",
-        task_result: float | None = None, verdict_at: float | None = None) -> _Episode:
-    return _Episode(ts=0.0, agent="a", text="t", eligibility="eligible",
-                    episode_type=episode_type, tool=tool, status=status,
-                    task_result=task_result, verdict_at=verdict_at, files="[]")
+        task_result: float | None = None, verdict_at: float | None = None) -> SessionEpisode:
+    return SessionEpisode(ts=0.0, agent="a", text="t", eligibility="eligible",
+                          episode_type=episode_type, tool=tool, status=status,
+                          task_result=task_result, verdict_at=verdict_at, files=[])
 
 
 @pytest.mark.parametrize(
@@ -172,7 +173,7 @@ def _ep(tool: str | None = "Bash", status: str = "ok", episode_type: str = "tool
         ([_ep(status="error", task_result=0.5)], "success"),
     ],
 )
-def test_the_status_rule(episodes: list[_Episode], status: str) -> None:
+def test_the_status_rule(episodes: list[SessionEpisode], status: str) -> None:
     assert session_status(episodes)[0] == status
 
 

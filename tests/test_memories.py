@@ -33,7 +33,7 @@ async def settled(d: DaemonProcess) -> None:
     with anyio.fail_after(30):
         while True:
             report = await d.status(wait_model_s=10)
-            if report.semantic_search and report.index["embedding_backlog"] == 0:
+            if report.semantic_search and report.index.embedding_backlog == 0:
                 return
             await anyio.sleep(0.05)
 
@@ -507,7 +507,7 @@ async def test_temporal_cues_add_events_oldest_first(running_daemon: DaemonProce
 
 
 async def test_memories_loaded_straight_into_records_are_served_as_plain_entries(running_daemon: DaemonProcess) -> None:
-    from recalld.pipeline.writer import content_hash, new_id
+    from recalld.domain.ids import content_hash, new_id
 
     text = "Bulk loaded: the archive bucket is cold storage."
     now = time.time()

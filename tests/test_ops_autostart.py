@@ -48,7 +48,7 @@ async def test_racing_shims_start_exactly_one_daemon(tmp_path: Path) -> None:
     results: dict[str, dict[str, object]] = {}
     init_times: list[float] = []
     ready = anyio.Event()
-    agents_seen: list[dict[str, object]] = []
+    agents_seen: list[p.ConnectedAgent] = []
 
     async def agent(n: int, tg_ready: anyio.Event) -> None:
         started = time.perf_counter()
@@ -80,7 +80,7 @@ async def test_racing_shims_start_exactly_one_daemon(tmp_path: Path) -> None:
         assert log.count("accepting on") == 1, log
         assert "already answers" not in log
         # One daemon serves every shim.
-        assert {a["agent"] for a in agents_seen} >= {f"agent-{n}" for n in range(SHIMS)}
+        assert {a.agent for a in agents_seen} >= {f"agent-{n}" for n in range(SHIMS)}
         # initialize never waited for the daemon (bound generous for SDK import on busy CI).
         assert max(init_times) < 10
     finally:

@@ -264,7 +264,7 @@ async def _until_inflight(d: DaemonProcess, agent: str, n: int = 1) -> None:
     with anyio.fail_after(10):
         while True:
             report = await d.status()
-            if any(a["agent"] == agent and a["requests"] >= n + 1 for a in report.agents):
+            if any(a.agent == agent and a.requests >= n + 1 for a in report.agents):
                 return
             await anyio.sleep(0.02)
 

@@ -22,7 +22,7 @@ async def _wait_embedded(d: DaemonProcess, n: int) -> None:
     with anyio.fail_after(120):
         while True:
             report = await d.status(wait_model_s=120)
-            if report.index["size"] >= n and report.index["embedding_backlog"] == 0:
+            if report.index.size >= n and report.index.embedding_backlog == 0:
                 return
             await anyio.sleep(0.1)
 
@@ -56,7 +56,8 @@ async def test_a_paraphrase_sharing_no_word_finds_the_memory_and_survives_restar
 
 
 def test_the_onnx_export_matches_sentence_transformers() -> None:
-    from recalld.pipeline.embedding import SentenceTransformerEmbedder, bundled_model_path
+    from recalld.pipeline.bundled_model import bundled_model_path
+    from recalld.pipeline.model import SentenceTransformerEmbedder
     from recalld.pipeline.onnx_model import OnnxEmbedder, ensure_export
 
     path = bundled_model_path()

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.real_model
 def make_cross_encoder(folder: Path) -> Path:
     """A small cross-encoder: the bundled MiniLM encoder with a one-logit head (seeded)."""
     import torch
-    from recalld.pipeline.embedding import bundled_model_path
+    from recalld.pipeline.bundled_model import bundled_model_path
     from transformers import AutoTokenizer, BertForSequenceClassification
 
     source = bundled_model_path()

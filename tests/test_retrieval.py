@@ -3,40 +3,77 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from recall_client import protocol as p
-from recalld.retrieval import search
-from recalld.retrieval import session_context
-from recalld.pipeline.writer import Principal
-from recalld.handlers.memories import MemoryStoreJob
-from recalld.pipeline.embedding import HashEmbedder
-from recalld.store.sqlite_schema import open_reader, open_writer
-from recalld.store.vector_index import VectorIndex
+from recalld.domain.policy import Assessment
+from recalld.domain.principal import Principal
+from recalld.pipeline.model import HashEmbedder
+from recalld.retrieval import fusion, session_context, terms
+from recalld.store.port import Filter, WriteTx
+from recalld.store.sqlite import SqliteStore
+from recalld.store.sqlite.retrieval import LexicalPlan, fts_query, lexical_plan
 
-VISIBLE = (
-    " r.workspace = ? AND r.kind = 'memory' AND r.tombstoned_at IS NULL"
-    " AND (r.expires_at IS NULL OR r.expires_at > ?) AND r.eligibility = 'eligible'"
-)
+
+def visible(workspace: str) -> Filter:
+    return Filter(kind="memory", now=time.time(), workspace=workspace)
+
+
+class _Job:
+    """A write job of the test's own: ``fn(tx, now)`` in the store's next batch."""
+
+    def __init__(self, fn: Callable[[WriteTx, float], Any]) -> None:
+        self.fn = fn
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def apply(self, tx: WriteTx, now: float) -> Any:
+        return self.fn(tx, now)
+
+    def rolled_back(self) -> None:
+        pass
+
+
+def write(store: SqliteStore, *fns: Callable[[WriteTx, float], Any]) -> list[Any]:
+    jobs = [_Job(fn) for fn in fns]
+    store.apply_batch(jobs, time.time())
+    for job in jobs:
+        assert job.error is None, job.error
+    return [job.result for job in jobs]
+
+
+def _memory(workspace: str, text: str, session: str | None, ts: float) -> Callable[[WriteTx, float], int]:
+    who = Principal(agent="t", workspace=workspace, uid=0, pid=0)
+
+    def store_it(tx: WriteTx, now: float) -> int:
+        _reply, rowid = tx.memories.store(
+            who, p.MemoryStore(text=text, workspace=workspace, session=session, ts=ts),
+            repo=None, commit=None, trust=Assessment(1.0, False), now=now)
+        assert rowid is not None
+        return rowid
+
+    return store_it
 
 
 def test_query_terms_drop_stop_words_and_repeats_but_keep_an_all_stop_word_query() -> None:
-    assert search.query_terms("When did Ana adopt the dog, the DOG?") == ["ana", "adopt", "dog"]
-    assert search.query_terms("what is it") == ["what", "is", "it"]
-    assert search.query_terms("?!") == []
+    assert terms.query_terms("When did Ana adopt the dog, the DOG?") == ["ana", "adopt", "dog"]
+    assert terms.query_terms("what is it") == ["what", "is", "it"]
+    assert terms.query_terms("?!") == []
 
 
 def test_fts_query_quotes_every_term_so_no_query_syntax_leaks_in() -> None:
-    assert search.fts_query(['say "hi"', "NEAR"]) == '"say ""hi""" OR "NEAR"'
-    assert search.fts_query([]) is None
+    assert fts_query(['say "hi"', "NEAR"]) == '"say ""hi""" OR "NEAR"'
+    assert fts_query([]) is None
 
 
 def test_fuse_normalises_each_channel_and_weighs_them() -> None:
     lexical = [(1, 12.0), (2, 6.0), (3, 2.0)]
     semantic = [(3, 0.9), (4, 0.5), (1, 0.4)]
-    fused = search.fuse([(lexical, 0.7), (semantic, 0.3)], depth=3)
+    fused = fusion.fuse([(lexical, 0.7), (semantic, 0.3)], depth=3)
     assert fused[1] == pytest.approx(0.7 * 1.0 + 0.3 * 0.0)
     assert fused[2] == pytest.approx(0.7 * 0.4)
     assert fused[3] == pytest.approx(0.7 * 0.0 + 0.3 * 1.0)
@@ -45,14 +82,14 @@ def test_fuse_normalises_each_channel_and_weighs_them() -> None:
 
 def test_fuse_with_one_channel_keeps_that_channels_order_on_a_full_scale() -> None:
     lexical = [(7, 9.0), (8, 3.0), (9, 1.0)]
-    fused = search.fuse([(lexical, 1.0)])
+    fused = fusion.fuse([(lexical, 1.0)])
     assert sorted(fused, key=lambda r: -fused[r]) == [7, 8, 9]
     assert fused[7] == pytest.approx(1.0)
     # A channel that ran and found nothing keeps its share of the weight.
-    assert search.fuse([([], 0.7), ([(3, 0.9), (4, 0.1)], 0.3)], depth=2)[3] == pytest.approx(0.3)
+    assert fusion.fuse([([], 0.7), ([(3, 0.9), (4, 0.1)], 0.3)], depth=2)[3] == pytest.approx(0.3)
     # Cut short of its depth, a channel's floor is 0, not its weakest candidate.
-    assert search.fuse([([(3, 8.0), (4, 6.0)], 1.0)])[4] == pytest.approx(0.75)
-    assert search.fuse([([(5, 2.0)], 0.7)]) == {5: 1.0}
+    assert fusion.fuse([([(3, 8.0), (4, 6.0)], 1.0)])[4] == pytest.approx(0.75)
+    assert fusion.fuse([([(5, 2.0)], 0.7)]) == {5: 1.0}
 
 
 def test_in_context_lifts_a_turn_whose_neighbours_match_and_leaves_loners_alone() -> None:
@@ -70,18 +107,10 @@ def test_in_context_lifts_a_turn_whose_neighbours_match_and_leaves_loners_alone(
     assert session_context.in_context({5: 0.0}, {5: [6], 6: [5]}, 0.5) == {5: 0.0}
 
 
-def _store(conn, workspace: str, text: str, session: str | None, ts: float) -> int:  # type: ignore[no-untyped-def]
-    who = Principal(agent="t", workspace=workspace, uid=0, pid=0)
-    job = MemoryStoreJob(who, p.MemoryStore(text=text, workspace=workspace, session=session, ts=ts))
-    job.apply(conn, time.time())
-    return job.new_rowids[0]
-
-
 @pytest.fixture
-def dialogue(tmp_path: Path):  # type: ignore[no-untyped-def]
+def dialogue(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """Two sessions of one workspace, a session-less note, and a turn elsewhere."""
-    writer = open_writer(tmp_path, durability="normal")
-    writer.execute("BEGIN")
+    store = SqliteStore(tmp_path, durability="normal")
     turns = [
         "We adopted a beagle last weekend.",
         "Where did you find him?",
@@ -89,16 +118,16 @@ def dialogue(tmp_path: Path):  # type: ignore[no-untyped-def]
         "Lovely people there.",
         "He chewed my shoes already.",
     ]
-    s1 = [_store(writer, "/home", t, "s1", 100.0 + i) for i, t in enumerate(turns)]
+    s1 = write(store, *[_memory("/home", t, "s1", 100.0 + i) for i, t in enumerate(turns)])
     # Same timestamp twice: capture order (rowid) decides.
-    s2 = [_store(writer, "/home", t, "s2", 500.0) for t in ("Flying to Lisbon.", "Eat custard tarts.")]
-    note = _store(writer, "/home", "The spare key is under the pot.", None, 50.0)
-    other = _store(writer, "/work", "A beagle visits the office.", "s1", 101.5)
-    writer.execute("COMMIT")
-    reader = open_reader(tmp_path)
-    yield {"writer": writer, "reader": reader, "s1": s1, "s2": s2, "note": note, "other": other}
-    reader.close()
-    writer.close()
+    s2 = write(store, *[_memory("/home", t, "s2", 500.0)
+                        for t in ("Flying to Lisbon.", "Eat custard tarts.")])
+    [note, other] = write(store, _memory("/home", "The spare key is under the pot.", None, 50.0),
+                          _memory("/work", "A beagle visits the office.", "s1", 101.5))
+    reader = store.reader()
+    yield {"store": store, "reader": reader, "s1": s1, "s2": s2, "note": note, "other": other}
+    store.close_reader(reader)
+    store.close()
 
 
 def test_neighbours_are_the_window_around_each_record_within_its_own_session(dialogue) -> None:  # type: ignore[no-untyped-def]
@@ -116,33 +145,33 @@ def test_retrieve_finds_a_turn_through_its_context_but_never_a_hidden_one(dialog
     # Five turns are too few for the order test to find order; here it is granted.
     monkeypatch.setattr(session_context, "ordered", lambda conn, workspace, kind: True)
     s1, reader = dialogue["s1"], dialogue["reader"]
-    terms = search.query_terms("adopted beagle shelter lake")
-    params = ["/home", time.time()]
-    plain = search.retrieve(reader, terms, None, None, VISIBLE, params, limit=10, context_window=0)
+    words = terms.query_terms("adopted beagle shelter lake")
+    plain = fusion.retrieve(reader, words, None, visible("/home"), limit=10, context_window=0)
     assert {c.rowid for c in plain} == {s1[0], s1[2]}
-    found = search.retrieve(reader, terms, None, None, VISIBLE, params, limit=10)
+    found = fusion.retrieve(reader, words, None, visible("/home"), limit=10)
     by_id = {c.rowid: c for c in found}
     # "Where did you find him?" shares no word with the query: its context brought it.
     assert s1[1] in by_id and by_id[s1[1]].lexical_rank is None
     assert all(0.0 < c.score <= 1.0 for c in found)
     assert dialogue["other"] not in by_id
 
-    writer = dialogue["writer"]
-    writer.execute("UPDATE records SET tombstoned_at = 1 WHERE rowid = ?", (s1[1],))
-    again = search.retrieve(reader, terms, None, None, VISIBLE, params, limit=10)
+    store = dialogue["store"]
+    [turn_id] = [r.id for r in reader.memories.by_rowid([s1[1]]).values()]
+    write(store, lambda tx, now: tx.records.forget(turn_id, now))
+    again = fusion.retrieve(reader, words, None, visible("/home"), limit=10)
     assert s1[1] not in {c.rowid for c in again}
 
 
-def test_retrieve_fuses_the_semantic_channel_under_the_same_visibility(dialogue, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    reader = dialogue["reader"]
-    rows = reader.execute("SELECT rowid, text FROM records ORDER BY rowid").fetchall()
+def test_retrieve_fuses_the_semantic_channel_under_the_same_visibility(dialogue) -> None:  # type: ignore[no-untyped-def]
+    reader, store = dialogue["reader"], dialogue["store"]
+    rows = reader.records.unembedded(0, 100)
     embedder = HashEmbedder()
-    index = VectorIndex(tmp_path, embedder.dim, embedder.name)
-    index._add_sync(np.array([r for r, _ in rows], dtype=np.int64), embedder.encode([t for _, t in rows]))
+    store.open_vectors(embedder.name, embedder.dim)
+    store.vectors_added(np.array([r for r, _ in rows], dtype=np.int64),
+                        embedder.encode([t for _, t in rows]))
     query = "custard tarts Lisbon"
     qvec = embedder.encode([query])[0]
-    params = ["/home", time.time()]
-    found = search.retrieve(reader, search.query_terms(query), qvec, index, VISIBLE, params, limit=3)
+    found = fusion.retrieve(reader, terms.query_terms(query), qvec, visible("/home"), limit=3)
     assert found[0].rowid in dialogue["s2"]
     assert found[0].cosine is not None and found[0].lexical_rank is not None
     assert dialogue["other"] not in {c.rowid for c in found}
@@ -160,20 +189,19 @@ def _conversation(seed: int) -> list[str]:
 
 
 @pytest.fixture
-def ordered_and_shuffled(tmp_path: Path):  # type: ignore[no-untyped-def]
+def ordered_and_shuffled(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """The same turns twice: in their order in /talk, shuffled inside the session in /mixed."""
-    writer = open_writer(tmp_path, durability="normal")
-    writer.execute("BEGIN")
+    store = SqliteStore(tmp_path, durability="normal")
     turns = _conversation(1)
-    talk = [_store(writer, "/talk", t, "s", 1000.0 + i) for i, t in enumerate(turns)]
-    order = np.random.default_rng(2).permutation(len(turns))
-    mixed = {int(k): _store(writer, "/mixed", turns[k], "s", 1000.0 + i) for i, k in enumerate(order)}
-    writer.execute("UPDATE records SET eligibility = 'eligible'")
-    writer.execute("COMMIT")
-    reader = open_reader(tmp_path)
+    talk = write(store, *[_memory("/talk", t, "s", 1000.0 + i) for i, t in enumerate(turns)])
+    order = [int(k) for k in np.random.default_rng(2).permutation(len(turns))]
+    stored = write(store, *[_memory("/mixed", turns[k], "s", 1000.0 + i)
+                            for i, k in enumerate(order)])
+    mixed = dict(zip(order, stored, strict=True))
+    reader = store.reader()
     yield {"reader": reader, "talk": talk, "mixed": [mixed[k] for k in range(len(turns))]}
-    reader.close()
-    writer.close()
+    store.close_reader(reader)
+    store.close()
 
 
 def test_the_order_test_finds_order_in_a_conversation_and_none_when_it_is_shuffled(
@@ -191,11 +219,10 @@ def test_the_order_test_finds_order_in_a_conversation_and_none_when_it_is_shuffl
 
 def test_context_ranks_only_where_sessions_are_ordered(ordered_and_shuffled) -> None:  # type: ignore[no-untyped-def]
     reader, talk, mixed = (ordered_and_shuffled[k] for k in ("reader", "talk", "mixed"))
-    terms = search.query_terms("violin great")
+    words = terms.query_terms("violin great")
     for workspace, ids in (("/talk", talk), ("/mixed", mixed)):
-        params = [workspace, time.time()]
-        plain = search.retrieve(reader, terms, None, None, VISIBLE, params, limit=10, context_window=0)
-        found = search.retrieve(reader, terms, None, None, VISIBLE, params, limit=10)
+        plain = fusion.retrieve(reader, words, None, visible(workspace), limit=10, context_window=0)
+        found = fusion.retrieve(reader, words, None, visible(workspace), limit=10)
         if workspace == "/talk":
             # The three violin turns lead; context lifted them over the loners that only
             # said "great".
@@ -206,32 +233,31 @@ def test_context_ranks_only_where_sessions_are_ordered(ordered_and_shuffled) -> 
 
 
 @pytest.fixture
-def common_words(tmp_path: Path):  # type: ignore[no-untyped-def]
+def common_words(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """60 records that all say "deploy" and "script", 20 that also say "staging", one "zebra"."""
-    writer = open_writer(tmp_path, durability="normal")
-    writer.execute("BEGIN")
-    rows = [_store(writer, "/w", f"the deploy script run {i}" + (" on staging" if i % 3 == 0 else ""),
-                   None, float(i)) for i in range(60)]
-    zebra = _store(writer, "/w", "the zebra deploy script", None, 60.0)
-    writer.execute("COMMIT")
-    reader = open_reader(tmp_path)
+    store = SqliteStore(tmp_path, durability="normal")
+    rows = write(store, *[
+        _memory("/w", f"the deploy script run {i}" + (" on staging" if i % 3 == 0 else ""), None,
+                float(i)) for i in range(60)])
+    [zebra] = write(store, _memory("/w", "the zebra deploy script", None, 60.0))
+    reader = store.reader()
     yield {"reader": reader, "rows": rows, "zebra": zebra}
-    reader.close()
-    writer.close()
+    store.close_reader(reader)
+    store.close()
 
 
 def test_lexical_plan_is_exact_while_the_terms_fit_the_budget(common_words) -> None:  # type: ignore[no-untyped-def]
-    plan = search.lexical_plan(common_words["reader"], ["deploy", "staging", "zebra"], budget=1000)
-    assert plan == search.LexicalPlan('"deploy" OR "staging" OR "zebra"')
-    assert search.lexical_plan(common_words["reader"], []) is None
+    conn = common_words["reader"].conn
+    plan = lexical_plan(conn, ["deploy", "staging", "zebra"], budget=1000)
+    assert plan == LexicalPlan('"deploy" OR "staging" OR "zebra"')
+    assert lexical_plan(conn, []) is None
 
 
 def test_lexical_plan_keeps_the_rare_terms_that_fit_and_drops_the_common_ones(common_words) -> None:  # type: ignore[no-untyped-def]
     # df: zebra 1, staging 20, deploy 61. A budget of 30 holds zebra and staging only.
-    plan = search.lexical_plan(common_words["reader"], ["deploy", "staging", "zebra"], budget=30)
-    assert plan == search.LexicalPlan('"staging" OR "zebra"')
-    terms = ["deploy", "zebra"]
-    found = search.retrieve(common_words["reader"], terms, None, None, VISIBLE, ["/w", time.time()],
+    plan = lexical_plan(common_words["reader"].conn, ["deploy", "staging", "zebra"], budget=30)
+    assert plan == LexicalPlan('"staging" OR "zebra"')
+    found = fusion.retrieve(common_words["reader"], ["deploy", "zebra"], None, visible("/w"),
                             limit=5, context_window=0)
     assert found[0].rowid == common_words["zebra"]
 
@@ -239,10 +265,10 @@ def test_lexical_plan_keeps_the_rare_terms_that_fit_and_drops_the_common_ones(co
 def test_lexical_plan_scores_only_recent_records_when_every_term_is_common(common_words) -> None:  # type: ignore[no-untyped-def]
     reader = common_words["reader"]
     # Nothing holds "unicorn"; deploy and script are in all 61 records, over a budget of 10.
-    plan = search.lexical_plan(reader, ["unicorn", "deploy", "script"], budget=10)
+    plan = lexical_plan(reader.conn, ["unicorn", "deploy", "script"], budget=10)
     assert plan is not None and plan.match == '"unicorn" OR "deploy" OR "script"'
     newest = sorted([*common_words["rows"], common_words["zebra"]])[-10:]
     assert plan.min_rowid == newest[0]
-    found = search.retrieve(reader, ["deploy", "script"], None, None, VISIBLE, ["/w", time.time()],
-                            limit=100, context_window=0)
+    found = fusion.retrieve(reader, ["deploy", "script"], None, visible("/w"), limit=100,
+                            context_window=0)
     assert len(found) == 61  # the default budget holds them all

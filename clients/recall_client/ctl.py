@@ -42,18 +42,20 @@ def render_status(report: p.StatusReport) -> str:
         f"data     {report.data_dir}",
         f"model    {model}",
         f"search   {'hybrid (lexical + semantic)' if report.semantic_search else 'lexical only'}"
-        f"  latency p50 {fmt(lat.get('p50'))} ms  p90 {fmt(lat.get('p90'))} ms"
-        f"  p99 {fmt(lat.get('p99'))} ms",
-        f"index    {report.index.get('type') or 'not open'}  {report.index.get('size', 0)} vectors"
-        f"  embedding backlog {report.index.get('embedding_backlog', 0)}",
+        f"  latency p50 {fmt(lat.p50)} ms  p90 {fmt(lat.p90)} ms  p99 {fmt(lat.p99)} ms",
+        f"index    {report.index.type or 'not open'}  {report.index.size} vectors"
+        f"  embedding backlog {report.index.embedding_backlog}",
         "",
-        f"{'actor':<12}{'state':<20}{'queue':>14}{'processed':>12}{'errors':>8}",
+        f"{'actor':<12}{'state':<20}{'queue':>14}{'processed':>12}{'per s':>9}{'errors':>8}",
     ]
     for a in report.actors:
         lines.append(
             f"{a.name:<12}{a.state:<20}{f'{a.queue_depth}/{a.queue_capacity}':>14}"
-            f"{a.processed:>12}{a.errors:>8}"
+            f"{a.processed:>12}{a.per_s:>9.1f}{a.errors:>8}"
         )
+        if a.commit_failures or a.last_error:
+            lines.append(f"{'':<12}{a.commit_failures} failed commits; last error: "
+                         f"{a.last_error or '-'}")
     lines.append("")
     if report.records:
         lines.append("records  " + "; ".join(
@@ -66,8 +68,8 @@ def render_status(report: p.StatusReport) -> str:
     lines.append(f"agents   {len(report.agents)} connected")
     for a in report.agents:
         lines.append(
-            f"  {a['agent']:<20} {a.get('client') or '-':<12} pid {a['pid']:<8} "
-            f"{a['requests']} requests  {a['workspace']}"
+            f"  {a.agent:<20} {a.client or '-':<12} pid {a.pid:<8} "
+            f"{a.requests} requests  {a.workspace}"
         )
     return "\n".join(lines)
 

@@ -374,17 +374,17 @@ async def _reindex(args: argparse.Namespace) -> int:
         idle_polls = 0
         while True:
             report = (await rc.call(p.Status(), p.StatusResult)).report
-            backlog = int(report.index.get("embedding_backlog", 0))
+            backlog = report.index.embedding_backlog
             bar.update(max(0, started.queued - backlog))
             # A vector is committed before it reaches the index: done when both agree (or, if
             # some record cannot be embedded, when nothing has moved for a while).
             idle_polls = idle_polls + 1 if backlog == 0 else 0
-            if backlog == 0 and (int(report.index.get("size", 0)) >= started.queued
+            if backlog == 0 and (report.index.size >= started.queued
                                  or idle_polls > 50):
                 break
             await anyio.sleep(args.interval)
         bar.close()
-    _say(f"reindexed: {report.index.get('size', 0)} vectors in the index")
+    _say(f"reindexed: {report.index.size} vectors in the index")
     return 0
 
 

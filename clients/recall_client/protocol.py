@@ -31,6 +31,7 @@ __all__ = [
     "CaptureEpisode",
     "CitedPath",
     "CommitDrift",
+    "ConnectedAgent",
     "Contender",
     "CortexFact",
     "DependsOn",
@@ -64,6 +65,8 @@ __all__ = [
     "FrameTooLarge",
     "GetExecutionContext",
     "Hello",
+    "IndexStatus",
+    "Latency",
     "LessonInfo",
     "MemoryChanged",
     "MemoryDetail",
@@ -97,6 +100,7 @@ __all__ = [
     "ReindexStarted",
     "Reply",
     "Request",
+    "RunState",
     "SearchExperience",
     "Status",
     "StatusReport",
@@ -341,6 +345,9 @@ class Status(Request, tag="status"):
     # Wait up to this long for the embedding model to finish loading before answering;
     # lets a client (or a test) wait for readiness without polling.
     wait_model_s: Annotated[float, Meta(ge=0, le=600)] = 0.0
+    # Wait up to this long for the pipeline to settle first: every write committed and
+    # evaluated, every vector embedded and indexed (StatusReport.settled says if it did).
+    wait_settled_s: Annotated[float, Meta(ge=0, le=600)] = 0.0
 
 
 # ---- work episodes (seed 001): capture, work_search, work_result; forget (any record)
@@ -860,13 +867,25 @@ class MemoryShown(Reply, tag="memory_shown"):
     memory: MemoryDetail
 
 
+RunState = Literal["starting", "running", "stopping", "stopped"]
+
+
 class ActorStatus(Struct, kw_only=True):
+    """One stage of the pipeline, from what it records of its own work."""
+
     name: str
     state: str
     queue_depth: int
     queue_capacity: int
     processed: int
     errors: int
+    batches: int = 0
+    last_batch: int = 0
+    # Items processed per second over the last minute.
+    per_s: float = 0.0
+    # Group commits that failed whole (the writer).
+    commit_failures: int = 0
+    last_error: str | None = None
 
 
 class ModelStatus(Struct, kw_only=True):
@@ -878,8 +897,41 @@ class ModelStatus(Struct, kw_only=True):
     backend: str | None = None  # onnxruntime | sentence-transformers | hash
 
 
+class IndexStatus(Struct, kw_only=True):
+    """The vector index; ``type`` is None while it is not open (no model yet)."""
+
+    type: str | None = None
+    size: int = 0
+    dim: int | None = None
+    model: str | None = None
+    rebuilt_reason: str | None = None
+    # Records waiting for a vector.
+    embedding_backlog: int = 0
+    # Committed changes (vectors written, records forgotten) not in the index yet, and the
+    # last change that failed to get there (the index is rebuilt from the store at start).
+    pending_changes: int = 0
+    last_error: str | None = None
+
+
+class ConnectedAgent(Struct, kw_only=True):
+    agent: str
+    client: str
+    workspace: str
+    pid: int
+    connected_s: float
+    requests: int
+
+
+class Latency(Struct, kw_only=True):
+    """Milliseconds; None before any request was timed."""
+
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+
+
 class StatusReport(Struct, kw_only=True):
-    state: str
+    state: RunState
     version: str
     pid: int
     uptime_s: float
@@ -888,10 +940,14 @@ class StatusReport(Struct, kw_only=True):
     model: ModelStatus
     semantic_search: bool
     actors: list[ActorStatus]
+    # kind -> eligibility (and "total") -> records.
     records: dict[str, dict[str, int]]
-    index: dict[str, Any]
-    agents: list[dict[str, Any]]
-    search_latency_ms: dict[str, float | None]
+    index: IndexStatus
+    # Every connected agent with the admin token; otherwise the caller's own agent's.
+    agents: list[ConnectedAgent]
+    search_latency_ms: Latency
+    # No work in hand: every write committed and evaluated, every vector embedded and indexed.
+    settled: bool = False
 
 
 class StatusResult(Reply, tag="status_result"):

@@ -1,48 +1,64 @@
-"""The daemon: one root task group holding the actors, the listener and the background work.
+"""The daemon: one exit stack and one root task group holding the store, the pipeline, the
+readers and the listener.
 
-Start-up, downstream first: embedding, evaluation, capture (the writer), search; then the
-listener binds and READY is reported; then the model loads in the background. Shutdown runs
-the other way: stop accepting, let in-flight requests finish (under a deadline), stop the
-background actors (their work lives in SQLite and resumes next start), let the writer commit
-what is queued, snapshot the index.
+Start-up, downstream first: the index keeper, the embedding and evaluation actors, the
+writer, the search workers; then the listener binds and READY is reported; then the model
+loads in the background. Shutdown runs the other way: stop accepting, let in-flight requests
+finish (under a deadline), stop the background actors (their work lives in the store and
+resumes next start), let the writer commit what is queued (the keeper then applies its last
+index changes), snapshot the index.
+
+Nothing imports this module: the edge and the handlers get :class:`Services`, the status
+report gets :class:`StatusParts`; both are built here from the parts.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import socket
-import sqlite3
 import stat
 import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
+import numpy as np
 from anyio.abc import SocketListener, TaskStatus
 from recall_client import __version__, paths
 from recall_client import protocol as p
 
 from . import systemd
-from .handlers.workspaces import Approvals
-from .pipeline.writer import CaptureActor, Principal, WriteJob
 from .config import RELOADABLE, Settings
-from .handlers.agents import AgentCredentials
-from .pipeline.embedding import EmbeddingActor, Model
-from .errors import RecallError
-from .pipeline.evaluation import EvaluationActor
+from .domain.approvals import Approvals
+from .domain.credentials import AgentCredentials
+from .domain.principal import Principal
 from .domain.scopes import ensure_admin_token
-from .handlers.ops import HealthProbe
-from .retrieval.memory_reader import MemoryReader, MemorySearchConfig
-from .retrieval.search import SearchActor
 from .edge.server import Server
-from .store.sqlite_schema import open_reader, open_writer
-from .store.vector_index import VectorIndex
+from .errors import RecallError
+from .handlers.ops import HealthProbe
+from .handlers.services import Services
+from .handlers.status import StatusParts, build_report
+from .pipeline.embedding import EmbeddingActor, IndexKeeper
+from .pipeline.evaluation import EvaluationActor
+from .pipeline.intake import Intake
+from .pipeline.model import Model
+from .pipeline.settled import Settled
+from .pipeline.writer import IndexChange, WriteJob, WriteQueue, WriterActor
+from .retrieval.memory_reader import MemoryReader, MemorySearchConfig
+from .retrieval.search_actor import SearchActor
+from .store.port import Reader
+from .store.sqlite import SqliteStore
 
-__all__ = ["Daemon", "SocketInUse"]
+__all__ = ["Daemon", "RunState", "SocketInUse"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 SNAPSHOT_EVERY = 120.0
 # The stop stays inside the unit's TimeoutStopSec=30 even when every step runs to its bound:
@@ -51,6 +67,15 @@ WRITER_TIMEOUT = 5.0
 SAVE_TIMEOUT = 10.0
 # Waiting for room in a full writer queue longer than this answers busy instead.
 SUBMIT_TIMEOUT = 5.0
+# Changes the index keeper may have waiting.
+INDEX_CHANGES = 1024
+
+
+class RunState(enum.Enum):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
 
 
 class SocketInUse(RuntimeError):
@@ -60,24 +85,18 @@ class SocketInUse(RuntimeError):
 class Daemon:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.version = __version__
-        self.state = "starting"
+        self.state = RunState.STARTING
         self.started_at = time.time()
-        self._started_mono = time.monotonic()
         self.model = Model(settings.embedder, settings.model_path, settings.embed_backend)
-        self.index: VectorIndex | None = None
-        self.server = Server(self)
         self.socket_path = settings.socket_path
         self.data_dir = settings.data_path
         self._stop = anyio.Event()
-        # Presented in a hello, it grants admin:workspace (see recalld.scopes).
+        # Presented in a hello, it grants admin:workspace (see recalld.domain.scopes).
         self.admin_token_path = paths.admin_token_path()
         self.admin_token: str | None = None
         # Set once the model has loaded (or failed) and the vector index is open.
         self.warm = anyio.Event()
-        self._readers: list[sqlite3.Connection] = []
-        self.approvals = Approvals()
-        self.credentials = AgentCredentials()
+        self.settled = Settled()
         # The socket file this process created (None when systemd passed the socket).
         self._own_socket: tuple[int, int] | None = None
 
@@ -101,122 +120,164 @@ class Daemon:
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         s = self.settings
-        writer = open_writer(self.data_dir, durability=s.durability)
-        self.admin_token = ensure_admin_token(self.admin_token_path)
-        self.approvals.load(writer)
-        self.credentials.load(writer)
-        jobs_send, jobs_recv = anyio.create_memory_object_stream[WriteJob](s.queue_size)
-        eval_send, eval_recv = anyio.create_memory_object_stream[list[int]](256)
-        embed_send, embed_recv = anyio.create_memory_object_stream[list[int]](256)
-        self._jobs = jobs_send
-        self.capture = CaptureActor(writer, jobs_recv, eval_send, batch=s.capture_batch)
-        # Every sender of the writer's queue is a named clone, closed at shutdown, so the
-        # writer's loop ends by itself once all of them are closed and its queue is empty.
-        self._eval_submit = jobs_send.clone()
-        self.evaluation = EvaluationActor(
-            eval_recv, embed_send, self._reader(), self._eval_submit.send
-        )
-        self._embed_submit = jobs_send.clone()
-        self.embedding = EmbeddingActor(
-            self.model, embed_recv, self._reader(), self._embed_submit.send,
-            batch=s.embed_batch, last_client_write=lambda: self.capture.last_client_write,
-        )
-        self._wake_embedding = embed_send.clone()
-        self.search = SearchActor(
-            self.data_dir, self.model, workers=s.search_workers, queue_size=s.queue_size,
-            memory=MemoryReader(MemorySearchConfig(
+        async with AsyncExitStack() as stack:
+            store = SqliteStore(self.data_dir, durability=s.durability)
+            stack.callback(store.close)
+            self.store = store
+            self.admin_token = ensure_admin_token(self.admin_token_path)
+            startup = store.reader()
+            try:
+                approvals = Approvals(p.WorkspaceApproval(
+                    workspace=a.workspace, approved_at=a.approved_at, approved_by=a.approved_by)
+                    for a in startup.ops.approvals())
+                credentials = AgentCredentials(
+                    (c.agent, c.token_digest, c.created_at) for c in startup.ops.credentials())
+            finally:
+                store.close_reader(startup)
+            for reader in (eval_reader := store.reader(), embed_reader := store.reader()):
+                stack.callback(store.close_reader, reader)
+
+            jobs_send, jobs_recv = anyio.create_memory_object_stream[WriteJob](s.queue_size)
+            eval_send, eval_recv = anyio.create_memory_object_stream[list[int]](256)
+            embed_send, embed_recv = anyio.create_memory_object_stream[list[int]](256)
+            change_send, change_recv = anyio.create_memory_object_stream[IndexChange](INDEX_CHANGES)
+            self.writer = WriterActor(store, jobs_recv, eval_send, change_send, batch=s.capture_batch)
+            self.keeper = IndexKeeper(store, change_recv)
+            # Every sender of the writer's queue is a named clone, closed at shutdown, so the
+            # writer's loop ends by itself once all of them are closed and its queue is empty.
+            self._queues = [WriteQueue(jobs_send, SUBMIT_TIMEOUT)]
+            self._queues += [WriteQueue(jobs_send.clone(), SUBMIT_TIMEOUT) for _ in range(2)]
+            clients, evaluation_queue, embedding_queue = self._queues
+            self.evaluation = EvaluationActor(eval_recv, embed_send, eval_reader,
+                                              evaluation_queue.submit)
+            self.embedding = EmbeddingActor(
+                self.model, embed_recv, embed_reader, embedding_queue.submit, batch=s.embed_batch,
+                last_client_write=lambda: self.writer.last_client_write,
+                next_client_write=self.writer.next_client_write,
+            )
+            self._wake_embedding = embed_send.clone()
+            self.search = SearchActor(store, workers=s.search_workers, queue_size=s.queue_size)
+            self._watch_settledness()
+            intake = Intake(clients.submit, self.model, self._semantic)
+            memory = MemoryReader(MemorySearchConfig(
                 mode=s.search_mode, bm25=s.bm25, rerank=s.rerank,
                 rerank_model_path=s.rerank_model_path,
-            )),
-        )
-
-        async with AsyncExitStack() as stack:
-            stack.callback(writer.close)
-            stack.callback(self._close_readers)
-            root = await stack.enter_async_context(anyio.create_task_group())
-            background = anyio.CancelScope()
-
-            async def run_background(*, task_status: TaskStatus[None]) -> None:
-                with background:
-                    async with anyio.create_task_group() as bg:
-                        self._background = bg
-                        await bg.start(self.embedding.run, name="embedding actor")
-                        await bg.start(self.evaluation.run, name="evaluation actor")
-                        task_status.started()
-
-            writer_done = anyio.Event()
-
-            async def run_writer(*, task_status: TaskStatus[None]) -> None:
-                try:
-                    await self.capture.run(task_status=task_status)
-                finally:
-                    writer_done.set()
-
-            await root.start(run_background, name="background actors")
-            await root.start(run_writer, name="capture actor")
-            await root.start(self.search.run, name="search actor")
-
-            listener = await self._listen(listener_socket)
-            accepting = anyio.CancelScope()
-
-            async def accept(*, task_status: TaskStatus[None]) -> None:
-                async with anyio.create_task_group() as conn_tg:
-                    self._connections = conn_tg.cancel_scope
-                    with accepting:
-                        task_status.started()
-                        await listener.serve(self.server.handle, task_group=conn_tg)
-                    # No longer accepting; open connections finish until cancelled below.
-
-            await root.start(accept, name="listener")
-            self.state = "running"
-            systemd.notify(f"READY=1\nSTATUS=accepting on {self.socket_path}; model loading\nMAINPID={os.getpid()}")
-            log.info("recalld %s accepting on %s (pid %d)", self.version, self.socket_path, os.getpid())
-            task_status.started()
-
-            # Background work is cancelled first at shutdown; all of it resumes from SQLite.
-            self._background.start_soon(self._load_model, name="model loader")
-            self._background.start_soon(self._snapshot_periodically, name="index snapshotter")
-            watchdog = systemd.watchdog_interval()
-            if watchdog is not None:
-                self._background.start_soon(self._watchdog, watchdog, name="watchdog")
-
-            await self._stop.wait()
-
-            # ---- shutdown: the head of the pipeline closes first
-            self.state = "stopping"
-            accepting.cancel()
-            await listener.aclose()
-            self._remove_socket()
-            systemd.notify("STOPPING=1\nSTATUS=draining in-flight requests")
-            log.info("stopping: no new connections; draining %d in-flight requests",
-                     self.server.inflight())
-            with anyio.move_on_after(self.settings.drain_timeout_s) as drain:
-                await self.server.wait_idle()
-            if drain.cancelled_caught:
-                log.warning("drain deadline (%.0fs) passed with %d requests in flight; "
-                            "closing their connections", self.settings.drain_timeout_s,
-                            self.server.inflight())
-            self._connections.cancel()
-            background.cancel()
-            # The writer commits what is queued (the open batches), then its loop ends.
-            for sender in (jobs_send, self._eval_submit, self._embed_submit):
-                await sender.aclose()
-            await self._wake_embedding.aclose()
-            with anyio.move_on_after(WRITER_TIMEOUT):
-                await writer_done.wait()
-            await self.search.close()
-            with anyio.CancelScope(shield=True), anyio.move_on_after(SAVE_TIMEOUT):
-                if self.index is not None:
-                    try:
-                        await self.index.snapshot()
-                    except Exception as exc:
-                        # Disk full or the like: SQLite holds every vector, so this costs only
-                        # a rebuild at the next start; it must not turn a clean stop into a crash.
-                        log.error("index snapshot failed (%s); the index will be rebuilt from "
-                                  "SQLite at the next start", exc)
-            root.cancel_scope.cancel()
-        self.state = "stopped"
+            ))
+            self.services = Services(
+                settings=lambda: self.settings, read=self.search.read, read_aside=self._read_aside,
+                write=intake.write, submit=clients.submit, embed_query=self.model.embed_query,
+                semantic=self._semantic, model=self.model, memory=memory, approvals=approvals,
+                credentials=credentials, report=self._report, wait_warm=self._wait_warm,
+                wait_settled=self._wait_settled, wake_embedding=self.wake_embedding,
+                index_ids=self._index_ids, index_status=store.index_status,
+            )
+            self.server = Server(
+                self.services, version=__version__, admin_token=lambda: self.admin_token,
+                stopping=lambda: self.state is RunState.STOPPING,
+            )
+            await self._serve(stack, listener_socket, task_status)
+        self.state = RunState.STOPPED
         log.info("recalld stopped")
+
+    async def _serve(self, stack: AsyncExitStack, listener_socket: socket.socket | None,
+                     task_status: TaskStatus[None]) -> None:
+        root = await stack.enter_async_context(anyio.create_task_group())
+        background = anyio.CancelScope()
+
+        async def run_background(*, task_status: TaskStatus[None]) -> None:
+            with background:
+                async with anyio.create_task_group() as bg:
+                    self._background = bg
+                    await bg.start(self.embedding.run, name="embedding actor")
+                    await bg.start(self.evaluation.run, name="evaluation actor")
+                    task_status.started()
+
+        writer_done, keeper_done = anyio.Event(), anyio.Event()
+
+        async def run_until(actor: Any, done: anyio.Event, *, task_status: TaskStatus[None]) -> None:
+            try:
+                await actor.run(task_status=task_status)
+            finally:
+                done.set()
+
+        await root.start(run_until, self.keeper, keeper_done, name="index keeper")
+        await root.start(run_background, name="background actors")
+        await root.start(run_until, self.writer, writer_done, name="writer actor")
+        await root.start(self.search.run, name="search actor")
+
+        listener = await self._listen(listener_socket)
+        accepting = anyio.CancelScope()
+
+        async def accept(*, task_status: TaskStatus[None]) -> None:
+            async with anyio.create_task_group() as conn_tg:
+                self._connections = conn_tg.cancel_scope
+                with accepting:
+                    task_status.started()
+                    await listener.serve(self.server.handle, task_group=conn_tg)
+                # No longer accepting; open connections finish until cancelled below.
+
+        await root.start(accept, name="listener")
+        self.state = RunState.RUNNING
+        systemd.notify(f"READY=1\nSTATUS=accepting on {self.socket_path}; model loading\n"
+                       f"MAINPID={os.getpid()}")
+        log.info("recalld %s accepting on %s (pid %d)", __version__, self.socket_path,
+                 os.getpid())
+        task_status.started()
+
+        # Background work is cancelled first at shutdown; all of it resumes from the store.
+        self._background.start_soon(self._load_model, name="model loader")
+        self._background.start_soon(self._snapshot_periodically, name="index snapshotter")
+        watchdog = systemd.watchdog_interval()
+        if watchdog is not None:
+            self._background.start_soon(self._watchdog, watchdog, name="watchdog")
+
+        await self._stop.wait()
+
+        # ---- shutdown: the head of the pipeline closes first
+        self.state = RunState.STOPPING
+        accepting.cancel()
+        await listener.aclose()
+        self._remove_socket()
+        systemd.notify("STOPPING=1\nSTATUS=draining in-flight requests")
+        log.info("stopping: no new connections; draining %d in-flight requests",
+                 self.server.inflight())
+        with anyio.move_on_after(self.settings.drain_timeout_s) as drain:
+            await self.server.wait_idle()
+        if drain.cancelled_caught:
+            log.warning("drain deadline (%.0fs) passed with %d requests in flight; "
+                        "closing their connections", self.settings.drain_timeout_s,
+                        self.server.inflight())
+        self._connections.cancel()
+        background.cancel()
+        # The writer commits what is queued (the open batches), then its loop ends; the
+        # keeper applies the index changes it handed on, then ends too.
+        for queue in self._queues:
+            await queue.aclose()
+        await self._wake_embedding.aclose()
+        with anyio.move_on_after(WRITER_TIMEOUT):
+            await writer_done.wait()
+            await keeper_done.wait()
+        await self.search.close()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(SAVE_TIMEOUT):
+            try:
+                await anyio.to_thread.run_sync(self.store.snapshot)
+            except Exception as exc:
+                # Disk full or the like: the store holds every vector, so this costs only a
+                # rebuild at the next start; it must not turn a clean stop into a crash.
+                log.error("index snapshot failed (%s); the index will be rebuilt from the "
+                          "store at the next start", exc)
+        root.cancel_scope.cancel()
+
+    def _watch_settledness(self) -> None:
+        settled = self.settled
+        for actor in (self.writer, self.keeper, self.evaluation, self.embedding):
+            actor.on_change = settled.changed
+
+            def idle(actor: Any = actor) -> bool:
+                return bool(actor.idle) and actor.queue_depth()[0] == 0
+
+            settled.watch(idle)
+        settled.watch(lambda: self.model.state != "loading")
 
     async def _listen(self, passed: socket.socket | None) -> SocketListener:
         if passed is not None:
@@ -261,21 +322,20 @@ class Daemon:
             await self._warm_up()
         finally:
             self.warm.set()
+            self.settled.changed()
 
     async def _warm_up(self) -> None:
         systemd.notify("STATUS=accepting; loading the embedding model")
         await self.model.load()
-        if self.model.embedder is None:
+        embedder = self.model.embedder
+        if embedder is None:
             systemd.notify(f"STATUS=accepting; lexical search only ({self.model.reason})")
             return
-        index = VectorIndex(self.data_dir, self.model.embedder.dim, self.model.name)
-        reader = self._reader()
-        await anyio.to_thread.run_sync(index.open, reader)
-        self.index = index
-        self.search.index = index
-        self.embedding.index = index
+        await anyio.to_thread.run_sync(self.store.open_vectors, self.model.name, embedder.dim)
+        self.embedding.ready = True
         self.wake_embedding()
-        systemd.notify(f"STATUS=ready; {index.ntotal} vectors indexed")
+        status = self.store.index_status()
+        systemd.notify(f"STATUS=ready; {status.size if status else 0} vectors indexed")
 
     async def _watchdog(self, interval: float) -> None:
         """Ping systemd's watchdog while the daemon is healthy: the event loop runs this
@@ -286,7 +346,7 @@ class Daemon:
             healthy = False
             with anyio.move_on_after(interval) as late:
                 try:
-                    await self.submit(probe)
+                    await self.services.submit(probe)
                     await probe.wait()
                     healthy = True
                 except RecallError as exc:
@@ -300,30 +360,15 @@ class Daemon:
     async def _snapshot_periodically(self) -> None:
         while True:
             await anyio.sleep(SNAPSHOT_EVERY)
-            if self.index is not None:
-                try:
-                    await self.index.snapshot()
-                except Exception:
-                    log.exception("index snapshot failed")
+            try:
+                await anyio.to_thread.run_sync(self.store.snapshot)
+            except Exception:
+                log.exception("index snapshot failed")
 
     # ------------------------------------------------------------------ services
 
-    async def submit(self, job: WriteJob) -> None:
-        """Queue a job for the writer; ``busy`` if the queue stays full, ``unavailable`` when stopping."""
-        try:
-            self._jobs.send_nowait(job)
-            return
-        except anyio.WouldBlock:
-            pass
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            raise RecallError("unavailable", "recalld is shutting down", retryable=True) from None
-        with anyio.move_on_after(SUBMIT_TIMEOUT):
-            try:
-                await self._jobs.send(job)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                raise RecallError("unavailable", "recalld is shutting down", retryable=True) from None
-            return
-        raise RecallError("busy", "the write queue is full; retry shortly", retryable=True)
+    def _semantic(self) -> bool:
+        return self.store.index_status() is not None
 
     def wake_embedding(self) -> None:
         """Have the embedding actor look at its backlog now."""
@@ -332,23 +377,52 @@ class Daemon:
         except (anyio.WouldBlock, anyio.ClosedResourceError):
             pass  # already awake, or stopping
 
-    async def status_report(self, who: Principal) -> p.StatusReport:
-        from .handlers.status import build_report
+    async def _read_aside(self, fn: Callable[[Reader], T]) -> T:
+        def run() -> T:
+            reader = self.store.reader()
+            try:
+                return fn(reader)
+            finally:
+                self.store.close_reader(reader)
 
-        return await build_report(self, who)
+        return await anyio.to_thread.run_sync(run)
 
-    def _reader(self) -> sqlite3.Connection:
-        conn = open_reader(self.data_dir)
-        self._readers.append(conn)
-        return conn
+    async def _index_ids(self) -> np.ndarray:
+        return await anyio.to_thread.run_sync(self.store.index_ids)
 
-    def _close_readers(self) -> None:
-        for conn in self._readers:
-            conn.close()
+    async def _wait_warm(self, timeout: float) -> None:
+        with anyio.move_on_after(timeout):
+            await self.warm.wait()
 
-    @property
-    def uptime_s(self) -> float:
-        return time.monotonic() - self._started_mono
+    async def _wait_settled(self, timeout: float) -> bool:
+        """Wait for the pipeline to settle, then check the store agrees: a nudge dropped on
+        a full queue leaves a backlog no actor is looking at, so wake the embedding actor."""
+        deadline = anyio.current_time() + timeout
+        while True:
+            if not await self.settled.wait(max(0.0, deadline - anyio.current_time())):
+                return False
+            _counts, backlog = await self._read_aside(lambda r: r.records.counts())
+            if not backlog or not self.embedding.ready:
+                return True
+            if anyio.current_time() >= deadline:
+                return False
+            # The nudge is in the embedding actor's queue now: the next wait sees it busy.
+            self.wake_embedding()
+
+    async def _report(self, who: Principal) -> p.StatusReport:
+        parts = StatusParts(
+            version=__version__, started_at=self.started_at,
+            socket=lambda: str(self.socket_path), data_dir=str(self.data_dir),
+            state=lambda: self.state.value,  # type: ignore[return-value,arg-type]
+            model=self.model,
+            actors=[self.writer, self.evaluation, self.embedding, self.search],
+            keeper=self.keeper,
+            connections=lambda: list(self.server.connections.values()),
+            latency=self.search.latency_percentiles, index=self.store.index_status,
+            counts=lambda: self._read_aside(lambda r: r.records.counts()),
+            settled=self.settled.now,
+        )
+        return await build_report(parts, who)
 
 
 async def _answers(path: Path) -> bool:

@@ -277,7 +277,7 @@ async def _wait_embedded(rc: RecallClient, records: int, timeout: float) -> p.St
             report = (await rc.call(p.Status(wait_model_s=600), p.StatusResult)).report
             if report.model.state in ("failed", "disabled"):
                 raise RuntimeError(f"the embedding model is not up: {report.model.reason}")
-            if report.index["size"] >= records and report.index["embedding_backlog"] == 0:
+            if report.index.size >= records and report.index.embedding_backlog == 0:
                 return report
             await anyio.sleep(0.5)
 

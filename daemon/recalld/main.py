@@ -16,7 +16,7 @@ from recall_client import paths
 
 from . import __version__
 from . import systemd
-from .app import Daemon, SocketInUse
+from .app import Daemon, RunState, SocketInUse
 from .config import ConfigError, Settings, load_settings
 
 __all__ = ["main"]
@@ -97,7 +97,7 @@ async def _handle_signals(
             name = signal.Signals(signum).name
             if signum == signal.SIGHUP:
                 _reload(daemon, config, overrides)
-            elif daemon.state == "stopping":
+            elif daemon.state is RunState.STOPPING:
                 # Acknowledged writes are committed already; only in-flight work is dropped.
                 log.warning("second %s: stopping now without draining", name)
                 forced.set()

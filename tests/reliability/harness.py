@@ -233,8 +233,8 @@ async def wait_index_agrees(
         while True:
             report = await d.status(wait_model_s=30)
             ids, embedded = vector_ids(data_dir)
-            if (report.index["embedding_backlog"] == 0
-                    and report.index["size"] == embedded == len(ids)):
+            if (report.index.embedding_backlog == 0
+                    and report.index.size == embedded == len(ids)):
                 return embedded
             await anyio.sleep(0.1)
     assert report is not None

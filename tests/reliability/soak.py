@@ -197,7 +197,7 @@ async def rss_phase(root: Path, args: argparse.Namespace) -> bool:
                 # The data has stopped growing once the writers only replay and every
                 # record has its vector: from there on, RSS must stay flat beyond caches.
                 settled = (len(mix.ledger.acked) >= mix.records
-                           and report.index["embedding_backlog"] == 0)
+                           and report.index.embedding_backlog == 0)
                 samples.append(((now - started) / 60, rss, settled))
                 span = now - last_t
                 # No rates on the first line: there is no interval yet.
@@ -210,7 +210,7 @@ async def rss_phase(root: Path, args: argparse.Namespace) -> bool:
                 db = sum(f.stat().st_size for f in d.data_dir.glob("recalld.db*")) / 2**20
                 say(f"{(now - started) / 60:6.1f} {rss / 1024:8.1f} "
                     f"{_rss_anon_kib(pid) / 1024:9.1f} {db:7.1f} {records:8} "
-                    f"{report.index['size']:8} "
+                    f"{report.index.size:8} "
                     f"{writes:9.1f} {rate.get('searches', 0):9.1f} "
                     f"{rate.get('connections', 0) + rate.get('garbage frames', 0):7.1f} {errors:7}")
                 last, last_t = Counter(mix.counts), now

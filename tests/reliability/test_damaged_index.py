@@ -105,7 +105,7 @@ async def test_a_damaged_snapshot_is_rebuilt_from_sqlite(
 
     await d.start()
     report = await d.status(wait_model_s=30)
-    assert reason in (report.index["rebuilt_reason"] or ""), report.index
+    assert reason in (report.index.rebuilt_reason or ""), report.index
     assert await wait_index_agrees(d) == RECORDS
     async with d.client(workspace="/ws/index") as rc:
         result = await rc.call(p.MemorySearch(query="weekly job retries"), p.MemorySearchResult)

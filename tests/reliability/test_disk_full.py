@@ -156,5 +156,5 @@ async def test_a_daemon_stopped_on_a_full_disk_exits_cleanly_and_rebuilds_its_in
 
     await d.start()
     report = await d.status(wait_model_s=30)
-    assert report.index["size"] == size
+    assert report.index.size == size
     assert await d.stop() == 0

@@ -7,7 +7,8 @@ import sqlite3
 
 import pytest
 from recall_client import protocol as p
-from recalld.ingest.trust import DEFAULT_TRUST_FLOOR, assess
+from recalld.domain.policy import TRUST_FLOOR as DEFAULT_TRUST_FLOOR
+from recalld.ingest.trust import assess
 
 from ..conftest import DaemonProcess
 from .corpus import BENIGN_NOTES, INJECTIONS

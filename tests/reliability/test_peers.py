@@ -158,5 +158,5 @@ async def test_another_user_is_stopped_by_each_layer_alone(
     # The daemon's own user is served as before, and the intruder is nowhere in status.
     report = await d.status()
     assert report.state == "running"
-    assert all(a["agent"] != "intruder" for a in report.agents)
+    assert all(a.agent != "intruder" for a in report.agents)
     assert await d.stop() == 0

@@ -225,10 +225,10 @@ async def test_status_shows_a_plain_agent_only_its_own_connections(
     async with d.client(agent="victim", workspace=VICTIM_WS):
         async with d.client(agent="mallory", workspace=MALLORY_WS) as rc:
             report = (await rc.call(p.Status(), p.StatusResult)).report
-            assert {a["agent"] for a in report.agents} == {"mallory"}
+            assert {a.agent for a in report.agents} == {"mallory"}
         async with admin(d, agent="recallctl") as rc:
             report = (await rc.call(p.Status(), p.StatusResult)).report
-            assert {"victim", "recallctl"} <= {a["agent"] for a in report.agents}
+            assert {"victim", "recallctl"} <= {a.agent for a in report.agents}
 
 
 async def test_explain_node_shows_only_the_callers_eligible_episodes(

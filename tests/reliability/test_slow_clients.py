@@ -78,7 +78,7 @@ async def test_a_client_that_never_reads_its_replies_slows_no_one_and_is_cut_off
     # (Only status can tell, so it is asked until it does.)
     with anyio.fail_after(SEND_S + 15):
         while True:
-            if all(a["agent"] != "hog" for a in (await d.status()).agents):
+            if all(a.agent != "hog" for a in (await d.status()).agents):
                 break
             await anyio.sleep(0.2)
     assert time.monotonic() - started >= SEND_S * 0.9

@@ -1,10 +1,8 @@
-"""Authorization: what each request needs, in one table, checked in one place.
+"""Authorization: what a request needs, checked in one place before any handler runs.
 
-Every request type has a :class:`Rule`: the scope it needs (read, write or admin), what in
-it escalates to admin (crossing the agent partition, naming another workspace), and the
-record ids it names that must belong to the caller. The server calls :func:`authorize`
-before any handler runs; a request type without a rule is refused, so a new one cannot be
-forgotten here.
+Each route of the registry carries a :class:`Rule`: the scope it needs (read, write or
+admin), what in it escalates to admin (crossing the agent partition, naming another
+workspace), and the record ids it names that must belong to the caller.
 
 What "belongs to the caller" means, by kind of record (``admin:workspace`` crosses all):
 
@@ -20,42 +18,60 @@ workspace's memories; ids found that way are shown and changed only from their o
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from recall_client import protocol as p
 
-from ..pipeline.writer import Principal
+from ..domain import use_tokens
+from ..domain.principal import Principal
+from ..domain.scopes import ADMIN, require
 from ..errors import RecallError
-from ..domain.scopes import ADMIN, READ, WRITE, require
+from ..store.port import Ownership, Reader
 
-__all__ = ["RULES", "Rule", "authorize", "owned_ids"]
+__all__ = [
+    "Rule",
+    "any_caller",
+    "check_scopes",
+    "memories",
+    "one",
+    "other_workspace",
+    "owned_ids",
+    "record_use",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
     scope: str
-    # A reason when this request needs admin:workspace beyond ``scope``; None when not.
+    # A reason when the request needs admin:workspace beyond ``scope``; None when not.
     escalates: Callable[[Principal, Any], str | None] | None = None
     # (kind expected, id) pairs the request names that must belong to the caller; kind
     # "record" accepts any kind.
     names: Callable[[Any], Sequence[tuple[str, str]]] | None = None
 
+    def named(self, who: Principal, req: p.Request) -> list[tuple[str, str]]:
+        """The ids to check for ``who`` (none when it may cross every boundary)."""
+        if self.names is None or ADMIN in who.scopes:
+            return []
+        return list(self.names(req))
 
-def _other_workspace(who: Principal, req: Any) -> str | None:
+
+def other_workspace(who: Principal, req: Any) -> str | None:
     workspace = getattr(req, "workspace", None)
     if workspace is not None and workspace != who.workspace:
         return f"naming workspace {workspace} (this connection's is {who.workspace})"
     return None
 
 
-def _any_caller(who: Principal, req: Any) -> str | None:
+def any_caller(who: Principal, req: Any) -> str | None:
     return "any_caller" if req.any_caller else None
 
 
-def _memories(*fields: str) -> Callable[[Any], list[tuple[str, str]]]:
+def memories(*fields: str) -> Callable[[Any], list[tuple[str, str]]]:
+    """The memory ids in these fields (an id, a list of ids, or a list of links)."""
+
     def names(req: Any) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         for name in fields:
@@ -71,75 +87,25 @@ def _memories(*fields: str) -> Callable[[Any], list[tuple[str, str]]]:
     return names
 
 
-def _record_use(req: p.MemoryRecordUse) -> list[tuple[str, str]]:
-    from ..handlers.memories import token_memory_id  # the token's layout lives with its issuer
+def one(kind: str, field: str) -> Callable[[Any], list[tuple[str, str]]]:
+    return lambda req: [(kind, getattr(req, field))]
 
+
+def record_use(req: p.MemoryRecordUse) -> list[tuple[str, str]]:
     out = [("memory", i) for i in req.memory_ids]
     if req.use_token is not None:
-        memory_id = token_memory_id(req.use_token)
+        memory_id = use_tokens.memory_of(req.use_token)
         if memory_id is not None:
             out.append(("memory", memory_id))
     return out
 
 
-RULES: dict[type[p.Request], Rule] = {
-    p.Hello: Rule(READ),
-    p.Ping: Rule(READ),
-    # Everyone may see the daemon's state; the connected agents of others only with admin.
-    p.Status: Rule(READ),
-    p.MemoryStore: Rule(WRITE, _other_workspace, _memories("supersedes", "depends_on")),
-    p.MemorySearch: Rule(READ, _other_workspace),
-    p.MemoryUpdate: Rule(WRITE, None, _memories("memory_id", "depends_on")),
-    p.MemoryVerify: Rule(WRITE, None, _memories("memory_id")),
-    p.MemoryShow: Rule(READ, None, _memories("memory_id")),
-    p.MemoryRecordUse: Rule(WRITE, None, _record_use),
-    # Resolves the subject's facts of the caller's workspace (else the global ones).
-    p.MemoryFactResolve: Rule(WRITE),
-    p.CaptureEpisode: Rule(WRITE, _other_workspace),
-    p.WorkSearch: Rule(READ, _any_caller),
-    p.WorkResult: Rule(WRITE, _any_caller),
-    p.Forget: Rule(WRITE, None, lambda req: [("record", req.record_id)]),
-    p.RecordExperience: Rule(WRITE),
-    p.SearchExperience: Rule(READ),
-    p.ExplainNode: Rule(READ, None, lambda req: [("experience", req.record_id)]),
-    p.ForgetExperience: Rule(WRITE, None, lambda req: [("experience", req.record_id)]),
-    p.GetExecutionContext: Rule(READ),
-    p.RollUpExperience: Rule(WRITE),
-    # The daemon as a whole: every workspace's and agent's records, or its configuration.
-    p.Export: Rule(ADMIN),
-    p.Reindex: Rule(ADMIN),
-    p.Doctor: Rule(ADMIN),
-    p.WorkspaceApprove: Rule(ADMIN),
-    p.WorkspaceRevoke: Rule(ADMIN),
-    p.WorkspaceList: Rule(ADMIN),
-    p.AgentEnroll: Rule(ADMIN),
-    p.AgentRevoke: Rule(ADMIN),
-    p.AgentList: Rule(ADMIN),
-}
-
-
-def rule_of(req: p.Request) -> Rule:
-    """The request's rule. Raises RecallError ``forbidden`` for a type with none."""
-    rule = RULES.get(type(req))
-    if rule is None:
-        raise RecallError("forbidden", f"{type(req).__name__} has no authorization rule")
-    return rule
-
-
-def needs_lookup(who: Principal, req: p.Request) -> bool:
-    """Whether :func:`authorize` must read the database (the request names ids and the
-    caller cannot cross every boundary anyway)."""
-    rule = rule_of(req)
-    return rule.names is not None and ADMIN not in who.scopes and bool(rule.names(req))
-
-
-def check_scopes(who: Principal, req: p.Request) -> None:
-    """The scope checks of ``req``'s rule (no database read).
+def check_scopes(rule: Rule, who: Principal, req: p.Request) -> None:
+    """The scope checks of ``rule`` (no store read).
 
     Raises:
         RecallError: ``forbidden`` naming the scope and why it is needed.
     """
-    rule = rule_of(req)
     what = type(req).__name__
     require(who.scopes, rule.scope, what)
     if rule.escalates is not None:
@@ -148,42 +114,25 @@ def check_scopes(who: Principal, req: p.Request) -> None:
             require(who.scopes, ADMIN, f"{what} {reason}")
 
 
-def owned_ids(conn: sqlite3.Connection, who: Principal, req: p.Request) -> None:
-    """Check, on a read connection, that every id ``req`` names belongs to the caller.
+def owned_ids(reader: Reader, who: Principal, wanted: Sequence[tuple[str, str]]) -> None:
+    """Check, on a reader, that every id in ``wanted`` belongs to the caller.
 
     Raises:
         RecallError: ``not_found`` for an id that does not (or does not exist).
     """
-    rule = rule_of(req)
-    if rule.names is None or ADMIN in who.scopes:
-        return
-    wanted = list(rule.names(req))
-    if not wanted:
-        return
-    ids = sorted({i for _, i in wanted})
-    rows = {
-        row[0]: row[1:]
-        for row in conn.execute(
-            "SELECT r.id, r.kind, r.workspace, r.agent,"
-            " CASE WHEN m.rowid IS NULL THEN r.workspace ELSE m.origin END"
-            " FROM records r LEFT JOIN memory_meta m ON m.rowid = r.rowid"
-            f" WHERE r.id IN ({','.join('?' * len(ids))})",
-            ids,
-        )
-    }
+    rows = reader.records.ownership(sorted({i for _, i in wanted}))
     for kind, record_id in wanted:
         row = rows.get(record_id)
-        if row is None or not _belongs(who, kind, *row):
+        if row is None or not _belongs(who, kind, row):
             what = "record" if kind == "record" else kind
             raise RecallError("not_found", f"no {what} {record_id} in workspace {who.workspace}")
 
 
-def _belongs(who: Principal, wanted: str, kind: str, workspace: str, agent: str,
-             origin: str | None) -> bool:
-    if wanted != "record" and wanted != kind:
+def _belongs(who: Principal, wanted: str, row: Ownership) -> bool:
+    if wanted not in ("record", row.kind):
         return False
-    if kind == "memory":
-        return workspace == who.workspace or origin is None
-    if kind == "episode":
-        return workspace == who.workspace and agent == who.agent
-    return workspace == who.workspace
+    if row.kind == "memory":
+        return row.workspace == who.workspace or row.origin is None
+    if row.kind == "episode":
+        return row.workspace == who.workspace and row.agent == who.agent
+    return row.workspace == who.workspace

@@ -4,10 +4,11 @@ Handlers never raise into the listener. A request that fails gets an ``Error`` r
 connection goes on; only a frame that cannot be parsed at all (or is too large, or never
 finishes arriving) closes that one connection. A peer of another uid is refused.
 
-Before any handler runs, a request is authorized (:mod:`.authorization`: scopes, then the
-ids it names) and, if it writes, sanitised (:mod:`.sanitize`: free text redacted, secrets in
-identifiers refused) in a worker thread. Frames in flight share one byte budget
-(``max_inflight_bytes``): a frame that cannot get its share in time is answered ``busy``.
+Each request is looked up in the registry (:mod:`.registry`), authorized in one place
+(:mod:`.authorization`: scopes, then the ids it names), checked against the workspace
+approval gate, and handed to its handler with the :class:`~recalld.handlers.services.Services`.
+Frames in flight share one byte budget (``max_inflight_bytes``): a frame that cannot get its
+share in time is answered ``busy``.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import socket
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
@@ -29,23 +30,14 @@ from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from recall_client import protocol as p
 
-from ..handlers import workspaces as approval
-from . import authorization
-from ..handlers import agents as credentials
-from ..handlers import episodes
-from ..handlers import experiences as experience
-from ..handlers import rollup as experience_rollup
-from ..retrieval import experience_reader as experience_search
-from ..handlers import forget
-from ..handlers import memories
-from ..handlers import ops
+from ..config import Settings
 from ..domain import scopes
-from ..pipeline.writer import Principal
+from ..domain.principal import Principal
 from ..errors import RecallError
-from ..ingest.sanitize import Sanitized, check_identifiers, sanitize
-
-if TYPE_CHECKING:
-    from ..app import Daemon
+from ..handlers.services import Services
+from ..ingest.sanitize import check_identifiers
+from . import authorization
+from .registry import route_of
 
 __all__ = ["Connection", "Server"]
 
@@ -58,14 +50,6 @@ log = logging.getLogger(__name__)
 MAX_ERROR_MESSAGE = 1_000
 # How long a frame waits for its share of the in-flight byte budget before it is refused.
 BUDGET_WAIT_S = 5.0
-# Sanitising (redaction) runs in worker threads, this many at once.
-INGEST_THREADS = 2
-
-# Requests the search actor's workers answer. A connection runs at most search_workers of
-# them at once, so a client that pipelines many searches takes turns with the others
-# instead of queueing all of its searches ahead of theirs.
-_READS = (p.MemorySearch, p.WorkSearch, p.SearchExperience, p.ExplainNode,
-          p.GetExecutionContext, p.MemoryShow)
 
 
 @dataclass(slots=True)
@@ -84,7 +68,7 @@ class Connection:
     # waiting on a slow reply is not idle, so _answer lifts the deadline and sets it anew
     # when the last reply has gone out.
     idle: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    # Turns at the search workers; see _READS.
+    # Turns at the search workers (see Route.read).
     reads: anyio.Semaphore = field(default_factory=lambda: anyio.Semaphore(1))
 
 
@@ -121,13 +105,18 @@ class ByteBudget:
 
 
 class Server:
-    def __init__(self, daemon: Daemon) -> None:
-        self._daemon = daemon
+    def __init__(
+        self, services: Services, *, version: str, admin_token: Callable[[], str | None],
+        stopping: Callable[[], bool],
+    ) -> None:
+        self._services = services
+        self._version = version
+        self._admin_token = admin_token
+        self._stopping = stopping
         self._ids = itertools.count(1)
         self.connections: dict[int, Connection] = {}
         self.refused = 0
-        self.budget = ByteBudget(daemon.settings.max_inflight_bytes)
-        self._ingest = anyio.CapacityLimiter(INGEST_THREADS)
+        self.budget = ByteBudget(services.settings().max_inflight_bytes)
         # Requests being answered across all connections; ``_idle`` is set whenever it is 0,
         # so a drain waits for an event instead of polling.
         self._inflight = 0
@@ -154,7 +143,7 @@ class Server:
 
     async def _serve(self, stream: SocketStream) -> None:
         uid, pid = _peer_credentials(stream)
-        settings = self._daemon.settings
+        settings = self._settings()
         if uid != os.getuid():
             self.refused += 1
             log.warning("refused a connection from uid %d (pid %d)", uid, pid)
@@ -207,7 +196,7 @@ class Server:
                             if not await self._hello(stream, send_lock, conn, req):
                                 break
                             continue
-                        if self._daemon.state == "stopping":
+                        if self._stopping() and not _while_draining(req):
                             # Draining: what was already read finishes; nothing new starts.
                             await self._reply(stream, send_lock, p.Error(
                                 id=req.id, code="unavailable", retryable=True,
@@ -228,7 +217,7 @@ class Server:
     async def _read_frame(
         self, reader: BufferedByteReceiveStream, stream: SocketStream, conn: Connection
     ) -> bytes | None:
-        s = self._daemon.settings
+        s = self._settings()
         try:
             with anyio.CancelScope() as conn.idle:
                 if conn.principal is None:
@@ -279,9 +268,9 @@ class Server:
             return False
         try:
             check_identifiers(req)
-            granted = scopes.grant(req.admin_token, self._daemon.admin_token)
-            self._daemon.credentials.check(req.agent, req.agent_token,
-                                           admin=scopes.ADMIN in granted)
+            granted = scopes.grant(req.admin_token, self._admin_token())
+            self._services.credentials.check(req.agent, req.agent_token,
+                                             admin=scopes.ADMIN in granted)
         except RecallError as exc:
             await self._reply(stream, lock, p.Error(id=req.id, code=exc.code, message=exc.message))
             return False
@@ -292,7 +281,7 @@ class Server:
             session=req.session or f"conn-{uuid.uuid4().hex[:16]}",
         )
         await self._reply(stream, lock, p.Welcome(
-            id=req.id, version=p.PROTOCOL_VERSION, server=f"recalld {self._daemon.version}",
+            id=req.id, version=p.PROTOCOL_VERSION, server=f"recalld {self._version}",
             agent=req.agent, workspace=workspace, uid=conn.uid, pid=conn.pid,
             scopes=sorted(granted),
         ))
@@ -309,11 +298,7 @@ class Server:
             self._idle = anyio.Event()
         try:
             try:
-                if isinstance(req, _READS):
-                    async with conn.reads:
-                        reply = await self._dispatch(conn, req)
-                else:
-                    reply = await self._dispatch(conn, req)
+                reply = await self._dispatch(conn, req)
             except RecallError as exc:
                 conn.errors += 1
                 reply = p.Error(id=req.id, code=exc.code, message=exc.message,
@@ -327,7 +312,7 @@ class Server:
         finally:
             conn.inflight -= 1
             if not conn.inflight:
-                conn.idle.deadline = anyio.current_time() + self._daemon.settings.idle_timeout_s
+                conn.idle.deadline = anyio.current_time() + self._settings().idle_timeout_s
             self._inflight -= 1
             if not self._inflight:
                 self._idle.set()
@@ -335,79 +320,30 @@ class Server:
             self.budget.release(held)
 
     async def _dispatch(self, conn: Connection, req: p.Request) -> p.Reply:
-        daemon = self._daemon
+        """Route, authorize, gate, then the handler: the one path of every request."""
+        services = self._services
         who = conn.principal
         assert who is not None
-        authorization.check_scopes(who, req)
-        if daemon.settings.require_approval:
-            daemon.approvals.check(who, req)
-        if authorization.needs_lookup(who, req):
-            await daemon.search.run_read(lambda conn: authorization.owned_ids(conn, who, req))
-        ingested: Sanitized | None = None
-        if authorization.rule_of(req).scope != scopes.READ:
-            ingested = await anyio.to_thread.run_sync(sanitize, req, limiter=self._ingest)
-            req = ingested.request
-        reply = await self._handle(who, req)
-        if ingested is not None and ingested.redacted and isinstance(reply, p.EpisodeCaptured):
-            reply.redacted = ingested.redacted
-        return reply
+        route = route_of(req)
+        authorization.check_scopes(route.rule, who, req)
+        if route.gated and services.settings().require_approval:
+            override = getattr(req, "workspace", None)
+            services.approvals.check(override if isinstance(override, str) and override
+                                     else who.workspace)
+        if named := route.rule.named(who, req):
+            await services.read(lambda reader: authorization.owned_ids(reader, who, named))
+        if route.read:
+            async with conn.reads:
+                return await route.handler(services, who, req)
+        return await route.handler(services, who, req)
 
-    async def _handle(self, who: Principal, req: p.Request) -> p.Reply:
-        daemon = self._daemon
-        match req:
-            case p.Ping():
-                return p.Pong(id=req.id)
-            case (p.MemoryStore() | p.MemoryUpdate() | p.MemoryVerify() | p.MemoryRecordUse()
-                  | p.MemoryFactResolve()):
-                return await memories.handle(daemon, who, req)
-            case p.MemorySearch():
-                return await daemon.search.search(who, req)
-            case p.CaptureEpisode():
-                return await episodes.capture(daemon, who, req)
-            case p.WorkSearch():
-                return await episodes.search(daemon, who, req)
-            case p.WorkResult():
-                return await episodes.set_verdict(daemon, who, req)
-            case p.Forget():
-                return await forget.forget(daemon, who, req)
-            case p.RecordExperience():
-                return await experience.record(daemon, who, req)
-            case p.SearchExperience():
-                return await experience_search.search(daemon, who, req)
-            case p.ExplainNode():
-                return await experience_search.explain(daemon, who, req)
-            case p.ForgetExperience():
-                return await experience.forget(daemon, who, req)
-            case p.GetExecutionContext():
-                return await experience_search.execution_context(daemon, who, req)
-            case p.RollUpExperience():
-                return await experience_rollup.roll_up(daemon, who, req)
-            case p.MemoryShow():
-                return await memories.show(daemon, req)
-            case p.Status():
-                if req.wait_model_s:
-                    with anyio.move_on_after(req.wait_model_s):
-                        await daemon.warm.wait()
-                return p.StatusResult(id=req.id, report=await daemon.status_report(who))
-            case p.Export():
-                return await ops.export_page(daemon, req)
-            case p.Reindex():
-                return await ops.reindex(daemon)
-            case p.Doctor():
-                return await ops.doctor(daemon, req)
-            case p.WorkspaceApprove() | p.WorkspaceRevoke() | p.WorkspaceList():
-                return await approval.handle(daemon, who, req)
-            case p.AgentEnroll() | p.AgentRevoke() | p.AgentList():
-                return await credentials.handle(daemon, req)
-            case p.Hello():
-                raise RecallError("invalid_request", "hello was already said on this connection")
-            case _:
-                raise RecallError("invalid_request", f"unsupported request {type(req).__name__}")
+    def _settings(self) -> Settings:
+        return self._services.settings()
 
     async def _reply(self, stream: SocketStream, lock: anyio.Lock, reply: p.Reply) -> None:
         data = p.frame(reply)
         try:
-            with anyio.fail_after(self._daemon.settings.send_timeout_s):
+            with anyio.fail_after(self._settings().send_timeout_s):
                 async with lock:
                     await stream.send(data)
         except (TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
@@ -426,3 +362,10 @@ def _bounded(message: str) -> str:
     if len(message) <= MAX_ERROR_MESSAGE:
         return message
     return message[:MAX_ERROR_MESSAGE] + f"… ({len(message)} characters in all)"
+
+
+def _while_draining(req: p.Request) -> bool:
+    try:
+        return route_of(req).while_draining
+    except RecallError:
+        return False

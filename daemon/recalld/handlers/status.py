@@ -4,102 +4,108 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
-import aiosqlite
 from recall_client import protocol as p
 
-from ..pipeline.writer import Principal
+from ..domain.principal import Principal
 from ..domain.scopes import ADMIN
-from ..store.sqlite_schema import DB_NAME
+from ..pipeline.model import Model
+from ..stats import ActorStats
+from .services import Services
 
-if TYPE_CHECKING:
-    from ..app import Daemon
-
-__all__ = ["build_report"]
+__all__ = ["Actor", "Connection", "StatusParts", "build_report", "status"]
 
 
-async def build_report(daemon: Daemon, who: Principal) -> p.StatusReport:
-    """The report as ``who`` may see it: the connected agents are the daemon's to show only
-    to an admin connection; any other sees its own agent's connections."""
+class Actor(Protocol):
+    name: str
+    state: str
+    stats: ActorStats
+
+    def queue_depth(self) -> tuple[int, int]: ...
+
+
+class Connection(Protocol):
+    principal: Principal | None
+    pid: int
+    connected_at: float
+    requests: int
+
+
+@dataclass(frozen=True, slots=True)
+class StatusParts:
+    """What the report reads: the parts the app holds, as they are now."""
+
+    version: str
+    started_at: float
+    socket: Callable[[], str]
+    data_dir: str
+    state: Callable[[], p.RunState]
+    model: Model
+    actors: Sequence[Actor]
+    connections: Callable[[], Sequence[Connection]]
+    latency: Callable[[], tuple[float | None, float | None, float | None]]
+    index: Callable[[], p.IndexStatus | None]
+    # Records by kind and eligibility, and the embedding backlog (a store read).
+    counts: Callable[[], Awaitable[tuple[dict[str, dict[str, int]], int]]]
+    settled: Callable[[], bool]
+    # The index keeper, reported with the index (it is the embedding stage's tail).
+    keeper: Actor
+
+
+async def build_report(parts: StatusParts, who: Principal) -> p.StatusReport:
+    """The report as ``who`` may see it: every connected agent for an admin connection, the
+    caller's own agent's connections otherwise."""
     actors = []
-    for actor in (daemon.capture, daemon.evaluation, daemon.embedding, daemon.search):
+    for actor in parts.actors:
         depth, capacity = actor.queue_depth()
-        actors.append(
-            p.ActorStatus(
-                name=actor.name,
-                state=actor.state,
-                queue_depth=depth,
-                queue_capacity=capacity,
-                processed=actor.stats.processed,
-                errors=actor.stats.errors,
-            )
-        )
-    model = daemon.model
-    index: dict[str, Any] = {"type": None, "size": 0, "dim": None, "rebuilt_reason": None}
-    if daemon.index is not None:
-        index = {
-            "type": daemon.index.kind,
-            "size": daemon.index.ntotal,
-            "dim": daemon.index.dim,
-            "rebuilt_reason": daemon.index.rebuilt_reason,
-        }
-    records, backlog = await _counts(daemon)
-    index["embedding_backlog"] = backlog
+        stats = actor.stats
+        actors.append(p.ActorStatus(
+            name=actor.name, state=actor.state, queue_depth=depth, queue_capacity=capacity,
+            processed=stats.processed, errors=stats.errors, batches=stats.batches,
+            last_batch=stats.last_batch, per_s=stats.per_second(),
+            commit_failures=stats.commit_failures, last_error=stats.last_error,
+        ))
+    model = parts.model
+    records, backlog = await parts.counts()
+    index = parts.index() or p.IndexStatus()
+    index.embedding_backlog = backlog
+    index.pending_changes = parts.keeper.queue_depth()[0]
+    index.last_error = parts.keeper.stats.last_error
     admin = ADMIN in who.scopes
     agents = [
-        {
-            "agent": c.principal.agent,
-            "client": c.principal.client,
-            "workspace": c.principal.workspace,
-            "pid": c.pid,
-            "connected_s": round(max(0.0, time.time() - c.connected_at), 1),
-            "requests": c.requests,
-        }
-        for c in daemon.server.connections.values()
+        p.ConnectedAgent(
+            agent=c.principal.agent, client=c.principal.client, workspace=c.principal.workspace,
+            pid=c.pid, connected_s=round(max(0.0, time.time() - c.connected_at), 1),
+            requests=c.requests,
+        )
+        for c in parts.connections()
         if c.principal is not None and (admin or c.principal.agent == who.agent)
     ]
+    p50, p90, p99 = parts.latency()
     return p.StatusReport(
-        state=daemon.state,
-        version=daemon.version,
-        pid=os.getpid(),
-        uptime_s=round(daemon.uptime_s, 3),
-        socket=str(daemon.socket_path),
-        data_dir=str(daemon.data_dir),
+        state=parts.state(), version=parts.version, pid=os.getpid(),
+        uptime_s=round(time.time() - parts.started_at, 3), socket=parts.socket(),
+        data_dir=parts.data_dir,
         model=p.ModelStatus(
-            name=model.name,
-            state=model.state,  # type: ignore[arg-type]
+            name=model.name, state=model.state,  # type: ignore[arg-type]
             reason=model.reason,
             dim=model.embedder.dim if model.embedder is not None else None,
             load_s=round(model.load_s, 3) if model.load_s is not None else None,
             backend=model.backend,
         ),
-        semantic_search=daemon.index is not None,
-        actors=actors,
-        records=records,
-        index=index,
-        agents=agents,
-        search_latency_ms=daemon.search.latency_percentiles(),
+        semantic_search=index.type is not None, actors=actors, records=records, index=index,
+        agents=agents, search_latency_ms=p.Latency(p50=p50, p90=p90, p99=p99),
+        settled=parts.settled(),
     )
 
 
-async def _counts(daemon: Daemon) -> tuple[dict[str, dict[str, int]], int]:
-    """Records by kind and eligibility, and the embedding backlog, from one read connection."""
-    counts: dict[str, dict[str, int]] = {}
-    async with aiosqlite.connect(f"file:{daemon.data_dir / DB_NAME}?mode=ro", uri=True) as db:
-        async with db.execute(
-            "SELECT kind, eligibility, count(*) FROM records WHERE tombstoned_at IS NULL"
-            " GROUP BY kind, eligibility"
-        ) as cur:
-            async for kind, eligibility, n in cur:
-                counts.setdefault(kind, {"total": 0})
-                counts[kind][eligibility] = n
-                counts[kind]["total"] += n
-        async with db.execute(
-            # The embedding actor's own backlog: a record waiting for its evaluation (an
-            # episode waiting for a verdict) is not embedded yet, and not late either.
-            "SELECT count(*) FROM records WHERE embed_state = 0 AND tombstoned_at IS NULL"
-            " AND eligibility != 'pending'"
-        ) as cur:
-            row = await cur.fetchone()
-    return counts, int(row[0]) if row else 0
+async def status(services: Services, who: Principal, req: p.Status) -> p.StatusResult:
+    """status: optionally after the model has loaded and the pipeline has settled."""
+    if req.wait_model_s:
+        await services.wait_warm(req.wait_model_s)
+    if req.wait_settled_s:
+        await services.wait_settled(req.wait_settled_s)
+    return p.StatusResult(id=0, report=await services.report(who))

@@ -2,17 +2,20 @@
 
 Trust starts at 1.0 for a first-party note and is lowered by what the text does: text that
 gives its reader instructions (prompt-injection markers) or quotes someone else's authority.
-High-risk content lands below the default search floor of 0.3; content that tries to take
-over the reader outright is blocked.
+High-risk content lands below the readers' floor (the policy's, 0.3); content that tries to
+take over the reader outright is blocked.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["DEFAULT_TRUST_FLOOR", "assess"]
+from ..domain.policy import Assessment
 
-DEFAULT_TRUST_FLOOR = 0.3
+__all__ = ["QUOTED_PENALTY", "assess", "score"]
+
+# Quoted authority: someone else said it. It is marked, and trusted a little less.
+QUOTED_PENALTY = 0.15
 
 # (reason, pattern, penalty). Penalties add up; the sum is subtracted from 1.0.
 _MARKERS: list[tuple[str, re.Pattern[str], float]] = [
@@ -118,3 +121,13 @@ def assess(text: str, *, source: str | None = None) -> tuple[float, bool, list[s
         "override_instructions" in reasons or "exfiltration" in reasons
     )
     return trust, blocked, reasons
+
+
+def score(text: str, source: str | None = None, authority: str = "first-party") -> Assessment:
+    """The trust of a record's text as written by ``authority`` (a quoted memory, someone
+    else's words, is trusted less)."""
+    trust, blocked, reasons = assess(text, source=source)
+    if authority == "quoted" and "quoted_authority" not in reasons:
+        trust = round(max(0.0, trust - QUOTED_PENALTY), 3)
+        reasons.append("authority:quoted")
+    return Assessment(trust, blocked, tuple(reasons))

@@ -157,7 +157,7 @@ def _main(argv: list[str]) -> None:
     if argv:
         model_dir = Path(argv[0])
     else:
-        from .embedding import bundled_model_path
+        from .bundled_model import bundled_model_path
 
         model_dir = bundled_model_path()
     out = cached_export(model_dir)

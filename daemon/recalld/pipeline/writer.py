@@ -1,75 +1,64 @@
-"""The capture actor: the one writer. Group commits, acknowledgement after COMMIT.
+"""The writer: the one actor that changes the store. Group commits, acknowledgement after COMMIT.
 
-Every change to the database goes through here as a :class:`WriteJob`: client captures, and
-the evaluation and embedding actors' results alike. The actor takes one job, then whatever
-else is already queued (up to ``capture_batch``), applies them all in one transaction on a
-worker thread (one thread hop per batch, not one per statement), commits, and only then wakes
-each job's waiter. A job that fails is rolled back to its own savepoint without failing its
-batch; a failed COMMIT (disk full, I/O error) fails every job of the batch as ``unavailable``.
+Every change goes through here as a :class:`WriteJob`: client writes (built by handlers from
+ingested requests), and the evaluation and embedding actors' results alike. The actor takes
+one job, then whatever else is already queued (up to ``capture_batch``), has the store apply
+them all in one transaction on a worker thread (one thread hop per batch, not one per
+statement), and only after the COMMIT wakes each job's waiter. A job that fails is rolled back
+to its own savepoint without failing its batch; a failed COMMIT (disk full, I/O error) fails
+every job of the batch as ``unavailable``.
+
+After the COMMIT the writer hands on what the jobs left: new rows nudge the evaluation actor
+(it works from the store's backlog, so a dropped nudge only delays it); vectors written and
+rows forgotten go to the index keeper, the one owner of changes to the vector index.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
-import sqlite3
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import numpy as np
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..errors import RecallError
+from ..store.port import StorageFailure, Store, WriteTx
+from ..stats import ActorStats
 
-__all__ = ["CaptureActor", "Principal", "WriteJob", "content_hash", "new_id"]
+__all__ = ["IndexChange", "WriteJob", "WriterActor"]
 
 log = logging.getLogger(__name__)
 
-_B32 = "0123456789abcdefghjkmnpqrstvwxyz"
-
-
-def new_id(prefix: str) -> str:
-    """A sortable id: 48 bits of milliseconds then 40 random bits, Crockford base32."""
-    value = (int(time.time() * 1000) << 40) | int.from_bytes(os.urandom(5), "big")
-    chars = []
-    for _ in range(18):
-        chars.append(_B32[value & 31])
-        value >>= 5
-    return f"{prefix}_{''.join(reversed(chars))}"
-
-
-def content_hash(kind: str, text: str) -> bytes:
-    normalised = " ".join(text.split()).casefold()
-    return hashlib.blake2b(f"{kind}\0{normalised}".encode(), digest_size=16).digest()
+# How long a write's acknowledgement waits for its vectors to reach the index (the keeper
+# applies a change in well under a millisecond; this only bounds a stalled one).
+INDEX_WAIT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
-class Principal:
-    """Who a request comes from: the hello's agent and workspace, the peer's uid/pid."""
+class IndexChange:
+    """Committed vectors to add to the vector index, or rows to take out of it."""
 
-    agent: str
-    workspace: str
-    uid: int
-    pid: int
-    client: str = ""
-    model: str | None = None
-    # What this connection may do (see recalld.scopes); the hello decides.
-    scopes: frozenset[str] = frozenset()
-    # The hello's session, else one made for the connection.
-    session: str = ""
+    add_ids: np.ndarray | None = None
+    add_vecs: np.ndarray | None = None
+    remove_ids: np.ndarray | None = None
+    # Set by the index keeper once the change is in the index (or failed to get there).
+    applied: anyio.Event = field(default_factory=anyio.Event)
 
 
 class WriteJob:
     """One unit of work for the writer. Subclasses implement :meth:`apply`.
 
-    ``apply`` runs on the writer thread inside the batch's transaction and must only touch
-    the connection it is given. It returns the job's result or raises :class:`RecallError`.
+    ``apply`` runs on the writer thread inside the batch's transaction and may only use the
+    transaction it is given. It returns the job's result or raises :class:`RecallError`.
     """
 
-    __slots__ = ("_done", "error", "new_rowids", "result")
+    __slots__ = ("_done", "_indexed", "error", "index_adds", "index_removals", "new_rowids",
+                 "result")
 
     # Work the daemon does for itself (vectors, settling), not a client's request.
     background = False
@@ -78,64 +67,81 @@ class WriteJob:
         self._done = anyio.Event()
         self.result: Any = None
         self.error: BaseException | None = None
-        # Rows this job created that the downstream actors must look at.
+        # Rows this job wrote that the downstream actors must look at.
         self.new_rowids: list[int] = []
+        # Vectors it wrote and rows it forgot, for the index keeper once committed.
+        self.index_adds: list[tuple[int, np.ndarray]] = []
+        self.index_removals: list[int] = []
+        self._indexed: anyio.Event | None = None
 
-    def apply(self, conn: sqlite3.Connection, now: float) -> Any:
+    def apply(self, tx: WriteTx, now: float) -> Any:
         raise NotImplementedError
 
+    def rolled_back(self) -> None:
+        """The job's savepoint (or its batch) was rolled back: it left nothing."""
+        self.new_rowids.clear()
+        self.index_adds.clear()
+        self.index_removals.clear()
+
     async def wait(self) -> Any:
-        """Wait for the COMMIT. Raises the job's error, if it had one."""
+        """Wait for the COMMIT, and for the vectors the job wrote to be in the index (what is
+        acknowledged is searchable by meaning at once). Raises the job's error, if any."""
         await self._done.wait()
         if self.error is not None:
             raise self.error
+        if self._indexed is not None:
+            with anyio.move_on_after(INDEX_WAIT_S):
+                await self._indexed.wait()
         return self.result
 
 
-@dataclass(slots=True)
-class _Stats:
-    processed: int = 0
-    errors: int = 0
-    batches: int = 0
-    last_batch: int = 0
-    commit_failures: int = 0
-    last_error: str | None = None
-
-
-class CaptureActor:
-    """Owns the writer connection and applies :class:`WriteJob` batches."""
+class WriterActor:
+    """Owns the store's write side and applies :class:`WriteJob` batches."""
 
     name = "capture"
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        store: Store,
         jobs: MemoryObjectReceiveStream[WriteJob],
         downstream: MemoryObjectSendStream[list[int]],
+        index_changes: MemoryObjectSendStream[IndexChange],
         *,
         batch: int,
     ) -> None:
-        self._conn = conn
+        self._store = store
         self._jobs = jobs
         self._downstream = downstream
+        # The index keeper's queue: the writer is its one sender, so the keeper ends after
+        # the writer has handed on its last batch.
+        self._index_changes = index_changes
         self._batch = batch
-        # One thread at a time may use the connection; batches are serialised anyway.
+        # One thread at a time may use the writer connection; batches are serialised anyway.
         self._limiter = anyio.CapacityLimiter(1)
-        self.stats = _Stats()
+        self.stats = ActorStats()
         self.state = "starting"
-        # When the last batch holding a client's write committed (anyio clock); background
-        # work waits for a pause in the writes (see EmbeddingActor).
+        # When the last batch holding a client's write committed (anyio clock), and an event
+        # set (and replaced) at each: background work waits for a pause in the writes.
         self.last_client_write = -1e9
+        self._wrote = anyio.Event()
+        self.idle = True
+        # Called after every batch (the pipeline's settledness is looked at again).
+        self.on_change: Callable[[], None] = lambda: None
+
+    async def next_client_write(self) -> None:
+        """Return when the next batch holding a client's write has committed."""
+        await self._wrote.wait()
 
     def queue_depth(self) -> tuple[int, int]:
         s = self._jobs.statistics()
         return s.current_buffer_used, int(s.max_buffer_size)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        async with self._jobs, self._downstream:
+        async with self._jobs, self._downstream, self._index_changes:
             self.state = "running"
             task_status.started()
             async for first in self._jobs:
+                self.idle = False
                 jobs = [first]
                 while len(jobs) < self._batch:
                     try:
@@ -143,6 +149,8 @@ class CaptureActor:
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
                 await self._commit(jobs)
+                self.idle = self._jobs.statistics().current_buffer_used == 0
+                self.on_change()
             self.state = "stopped"
 
     async def _commit(self, jobs: list[WriteJob]) -> None:
@@ -152,13 +160,12 @@ class CaptureActor:
             # waiters even during shutdown; the thread cannot be cancelled midway anyway.
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(
-                    _apply_batch, self._conn, jobs, now, limiter=self._limiter
+                    self._store.apply_batch, jobs, now, limiter=self._limiter
                 )
-        except sqlite3.Error as exc:
-            # The whole batch rolled back: nothing of it is in the database.
+        except StorageFailure as exc:
+            # The whole batch rolled back: nothing of it is stored.
             self.stats.commit_failures += 1
-            self.stats.errors += len(jobs)
-            self.stats.last_error = f"{type(exc).__name__}: {exc}"
+            self.stats.failed(len(jobs), str(exc))
             log.error("group commit of %d jobs failed: %s", len(jobs), exc)
             failure = RecallError(
                 "unavailable", f"the database could not commit ({exc}); nothing was written",
@@ -166,21 +173,38 @@ class CaptureActor:
             )
             for job in jobs:
                 job.error = failure
-                job.new_rowids.clear()
-        self.stats.batches += 1
-        self.stats.last_batch = len(jobs)
+        self.stats.batch(len(jobs))
         if not all(job.background for job in jobs):
             self.last_client_write = anyio.current_time()
+            self._wrote.set()
+            self._wrote = anyio.Event()
         new_rowids: list[int] = []
+        adds: list[tuple[int, np.ndarray]] = []
+        removals: list[int] = []
         for job in jobs:
             if job.error is None:
                 self.stats.processed += 1
                 new_rowids.extend(job.new_rowids)
+                adds.extend(job.index_adds)
+                removals.extend(job.index_removals)
             elif not isinstance(job.error, RecallError) or job.error.code == "internal":
-                self.stats.errors += 1
+                self.stats.failed(1, str(job.error))
+        if adds or removals:
+            change = IndexChange(
+                add_ids=np.array([rowid for rowid, _ in adds], dtype=np.int64) if adds else None,
+                add_vecs=np.stack([vec for _, vec in adds]) if adds else None,
+                remove_ids=np.array(removals, dtype=np.int64) if removals else None,
+            )
+            # Committed already: the index must follow even if the caller has gone away.
+            with anyio.CancelScope(shield=True):
+                await self._index_changes.send(change)
+            for job in jobs:
+                if job.error is None and job.index_adds:
+                    job._indexed = change.applied
+        for job in jobs:
             job._done.set()
         if new_rowids:
-            # Never block the writer on a slow downstream: it works from the database's
+            # Never block the writer on a slow downstream: it works from the store's
             # backlog (eligibility 'pending', embed_state 0), so a dropped nudge only
             # delays it until the next one.
             try:
@@ -189,39 +213,31 @@ class CaptureActor:
                 pass  # or stopping: the backlog is picked up at the next start
 
 
-def _apply_batch(conn: sqlite3.Connection, jobs: list[WriteJob], now: float) -> None:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for job in jobs:
-            conn.execute("SAVEPOINT job")
+class WriteQueue:
+    """The writer's bounded queue, as its senders see it: a full queue slows them, and one
+    that stays full answers ``busy`` (retryable)."""
+
+    def __init__(self, send: MemoryObjectSendStream[WriteJob], timeout: float) -> None:
+        self._send = send
+        self._timeout = timeout
+
+    async def submit(self, job: WriteJob) -> None:
+        """Queue ``job``; ``busy`` if the queue stays full, ``unavailable`` when stopping."""
+        try:
+            self._send.send_nowait(job)
+            return
+        except anyio.WouldBlock:
+            pass
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise RecallError("unavailable", "recalld is shutting down", retryable=True) from None
+        with anyio.move_on_after(self._timeout):
             try:
-                job.result = job.apply(conn, now)
-            except RecallError as exc:
-                job.error = exc
-            except (sqlite3.OperationalError, sqlite3.DatabaseError) as exc:
-                if _is_storage_failure(exc):
-                    raise
-                log.exception("write job %s failed", type(job).__name__)
-                job.error = RecallError("internal", f"write failed: {exc}")
-            except Exception as exc:  # a bug in one job must not fail its batch
-                log.exception("write job %s failed", type(job).__name__)
-                job.error = RecallError("internal", f"write failed: {type(exc).__name__}")
-            if job.error is not None:
-                job.new_rowids.clear()
-                conn.execute("ROLLBACK TO job")
-            conn.execute("RELEASE job")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+                await self._send.send(job)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                raise RecallError("unavailable", "recalld is shutting down",
+                                  retryable=True) from None
+            return
+        raise RecallError("busy", "the write queue is full; retry shortly", retryable=True)
 
-
-def _is_storage_failure(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is None:
-        return False
-    return code & 0xFF in {sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY,
-                    sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB,
-                    sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
-
+    async def aclose(self) -> None:
+        await self._send.aclose()

@@ -28,24 +28,21 @@ from __future__ import annotations
 import calendar
 import math
 import re
-import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
 import numpy as np
 from recall_client import protocol as p
 
-from ..domain import drift
-from ..domain import git_history
-from ..pipeline.writer import Principal
+from ..domain import drift, git_history, use_tokens
+from ..domain.principal import Principal
 from ..errors import RecallError
-from ..handlers.memories import Fact, current_facts, issue_use_token
+from ..store.port import Fact, Filter, MemoryRow, Reader
+from .fusion import RRF_K, Candidate, retrieve
 from .rerank import Reranker
-from .search import RRF_K, Candidate, make_snippet, query_terms, retrieve
-from ..store.vector_index import VectorIndex
+from .terms import make_snippet, query_terms
 
 __all__ = ["FLOOR", "MemoryReader", "MemorySearchConfig"]
 
@@ -70,8 +67,6 @@ RERANK_DEPTH = 30
 DECISIVE_LEAD = 1.25
 # Cosines below the first bound are noise for sentence embedders; above the second, close.
 COSINE_NOISE, COSINE_SPAN = 0.2, 0.4
-
-_tags = msgspec.json.Decoder(list[str])
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,79 +177,9 @@ def temporal_window(query: str, now: float) -> tuple[bool, float | None, float |
 
 # --------------------------------------------------------------------------- rows
 
-# A memory row written without its metadata (a bulk load straight into records) reads as a
-# plain entry of its workspace, verified when it was created.
-_ROW_SQL = (
-    "SELECT r.rowid, r.id, r.text, r.ts, r.tags, r.source, r.trust, r.created_at, r.updated_at,"
-    " r.agent, r.workspace, r.session, r.eligibility, r.expires_at,"
-    " coalesce(m.kind, 'entry'), m.subject, m.subject_key, coalesce(m.authority, 'first-party'),"
-    " m.distortion_tolerance, CASE WHEN m.rowid IS NULL THEN r.workspace ELSE m.origin END,"
-    " m.origin_repo, m.origin_commit, m.verified_commit, coalesce(m.last_verified_at, r.created_at),"
-    " m.writer_client, m.writer_model, m.superseded_by"
-    " FROM records r LEFT JOIN memory_meta m ON m.rowid = r.rowid"
-)
 
-
-@dataclass(slots=True)
-class _Row:
-    rowid: int
-    id: str
-    text: str
-    ts: float
-    tags: str
-    source: str | None
-    trust: float
-    created_at: float
-    updated_at: float
-    agent: str
-    workspace: str
-    session: str | None
-    eligibility: str
-    expires_at: float | None
-    kind: p.MemoryKind
-    subject: str | None
-    subject_key: str | None
-    authority: p.Authority
-    distortion_tolerance: p.DistortionTolerance | None
-    origin: str | None
-    origin_repo: str | None
-    origin_commit: str | None
-    verified_commit: str | None
-    last_verified_at: float
-    writer_client: str | None
-    writer_model: str | None
-    superseded_by: str | None
-    labels: dict[str, list[str]] = field(default_factory=dict)
-    paths: list[drift.CitedPath] = field(default_factory=list)
-
-    @property
-    def pinned(self) -> bool:
-        return self.distortion_tolerance == "constraint" and self.superseded_by is None
-
-    @property
-    def path_base(self) -> str | None:
-        return self.origin_repo or self.origin
-
-
-def _in(values: Sequence[Any]) -> str:
-    return ",".join("?" * len(values))
-
-
-def _rows(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[_Row]:
-    rows = [_Row(*r) for r in conn.execute(f"{_ROW_SQL} WHERE {where}", params)]
-    if not rows:
-        return rows
-    by_rowid = {r.rowid: r for r in rows}
-    ids = list(by_rowid)
-    for rowid, kind, value in conn.execute(
-        f"SELECT rowid, kind, value FROM memory_labels WHERE rowid IN ({_in(ids)})", ids
-    ):
-        by_rowid[rowid].labels.setdefault(kind, []).append(value)
-    for rowid, path, anchored in conn.execute(
-        f"SELECT rowid, path, anchored FROM memory_paths WHERE rowid IN ({_in(ids)})", ids
-    ):
-        by_rowid[rowid].paths.append(drift.CitedPath(path, bool(anchored)))
-    return rows
+def _cited(row: MemoryRow) -> list[drift.CitedPath]:
+    return [drift.CitedPath(path, anchored) for path, anchored in row.paths]
 
 
 @dataclass(slots=True)
@@ -264,7 +189,7 @@ class _Outcomes:
     unresolved_contradiction: bool = False
 
 
-def _outcomes(conn: sqlite3.Connection, rows: Iterable[_Row], now: float) -> dict[int, _Outcomes]:
+def _outcomes(reader: Reader, rows: Iterable[MemoryRow], now: float) -> dict[int, _Outcomes]:
     """Recent negative uses not cleared since by a use, a correction, an update or a verify."""
     rows = list(rows)
     out = {r.rowid: _Outcomes() for r in rows}
@@ -273,11 +198,8 @@ def _outcomes(conn: sqlite3.Connection, rows: Iterable[_Row], now: float) -> dic
     since = {r.rowid: max(r.last_verified_at, now - NEGATIVE_WINDOW_DAYS * 86400) for r in rows}
     seen: dict[int, dict[str, int]] = {}
     cleared: set[int] = set()
-    for rowid, outcome, ts, note in conn.execute(
-        f"SELECT rowid, outcome, ts, note FROM memory_uses WHERE rowid IN ({_in(list(out))})"
-        " ORDER BY ts DESC",
-        list(out),
-    ):
+    for use in reader.memories.uses(list(out)):
+        rowid, outcome, ts, note = use.rowid, use.outcome, use.ts, use.note
         if rowid in cleared or ts <= since[rowid]:
             continue
         if outcome in ("used", "corrected"):
@@ -294,20 +216,13 @@ def _outcomes(conn: sqlite3.Connection, rows: Iterable[_Row], now: float) -> dic
     return out
 
 
-def _texts(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, str]:
-    ids = list(dict.fromkeys(ids))
-    if not ids:
-        return {}
-    return dict(conn.execute(f"SELECT id, text FROM records WHERE id IN ({_in(ids)})", ids).fetchall())
-
-
 def _summary(text: str, width: int = 160) -> str:
     return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
 @dataclass(slots=True)
 class _Scored:
-    row: _Row
+    row: MemoryRow
     cand: Candidate
     fused: float
     coverage: float
@@ -339,52 +254,19 @@ class MemoryReader:
     # ------------------------------------------------------------------ visibility
 
     def _visibility(
-        self, conn: sqlite3.Connection, who: Principal, req: p.MemorySearch, now: float,
+        self, reader: Reader, who: Principal, req: p.MemorySearch, now: float,
         trace: dict[str, Any],
-    ) -> tuple[str, list[Any]] | None:
-        """The reader contract as one SQL clause over ``records r``; None: nothing can match."""
-        clause = [
-            "r.kind = 'memory' AND r.tombstoned_at IS NULL AND r.eligibility = 'eligible'"
-            " AND (r.expires_at IS NULL OR r.expires_at > ?)"
-        ]
-        params: list[Any] = [now]
+    ) -> Filter | None:
+        """The reader contract of one search; None: nothing can match."""
         workspace = req.workspace or who.workspace
-        if req.auto_scope:
-            # The current workspace, plus memories with no recorded origin (global ones).
-            clause.append(
-                "(r.workspace = ? OR EXISTS (SELECT 1 FROM memory_meta m"
-                " WHERE m.rowid = r.rowid AND m.origin IS NULL))"
-            )
-            params.append(workspace)
-        if req.tags:
-            clause.append(f"EXISTS (SELECT 1 FROM json_each(r.tags) WHERE value IN ({_in(req.tags)}))")
-            params.extend(req.tags)
-        if req.sources:
-            clause.append(f"r.source IN ({_in(req.sources)})")
-            params.extend(req.sources)
-        for kind, values in (("scope", req.scopes), ("band", req.bands), ("episode", req.episodes)):
-            if values:
-                clause.append(
-                    "EXISTS (SELECT 1 FROM memory_labels l WHERE l.rowid = r.rowid"
-                    f" AND l.kind = '{kind}' AND l.value IN ({_in(values)}))"
-                )
-                params.extend(values)
-        for column, value in (("writer_client", req.client), ("writer_model", req.model)):
-            if value is not None:
-                clause.append(
-                    f"EXISTS (SELECT 1 FROM memory_meta m WHERE m.rowid = r.rowid AND m.{column} = ?)"
-                )
-                params.append(value)
+        updated_after = None
         if req.since_prior_session:
-            boundary = conn.execute(
-                "SELECT max(ts) FROM memory_events WHERE session != ?", (who.session,)
-            ).fetchone()[0]
+            boundary = reader.memories.prior_session_boundary(who.session)
             trace["prior_session_boundary"] = boundary
             if boundary is None:
                 trace["notes"].append("since_prior_session: no prior session in the log")
                 return None
-            clause.append("r.updated_at > ?")
-            params.append(boundary)
+            updated_after = boundary
         trace["filters"] = {
             k: v for k, v in (
                 ("workspace", workspace if req.auto_scope else None), ("tags", req.tags),
@@ -392,13 +274,20 @@ class MemoryReader:
                 ("episodes", req.episodes), ("client", req.client), ("model", req.model),
             ) if v
         }
-        return " AND ".join(clause), params
+        return Filter(
+            kind="memory", now=now,
+            # The current workspace, plus memories with no recorded origin (global ones).
+            workspace=workspace if req.auto_scope else None, or_global=True,
+            tags=tuple(req.tags), sources=tuple(req.sources),
+            labels=tuple((kind, tuple(values)) for kind, values in (
+                ("scope", req.scopes), ("band", req.bands), ("episode", req.episodes)) if values),
+            writer_client=req.client, writer_model=req.model, updated_after=updated_after,
+        )
 
     # ------------------------------------------------------------------ search
 
     def search(
-        self, conn: sqlite3.Connection, index: VectorIndex | None, who: Principal,
-        req: p.MemorySearch, qvec: np.ndarray | None,
+        self, reader: Reader, who: Principal, req: p.MemorySearch, qvec: np.ndarray | None,
     ) -> p.MemorySearchResult:
         """Run one memory_search. Raises RecallError(invalid_request) for contradictory flags."""
         now = time.time()
@@ -416,18 +305,17 @@ class MemoryReader:
             "rerank": {"requested": want_rerank},
         }
         terms = query_terms(req.query)
-        visible = self._visibility(conn, who, req, now, trace)
+        visible = self._visibility(reader, who, req, now, trace)
         empty = p.MemorySearchResult(
             id=0, query=req.query, hits=[], semantic_used=False, mode=mode, took_ms=0.0,
             count=0, low_confidence=True, trace=trace if req.explain else None,
         )
         if visible is None:
             return empty
-        clause, params = visible
 
         # Candidates to re-score: enough for the adjustments to reorder, few enough to stay cheap.
         depth = min(150, max(20, 3 * req.limit))
-        semantic = mode == "hybrid" and qvec is not None and index is not None
+        semantic = mode == "hybrid" and qvec is not None and reader.search.has_vectors()
         lexical_terms: Sequence[str] = terms
         if mode == "hybrid" and not bm25:
             if semantic:
@@ -438,15 +326,10 @@ class MemoryReader:
         if mode == "hybrid" and not semantic:
             trace["notes"].append("semantic channel unavailable (model not loaded): lexical only")
         trace["semantic_used"] = semantic
-        cands = retrieve(
-            conn, lexical_terms, qvec if semantic else None, index if semantic else None,
-            clause, params, limit=depth,
-        )
+        cands = retrieve(reader, lexical_terms, qvec if semantic else None, visible, limit=depth)
         trace["candidates"] = len(cands)
-        rows = {r.rowid: r for r in _rows(
-            conn, f"r.rowid IN ({_in([c.rowid for c in cands])})", [c.rowid for c in cands]
-        )} if cands else {}
-        outcomes = _outcomes(conn, rows.values(), now)
+        rows = reader.memories.by_rowid([c.rowid for c in cands])
+        outcomes = _outcomes(reader, rows.values(), now)
         covers = _Coverage(terms)
         # Fusion's scores are relative to this query's candidates (how far ahead of the rest
         # a hit is), so they are taken relative to the best of them; whether a hit is about
@@ -483,8 +366,8 @@ class MemoryReader:
         kept.sort(key=lambda s: (id(s) not in binding, -s.score))
         top = kept[: req.limit]
 
-        hits = self._hits(conn, req, top, now, verbose)
-        cortex = self._cortex(conn, req, terms, kept, clause, params, now)
+        hits = self._hits(reader, req, top, now, verbose)
+        cortex = self._cortex(reader, req, kept, visible, now)
         has_cue, start, end = temporal_window(req.query, now)
         events = None
         if has_cue:
@@ -531,11 +414,12 @@ class MemoryReader:
         s.score = round(score, 4)
 
     def _hits(
-        self, conn: sqlite3.Connection, req: p.MemorySearch, top: list[_Scored], now: float,
+        self, reader: Reader, req: p.MemorySearch, top: list[_Scored], now: float,
         verbose: bool,
     ) -> list[p.MemoryHit]:
-        replaced = _texts(conn, [s.row.superseded_by for s in top if s.row.superseded_by])
-        depends = _depends_on(conn, [s.row for s in top])
+        replaced = reader.memories.texts([s.row.superseded_by for s in top if s.row.superseded_by])
+        depends = _depends_on(reader, [s.row for s in top])
+        key = reader.memories.use_token_key()
         expand = req.expand_top and bool(top) and (
             _relevance_label(top[0].coverage) == "high" or len(top) == 1
             or top[0].score >= DECISIVE_LEAD * top[1].score
@@ -546,10 +430,10 @@ class MemoryReader:
         budget = git_history.WalkBudget()
         for i, s in enumerate(top):
             row, expanded = s.row, expand and i == 0
-            path_drift, anchored_missing, _ = drift.check_paths(row.paths, row.path_base)
+            path_drift, anchored_missing, _ = drift.check_paths(_cited(row), row.path_base)
             commit = drift.commit_drift(
                 row.origin_repo, row.verified_commit, row.last_verified_at,
-                [c.path for c in row.paths if c.anchored], budget,
+                [path for path, anchored in row.paths if anchored], budget,
             )
             full = verbose or expanded or len(row.text) <= COMPACT_TEXT
             terms = s.match_terms or query_terms(req.query)
@@ -557,7 +441,7 @@ class MemoryReader:
                 id=row.id, score=s.score,
                 text=row.text if full else make_snippet(row.text, terms, COMPACT_TEXT),
                 truncated=not full,
-                snippet=make_snippet(row.text, terms), ts=row.ts, tags=_tags.decode(row.tags),
+                snippet=make_snippet(row.text, terms), ts=row.ts, tags=row.tags,
                 source=row.source, kind=row.kind, subject=row.subject,
                 relevance=_relevance_label(s.coverage), match_terms=s.match_terms,
                 staleness_verdict=drift.staleness_verdict(
@@ -578,7 +462,7 @@ class MemoryReader:
                 contested=False,
                 authority=row.authority,
                 low_trust=row.trust < LOW_TRUST,
-                use_token=issue_use_token(conn, row.id, now),
+                use_token=use_tokens.issue(key, row.id, now),
                 expanded=expanded,
             )
             if verbose:
@@ -607,15 +491,15 @@ class MemoryReader:
                 }
             hits.append(hit)
         contested_subjects = {
-            key for key, n in _current_counts(conn, [s.row for s in top], now).items() if n > 1
+            slot for slot, n in _current_counts(reader, [s.row for s in top], now).items() if n > 1
         }
         for hit, s in zip(hits, top, strict=True):
             hit.contested = s.row.superseded_by is None and (s.row.subject_key, s.row.origin) in contested_subjects
         return hits
 
     def _cortex(
-        self, conn: sqlite3.Connection, req: p.MemorySearch, terms: Sequence[str],
-        kept: list[_Scored], clause: str, params: list[Any], now: float,
+        self, reader: Reader, req: p.MemorySearch, kept: list[_Scored], visible: Filter,
+        now: float,
     ) -> list[p.CortexFact]:
         """The current facts for every subject the hits touch, plus constraints the query names."""
         best: dict[tuple[str, str | None], float] = {}
@@ -625,16 +509,12 @@ class MemoryReader:
                 best[slot] = max(best.get(slot, 0.0), s.score)
         # Constraint facts whose subject the query names are served even when not retrieved.
         words = _stems(req.query)
-        pinned = [r[0] for r in conn.execute(
-            "SELECT rowid FROM memory_meta WHERE distortion_tolerance = 'constraint'"
-            " AND superseded_by IS NULL"
-        )]
-        for row in _rows(conn, f"r.rowid IN ({_in(pinned)}) AND {clause}", [*pinned, *params]) if pinned else []:
+        for row in reader.memories.pinned_constraints(visible):
             if _names(words, row.subject):
                 best[(row.subject_key or "", row.origin)] = 1.0
         cortex = []
         for (key, origin), score in best.items():
-            facts = current_facts(conn, key, origin, now)
+            facts = reader.memories.current_facts(key, origin, now)
             if not facts:
                 continue
             incumbent = facts[0]
@@ -649,47 +529,34 @@ class MemoryReader:
 
     # ------------------------------------------------------------------ show
 
-    def show(self, conn: sqlite3.Connection, req: p.MemoryShow) -> p.MemoryShown:
+    def show(self, reader: Reader, req: p.MemoryShow) -> p.MemoryShown:
         """One memory in full. Raises RecallError not_found / forbidden."""
         now = time.time()
-        found = _rows(conn, "r.id = ? AND r.kind = 'memory' AND r.tombstoned_at IS NULL", [req.memory_id])
-        if not found:
+        row = reader.memories.live([req.memory_id]).get(req.memory_id)
+        if row is None:
             raise RecallError("not_found", f"no memory {req.memory_id}")
-        row = found[0]
         if row.eligibility == "blocked":
             raise RecallError("forbidden", f"memory {row.id} was blocked as unsafe to serve")
-        path_drift, anchored_missing, detail = drift.check_paths(row.paths, row.path_base)
+        path_drift, anchored_missing, detail = drift.check_paths(_cited(row), row.path_base)
         commit = drift.commit_drift(
             row.origin_repo, row.verified_commit, row.last_verified_at,
-            [c.path for c in row.paths if c.anchored],
+            [path for path, anchored in row.paths if anchored],
         )
-        outcomes = _outcomes(conn, [row], now)[row.rowid]
-        links_out = conn.execute(
-            "SELECT rel, dst_id, note FROM memory_links WHERE src = ?", (row.rowid,)
-        ).fetchall()
-        links_in = conn.execute(
-            "SELECT r.id, r.text, l.note FROM memory_links l JOIN records r ON r.rowid = l.src"
-            " WHERE l.dst_id = ? AND l.rel = 'depends_on' AND r.tombstoned_at IS NULL",
-            (row.id,),
-        ).fetchall()
-        targets = _texts(conn, [dst for rel, dst, _ in links_out if rel == "depends_on"])
+        memories = reader.memories
+        outcomes = _outcomes(reader, [row], now)[row.rowid]
+        links_out = memories.links_from(row.rowid)
+        links_in = memories.depended_on_by(row.id)
+        targets = memories.texts([dst for rel, dst, _ in links_out if rel == "depends_on"])
         contenders: list[p.Contender] = []
         if row.kind == "fact" and row.subject_key and row.superseded_by is None:
-            facts = current_facts(conn, row.subject_key, row.origin, now)
+            facts = memories.current_facts(row.subject_key, row.origin, now)
             contenders = [_contender(f) for f in facts if f.id != row.id] if len(facts) > 1 else []
-        counts = dict(conn.execute(
-            "SELECT outcome, count(*) FROM memory_uses WHERE rowid = ? GROUP BY outcome", (row.rowid,)
-        ).fetchall())
-        recent = [
-            p.NegativeOutcome(outcome=o, ts=ts, note=note)
-            for o, ts, note in conn.execute(
-                "SELECT outcome, ts, note FROM memory_uses WHERE rowid = ? ORDER BY ts DESC LIMIT 10",
-                (row.rowid,),
-            )
-        ]
+        counts = memories.use_counts(row.rowid)
+        recent = [p.NegativeOutcome(outcome=u.outcome, ts=u.ts, note=u.note)
+                  for u in memories.uses([row.rowid])[:10]]
         detail_struct = p.MemoryDetail(
             id=row.id, kind=row.kind, text=row.text, subject=row.subject, source=row.source,
-            tags=_tags.decode(row.tags), scopes=row.labels.get("scope", []),
+            tags=row.tags, scopes=row.labels.get("scope", []),
             bands=row.labels.get("band", []), episodes=row.labels.get("episode", []),
             authority=row.authority, distortion_tolerance=row.distortion_tolerance,
             pinned=row.pinned, trust=row.trust, low_trust=row.trust < LOW_TRUST,
@@ -700,7 +567,7 @@ class MemoryReader:
             verified_commit=row.verified_commit, agent=row.agent, client=row.writer_client,
             model=row.writer_model, session=row.session,
             superseded=row.superseded_by is not None, superseded_by=row.superseded_by,
-            superseded_by_text=_texts(conn, [row.superseded_by]).get(row.superseded_by)
+            superseded_by_text=memories.texts([row.superseded_by]).get(row.superseded_by)
             if row.superseded_by else None,
             supersedes=[dst for rel, dst, _ in links_out if rel == "supersedes"],
             contested=bool(contenders), contenders=contenders,
@@ -727,32 +594,21 @@ def _contender(f: Fact) -> p.Contender:
 
 
 def _current_counts(
-    conn: sqlite3.Connection, rows: list[_Row], now: float
+    reader: Reader, rows: list[MemoryRow], now: float
 ) -> dict[tuple[str | None, str | None], int]:
     keys = {(r.subject_key, r.origin) for r in rows if r.kind == "fact" and r.subject_key}
     return {
-        (key, origin): len(current_facts(conn, key, origin, now))
+        (key, origin): len(reader.memories.current_facts(key, origin, now))
         for key, origin in keys if key is not None
     }
 
 
-def _depends_on(conn: sqlite3.Connection, rows: list[_Row]) -> dict[int, list[p.DependsOnResolved]]:
+def _depends_on(reader: Reader, rows: list[MemoryRow]) -> dict[int, list[p.DependsOnResolved]]:
     """Each hit's depends_on targets: at most 3 a hit and 10 a call, in rank order."""
     if not rows:
         return {}
-    rowids = [r.rowid for r in rows]
-    links: dict[int, list[tuple[str, str | None]]] = {}
-    for src, dst, note in conn.execute(
-        f"SELECT src, dst_id, note FROM memory_links WHERE rel = 'depends_on' AND src IN ({_in(rowids)})",
-        rowids,
-    ):
-        links.setdefault(src, []).append((dst, note))
-    targets = {
-        r.id: r for r in _rows(
-            conn, f"r.id IN ({_in([d for ls in links.values() for d, _ in ls])}) AND r.tombstoned_at IS NULL",
-            [d for ls in links.values() for d, _ in ls],
-        )
-    } if links else {}
+    links = reader.memories.depends_on([r.rowid for r in rows])
+    targets = reader.memories.live([d for ls in links.values() for d, _ in ls]) if links else {}
     out: dict[int, list[p.DependsOnResolved]] = {}
     budget = DEPENDS_PER_CALL
     for row in rows:

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import math
 import random
-import sqlite3
 import statistics
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
+
+from ..store.port import Reader
+from .terms import query_terms
 
 __all__ = ["CONTEXT_CANDIDATES", "CONTEXT_WEIGHT", "CONTEXT_WINDOW", "in_context", "neighbours",
            "ordered", "rescore"]
@@ -45,22 +47,8 @@ ORDER_T = 3.0
 ORDER_TTL_S, ORDER_TTL_SMALL_S = 600.0, 30.0
 
 
-# Neighbours of each record in its session, nearest first on each side: up to ? before and
-# ? after, ordered by (ts, rowid) so turns stored in one second keep their capture order.
-_NEIGHBOURS_SQL = """
-SELECT c.rowid, c.workspace, c.kind,
-  (SELECT group_concat(rowid) FROM (SELECT n.rowid FROM records n
-     WHERE n.workspace = c.workspace AND n.kind = c.kind AND n.session = c.session
-       AND (n.ts, n.rowid) < (c.ts, c.rowid) ORDER BY n.ts DESC, n.rowid DESC LIMIT ?)),
-  (SELECT group_concat(rowid) FROM (SELECT n.rowid FROM records n
-     WHERE n.workspace = c.workspace AND n.kind = c.kind AND n.session = c.session
-       AND (n.ts, n.rowid) > (c.ts, c.rowid) ORDER BY n.ts, n.rowid LIMIT ?))
-FROM records c WHERE c.rowid IN ({}) AND c.session IS NOT NULL
-"""
-
-
 def rescore(
-    conn: sqlite3.Connection,
+    reader: Reader,
     scores: dict[int, float],
     *,
     limit: int,
@@ -75,15 +63,11 @@ def rescore(
     if window <= 0 or not scores:
         return scores
     best = sorted(scores, key=lambda rowid: -scores[rowid])[: max(limit, CONTEXT_CANDIDATES)]
-    return in_context(scores, neighbours(conn, best, window), weight)
-
-
-def _ids(joined: str | None) -> list[int]:
-    return [int(x) for x in joined.split(",")] if joined else []
+    return in_context(scores, neighbours(reader, best, window), weight)
 
 
 def neighbours(
-    conn: sqlite3.Connection, rowids: list[int], window: int, *, test_order: bool = True
+    reader: Reader, rowids: list[int], window: int, *, test_order: bool = True
 ) -> dict[int, list[int]]:
     """``{rowid: neighbours}``: the records within ``window`` places of it in its session,
     for every record of ``rowids`` and every neighbour of one. A record without a session,
@@ -95,17 +79,14 @@ def neighbours(
     the run is shorter, the session ends there).
     """
     out: dict[int, list[int]] = {}
-    span = 2 * window
-    sql = _NEIGHBOURS_SQL.format(",".join("?" * len(rowids)))
     verdicts: dict[tuple[str, str], bool] = {}
-    for rowid, workspace, kind, before, after in conn.execute(sql, (span, span, *rowids)).fetchall():
+    for rowid, workspace, kind, earlier, later in reader.search.neighbours(rowids, 2 * window):
         if test_order:
             if (workspace, kind) not in verdicts:
-                verdicts[workspace, kind] = ordered(conn, workspace, kind)
+                verdicts[workspace, kind] = ordered(reader, workspace, kind)
             if not verdicts[workspace, kind]:
                 continue
-        earlier = _ids(before)
-        run = [*reversed(earlier), rowid, *_ids(after)]
+        run = [*reversed(earlier), rowid, *later]
         centre = len(earlier)
         for i in range(max(0, centre - window), min(len(run), centre + window + 1)):
             if run[i] not in out:
@@ -154,30 +135,27 @@ _verdicts: dict[tuple[str, str, str], OrderVerdict] = {}
 _verdicts_lock = threading.Lock()
 
 
-def ordered(conn: sqlite3.Connection, workspace: str, kind: str) -> bool:
+def ordered(reader: Reader, workspace: str, kind: str) -> bool:
     """Whether the order of ``workspace``'s ``kind`` records within their sessions carries
     meaning (see :func:`order_test`), from a verdict cached for a while."""
-    db = conn.execute("PRAGMA database_list").fetchone()[2]
-    key = (db, workspace, kind)
+    key = (reader.search.database_id(), workspace, kind)
     now = time.monotonic()
     verdict = _verdicts.get(key)
     if verdict is not None:
         ttl = ORDER_TTL_S if verdict.pairs >= ORDER_SAMPLE // 2 else ORDER_TTL_SMALL_S
         if now - verdict.at < ttl:
             return verdict.ordered
-    verdict = order_test(conn, workspace, kind, now)
+    verdict = order_test(reader, workspace, kind, now)
     with _verdicts_lock:
         _verdicts[key] = verdict
     return verdict.ordered
 
 
 def _words(text: str) -> frozenset[str]:
-    from .search import query_terms  # search imports this module
-
     return frozenset(query_terms(text))
 
 
-def order_test(conn: sqlite3.Connection, workspace: str, kind: str, now: float) -> OrderVerdict:
+def order_test(reader: Reader, workspace: str, kind: str, now: float) -> OrderVerdict:
     """Do adjacent records of a session share more words than records of it far apart?
 
     Over the most recent records, each record is paired with the next one in its session
@@ -187,14 +165,9 @@ def order_test(conn: sqlite3.Connection, workspace: str, kind: str, now: float) 
     ``ORDER_T`` standard errors, over at least
     ``ORDER_MIN_PAIRS`` records; too few records give no evidence of order, so no context.
     """
-    rows = conn.execute(
-        "SELECT session, text FROM records WHERE workspace = ? AND kind = ?"
-        " AND session IS NOT NULL AND tombstoned_at IS NULL"
-        " ORDER BY ts DESC, rowid DESC LIMIT ?",
-        (workspace, kind, ORDER_SAMPLE),
-    ).fetchall()
+    rows = reader.search.session_sample(workspace, kind, ORDER_SAMPLE)
     sessions: dict[str, list[frozenset[str]]] = {}
-    for session, text in reversed(rows):
+    for session, text in rows:
         sessions.setdefault(session, []).append(_words(text))
     # Words weigh by their rarity in the sample: a word in every other record (a speaker's
     # name, a project's name) says nothing about what two records share.

@@ -1,4 +1,4 @@
-"""The SQLite store: schema migrations and the connections the actors use.
+"""The SQLite schema: numbered migrations, and the connections the store opens.
 
 SQLite is the source of truth: every record, its full-text index and its vector live here.
 One writer connection (owned by the capture actor) and any number of read connections, all
@@ -12,16 +12,7 @@ import logging
 import sqlite3
 from pathlib import Path
 
-__all__ = [
-    "DB_NAME",
-    "MIGRATIONS",
-    "key_digest",
-    "open_reader",
-    "open_writer",
-    "remember_key",
-    "replayed_record",
-    "schema_version",
-]
+__all__ = ["DB_NAME", "MIGRATIONS", "key_digest", "open_reader", "open_writer", "schema_version"]
 
 log = logging.getLogger(__name__)
 
@@ -274,26 +265,6 @@ def _configure(conn: sqlite3.Connection, cache_mib: int) -> None:
 def key_digest(key: str) -> str:
     """How an idempotency key is stored and looked up: a digest, never the key itself."""
     return hashlib.blake2b(key.encode(), digest_size=16, person=b"recalld-idem").hexdigest()
-
-
-def replayed_record(conn: sqlite3.Connection, agent: str, key: str | None) -> str | None:
-    """The record an earlier request of ``agent`` with idempotency key ``key`` wrote."""
-    if key is None:
-        return None
-    row = conn.execute(
-        "SELECT record_id FROM idempotency WHERE agent = ? AND key = ?", (agent, key_digest(key))
-    ).fetchone()
-    return None if row is None else str(row[0])
-
-
-def remember_key(conn: sqlite3.Connection, agent: str, key: str | None, record_id: str,
-                 now: float) -> None:
-    """Record that ``agent``'s request with ``key`` wrote ``record_id`` (no-op without a key)."""
-    if key is not None:
-        conn.execute(
-            "INSERT INTO idempotency (agent, key, record_id, created_at) VALUES (?, ?, ?, ?)",
-            (agent, key_digest(key), record_id, now),
-        )
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import anyio
 import faiss
 import msgspec
 import numpy as np
@@ -221,10 +220,7 @@ class VectorIndex:
 
     # ------------------------------------------------------------------ mutation
 
-    async def add(self, ids: np.ndarray, vecs: np.ndarray) -> None:
-        await anyio.to_thread.run_sync(self._add_sync, ids, vecs)
-
-    def _add_sync(self, ids: np.ndarray, vecs: np.ndarray) -> None:
+    def add_sync(self, ids: np.ndarray, vecs: np.ndarray) -> None:
         with self._lock.write():
             if len(ids) and int(ids.min()) <= self._max_id:
                 # A re-embedded record replaces its old vector rather than doubling it.
@@ -234,10 +230,7 @@ class VectorIndex:
                 self._max_id = max(self._max_id, int(ids.max()))
             self.dirty = True
 
-    async def remove(self, ids: np.ndarray) -> None:
-        await anyio.to_thread.run_sync(self._remove_sync, ids)
-
-    def _remove_sync(self, ids: np.ndarray) -> None:
+    def remove_sync(self, ids: np.ndarray) -> None:
         with self._lock.write():
             self._index.remove_ids(ids)
             self.dirty = True
@@ -277,12 +270,10 @@ class VectorIndex:
 
     # ------------------------------------------------------------------ snapshot
 
-    async def snapshot(self) -> None:
+    def snapshot_sync(self) -> None:
         """Write the index atomically (temp file + rename) if it changed since the last one."""
-        if self.dirty:
-            await anyio.to_thread.run_sync(self._snapshot_sync)
-
-    def _snapshot_sync(self) -> None:
+        if not self.dirty:
+            return
         path, meta_path = self._dir / SNAPSHOT, self._dir / SNAPSHOT_META
         tmp = path.with_suffix(".tmp")
         tmp_meta = meta_path.with_suffix(".tmp")

@@ -1,0 +1,68 @@
+"""What a handler may use: a small, explicit set of services, never the daemon itself.
+
+The app builds one :class:`Services` from its parts and hands it to the edge, which passes it
+to every handler. A handler reads through ``read`` (a search worker's reader), writes through
+``write`` (the pipeline: ingest, vectors, the writer) and asks the rest for what it names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+from recall_client import protocol as p
+
+from ..config import Settings
+from ..domain.approvals import Approvals
+from ..domain.credentials import AgentCredentials
+from ..domain.principal import Principal
+from ..pipeline.intake import RequestJob
+from ..pipeline.model import Model
+from ..pipeline.writer import WriteJob
+from ..retrieval.memory_reader import MemoryReader
+from ..store.port import Reader
+
+__all__ = ["Services"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    # The current settings (SIGHUP may replace them).
+    settings: Callable[[], Settings]
+    # Run a read on a search worker: busy when too many wait.
+    read: Callable[[Callable[[Reader], Any]], Awaitable[Any]]
+    # Run a read on a reader of its own in a worker thread: a rare admin request (export,
+    # doctor) must not take a search worker away from agents.
+    read_aside: Callable[[Callable[[Reader], Any]], Awaitable[Any]]
+    # Ingest, embed and write a client's request; the result once committed.
+    write: Callable[[RequestJob], Awaitable[Any]]
+    # Queue a job of the daemon's own (a health probe) for the writer.
+    submit: Callable[[WriteJob], Awaitable[None]]
+    # The query's vector in the model's priority lane; None when no model is up.
+    embed_query: Callable[[str], Awaitable[np.ndarray | None]]
+    # Whether semantic search is up (a model loaded and the vector index open).
+    semantic: Callable[[], bool]
+    model: Model
+    memory: MemoryReader
+    approvals: Approvals
+    credentials: AgentCredentials
+    # The status report as a principal may see it.
+    report: Callable[[Principal], Awaitable[p.StatusReport]]
+    # Wait (at most so many seconds) for the model to have loaded (or failed).
+    wait_warm: Callable[[float], Awaitable[None]]
+    # Wait (at most so many seconds) for the pipeline to have settled; whether it did.
+    wait_settled: Callable[[float], Awaitable[bool]]
+    # Have the embedding actor look at its backlog now.
+    wake_embedding: Callable[[], None]
+    # The ids the vector index holds, and what status shows of it.
+    index_ids: Callable[[], Awaitable[np.ndarray]]
+    index_status: Callable[[], p.IndexStatus | None]
+
+    async def search(self, fn: Callable[[Reader], T]) -> T:
+        """``read``, typed."""
+        result: T = await self.read(fn)
+        return result

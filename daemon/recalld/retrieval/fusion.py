@@ -1,0 +1,108 @@
+"""Retrieval: the lexical and semantic channels, fused, then scored in session context.
+
+Every reader (memory, work and experience search) passes its own reader contract as a
+:class:`~recalld.store.port.Filter`; both channels and the session context apply it alike, so
+no channel can see more than another and context never surfaces a record it hides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..store.port import Filter, Reader
+from . import session_context
+
+__all__ = ["CHANNEL_DEPTH", "LEXICAL_WEIGHT", "RRF_K", "Candidate", "fuse", "retrieve"]
+
+# Rank-based scores (memory_search's keyword mode ranks by term coverage with these).
+RRF_K = 60
+# Candidates each channel contributes to fusion: deep enough that fusion and context can
+# reorder, bounded so a common word cannot make one search read the whole table.
+CHANNEL_DEPTH = 100
+# Share of the lexical channel in fusion (the semantic one has the rest). Lexical leads: a
+# small general-purpose embedding model is the weaker ranker on the specific nouns, names
+# and events people search their memory for, so meaning extends and reorders what the words
+# found rather than outvoting them.
+LEXICAL_WEIGHT = 0.7
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One record found by retrieval, with what each channel said of it."""
+
+    rowid: int
+    score: float  # fused, in 0..1; higher is better
+    lexical_rank: int | None = None  # 0-based rank in the lexical channel
+    semantic_rank: int | None = None  # 0-based rank in the cosine channel
+    cosine: float | None = None
+
+
+def retrieve(
+    reader: Reader,
+    terms: Sequence[str],
+    qvec: np.ndarray | None,
+    where: Filter,
+    *,
+    limit: int,
+    lexical_weight: float = LEXICAL_WEIGHT,
+    context_window: int = session_context.CONTEXT_WINDOW,
+    context_weight: float = session_context.CONTEXT_WEIGHT,
+) -> list[Candidate]:
+    """Candidates for a query, best first: the lexical and (when ``qvec`` is given and the
+    store has vectors) the semantic channel under ``where``, fused (see :func:`fuse`), then
+    scored in the context of each record's session (``context_window=0`` turns it off)."""
+    search = reader.search
+    lexical = search.lexical(terms, where, CHANNEL_DEPTH) if terms else []
+    use_vectors = qvec is not None and search.has_vectors()
+    semantic = search.semantic(qvec, where, CHANNEL_DEPTH) if use_vectors and qvec is not None else []
+    # Weights are shared among the channels that ran: a channel that ran and found nothing
+    # keeps its share, so meaning alone (no word of the query anywhere) cannot score full.
+    ran = [(lexical, lexical_weight)] if terms else []
+    if use_vectors:
+        ran.append((semantic, 1.0 - lexical_weight))
+    found = fuse(ran)
+    scores = session_context.rescore(reader, found, limit=limit, window=context_window,
+                                     weight=context_weight)
+    # Neighbours came from the session, not from a channel: keep only those the caller's
+    # contract allows, like every other candidate.
+    if added := [rowid for rowid in scores if rowid not in found]:
+        allowed = search.visible(added, where)
+        scores = {rowid: s for rowid, s in scores.items() if rowid in found or rowid in allowed}
+    lexical_rank = {rowid: i for i, (rowid, _) in enumerate(lexical)}
+    semantic_rank = {rowid: (i, cos) for i, (rowid, cos) in enumerate(semantic)}
+    out = []
+    for rowid, score in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]:
+        sem = semantic_rank.get(rowid)
+        out.append(Candidate(
+            rowid=rowid, score=score, lexical_rank=lexical_rank.get(rowid),
+            semantic_rank=sem[0] if sem else None, cosine=sem[1] if sem else None,
+        ))
+    return out
+
+
+def fuse(
+    channels: Sequence[tuple[Sequence[tuple[int, float]], float]], depth: int = CHANNEL_DEPTH
+) -> dict[int, float]:
+    """Weighted sum of each channel's scores, each scaled to 0..1 between its floor and top.
+
+    Normalising per query puts bm25 (unbounded) and cosine (model-dependent range) on one
+    0..1 scale while keeping how far apart the candidates are, which RRF throws away: a
+    record far ahead in one channel stays ahead. The weights of the channels given are
+    renormalised to sum to 1, so a lexical-only search scores like bm25 alone.
+    """
+    total = sum(w for _, w in channels)
+    live = [(chan, w) for chan, w in channels if chan and w > 0]
+    out: dict[int, float] = {}
+    for chan, w in live:
+        hi = max(s for _, s in chan)
+        # A channel cut at its depth has the rest of the store below its weakest candidate:
+        # that is its floor. A shorter one returned all it found; its floor is "unrelated", 0.
+        lo = min(s for _, s in chan) if len(chan) >= depth else min(0.0, *(s for _, s in chan))
+        span = hi - lo
+        for rowid, s in chan:
+            norm = (s - lo) / span if span > 0 else 1.0
+            out[rowid] = out.get(rowid, 0.0) + w / total * norm
+    return out

@@ -1,0 +1,548 @@
+"""The storage port: every read and write the daemon makes of its records, as typed methods.
+
+Handlers, readers and actors speak only these protocols; no SQL (and no engine) is visible
+above the store package. Two sides:
+
+- :class:`WriteTx`: one group-commit transaction on the writer. A write job's ``apply``
+  gets it; everything the job does commits, or rolls back, with its batch.
+- :class:`Reader`: one read connection (each search worker owns one). Retrieval asks it for
+  candidates under a :class:`Filter` (the reader contract, typed), and for rows.
+
+:class:`Store` is the engine's lifecycle: readers, batches, the vector index it keeps.
+SQLite with FAISS (``store.sqlite``) is the one implementation today; the shapes are the
+engine's business, not the callers'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from recall_client import protocol as p
+
+from ..domain.policy import Assessment
+from ..domain.principal import Principal
+
+__all__ = [
+    "ApprovalRow",
+    "BatchJob",
+    "CredentialRow",
+    "DoctorFigures",
+    "EpisodeReads",
+    "EpisodeRow",
+    "EpisodeWrites",
+    "ExperienceReads",
+    "ExperienceRow",
+    "ExperienceWrite",
+    "ExperienceWrites",
+    "ExperienceWritten",
+    "Fact",
+    "Filter",
+    "LessonRow",
+    "MemoryReads",
+    "MemoryRow",
+    "MemoryWrites",
+    "OperationReads",
+    "OperationWrites",
+    "Ownership",
+    "Reader",
+    "RecordReads",
+    "RecordWrites",
+    "RetrievalReads",
+    "RollupWrite",
+    "SessionEpisode",
+    "SessionRollup",
+    "StorageFailure",
+    "Store",
+    "UseRow",
+    "WriteTx",
+]
+
+
+class StorageFailure(Exception):
+    """The engine could not commit (disk full, I/O error, locked): nothing of the batch is
+    stored. The writer answers its jobs ``unavailable``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """Which records a search may see: the reader contract as data, for every channel alike.
+
+    Every field narrows; the engine translates it to its own query language.
+    """
+
+    kind: str
+    now: float
+    # None: every workspace (memory_search with auto_scope off).
+    workspace: str | None = None
+    # With workspace: also memories that have no origin (global ones).
+    or_global: bool = False
+    eligibility: tuple[str, ...] = ("eligible",)
+    min_trust: float | None = None
+    uid: int | None = None
+    agent: str | None = None
+    session: str | None = None
+    since: float | None = None
+    until: float | None = None
+    tool: str | None = None
+    tags: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    # ((label kind, values), ...): scope / band / episode labels a memory must carry.
+    labels: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    writer_client: str | None = None
+    writer_model: str | None = None
+    updated_after: float | None = None
+
+
+@dataclass(slots=True)
+class MemoryRow:
+    rowid: int
+    id: str
+    text: str
+    ts: float
+    tags: list[str]
+    source: str | None
+    trust: float
+    created_at: float
+    updated_at: float
+    agent: str
+    workspace: str
+    session: str | None
+    eligibility: str
+    expires_at: float | None
+    kind: p.MemoryKind
+    subject: str | None
+    subject_key: str | None
+    authority: p.Authority
+    distortion_tolerance: p.DistortionTolerance | None
+    origin: str | None
+    origin_repo: str | None
+    origin_commit: str | None
+    verified_commit: str | None
+    last_verified_at: float
+    writer_client: str | None
+    writer_model: str | None
+    superseded_by: str | None
+    labels: dict[str, list[str]] = field(default_factory=dict)
+    # (path, anchored) of every cited path.
+    paths: list[tuple[str, bool]] = field(default_factory=list)
+
+    @property
+    def pinned(self) -> bool:
+        return self.distortion_tolerance == "constraint" and self.superseded_by is None
+
+    @property
+    def path_base(self) -> str | None:
+        return self.origin_repo or self.origin
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    rowid: int
+    id: str
+    authority: p.Authority
+    ts: float
+    created_at: float
+    text: str
+    subject: str
+    distortion_tolerance: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class UseRow:
+    rowid: int
+    outcome: p.Outcome
+    ts: float
+    note: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeRow:
+    rowid: int
+    id: str
+    ts: float
+    workspace: str
+    session: str | None
+    agent: str
+    channel: str
+    episode_type: str
+    task_result: float | None
+    verdict_at: float | None
+    tool: str | None
+    status: str
+    error_code: str | None
+    duration_ms: float | None
+    result_size: int | None
+    text: str
+    tags: list[str]
+    trust: float
+    eligibility: str
+    blocked: bool
+    prev_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ExperienceRow:
+    rowid: int
+    id: str
+    text: str
+    agent: str
+    ts: float
+    session: str | None
+    task_class: str
+    strategy: str | None
+    status: str
+    tool_calls: int
+    minutes: float
+    files: list[str]
+
+    def info(self, score: float, files_shown: int | None) -> p.ExperienceInfo:
+        """As search, explain and context return it."""
+        return p.ExperienceInfo(
+            id=self.id, score=round(score, 4), description=self.text, task_class=self.task_class,
+            agent=self.agent, strategy=self.strategy, status=self.status,
+            tool_calls=self.tool_calls, minutes=self.minutes,
+            files=self.files if files_shown is None else self.files[:files_shown], ts=self.ts,
+            session=self.session,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LessonRow:
+    rowid: int
+    id: str
+    text: str
+    support: int
+    confidence: float
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEpisode:
+    """An episode of a session, as a roll-up reads it."""
+
+    ts: float
+    agent: str
+    text: str
+    eligibility: str
+    episode_type: str
+    tool: str | None
+    status: str
+    task_result: float | None
+    verdict_at: float | None
+    files: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRollup:
+    """The experience an earlier roll-up of a session wrote."""
+
+    rowid: int
+    record_id: str
+    forgotten: bool
+    given: frozenset[str]
+    description: str
+    strategy: str | None
+    task_class: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ownership:
+    """What authorization needs to know of a record a request names."""
+
+    kind: str
+    workspace: str
+    agent: str
+    # The memory's origin; None: a global memory.
+    origin: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRow:
+    workspace: str
+    approved_at: float
+    approved_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialRow:
+    agent: str
+    token_digest: bytes
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorFigures:
+    problems: list[str]
+    schema_version: int
+    schema_expected: int
+    # Ids of live records with a vector of the model, sorted; those marked embedded with
+    # no vector of it; those waiting to be embedded.
+    vector_ids: np.ndarray
+    stale: int
+    backlog: int
+
+
+@dataclass(slots=True)
+class ExperienceWrite:
+    """An experience as the ingest stage and the pipeline prepared it for the store."""
+
+    description: str
+    strategy: str | None
+    files: list[str]
+    lessons: list[str]
+    # Trust of the description (with the strategy), and of each lesson.
+    trust: Assessment
+    lesson_trust: list[Assessment]
+    # records.source of what is written (record_experience, experience_rollup).
+    source: str
+    # Row 0 the description's vector, row i + 1 lesson i's; None when no model is up (the
+    # embedding actor embeds them later).
+    vectors: np.ndarray | None = None
+    model: str | None = None
+
+    def vector(self, i: int) -> np.ndarray | None:
+        return None if self.vectors is None else self.vectors[i]
+
+
+@dataclass(slots=True)
+class ExperienceWritten:
+    """What an experience write left for after its COMMIT."""
+
+    # Rows written without a vector (for the embedding actor).
+    rowids: list[int] = field(default_factory=list)
+    # (rowid, vector) written with one (for the vector index).
+    vectors: list[tuple[int, np.ndarray]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RollupWrite:
+    """What a roll-up adds to an experience write."""
+
+    session: str
+    given: frozenset[str]
+    episodes: int
+    why: str
+
+
+# --------------------------------------------------------------------------- reads
+
+
+class RetrievalReads(Protocol):
+    """Candidates for the channels, under the same :class:`Filter`."""
+
+    def database_id(self) -> str: ...
+    def lexical(self, terms: Sequence[str], f: Filter, depth: int) -> list[tuple[int, float]]:
+        """(rowid, score) of the best ``depth`` records matching any of ``terms``, best
+        first; the score is higher-is-better and unbounded."""
+        ...
+
+    def semantic(self, qvec: np.ndarray, f: Filter, depth: int) -> list[tuple[int, float]]:
+        """(rowid, cosine) of the ``depth`` nearest vectors, nearest first ([] with no
+        vector index)."""
+        ...
+
+    def has_vectors(self) -> bool: ...
+    def visible(self, rowids: Sequence[int], f: Filter) -> set[int]: ...
+    def newest(self, f: Filter, limit: int) -> list[int]: ...
+    def neighbours(self, rowids: Sequence[int],
+                   span: int) -> list[tuple[int, str, str, list[int], list[int]]]:
+        """(rowid, workspace, kind, up to ``span`` session neighbours before it nearest
+        first, after it nearest first) for each of ``rowids`` that has a session."""
+        ...
+
+    def session_sample(self, workspace: str, kind: str, limit: int) -> list[tuple[str, str]]:
+        """(session, text) of the newest ``limit`` records of a workspace's kind that have a
+        session, oldest first."""
+        ...
+
+    def matching(self, term: str, rowids: Sequence[int]) -> set[int]:
+        """Those of ``rowids`` whose text holds ``term`` as the lexical channel matches it."""
+        ...
+
+
+class MemoryReads(Protocol):
+    def by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryRow]: ...
+    def live(self, ids: Sequence[str]) -> dict[str, MemoryRow]: ...
+    def pinned_constraints(self, f: Filter) -> list[MemoryRow]: ...
+    def current_facts(self, key: str, origin: str | None, now: float) -> list[Fact]: ...
+    def texts(self, ids: Iterable[str]) -> dict[str, str]: ...
+    def uses(self, rowids: Sequence[int]) -> list[UseRow]: ...
+    def use_counts(self, rowid: int) -> dict[str, int]: ...
+    def links_from(self, rowid: int) -> list[tuple[str, str, str | None]]: ...
+    def depended_on_by(self, memory_id: str) -> list[tuple[str, str, str | None]]: ...
+    def depends_on(self, rowids: Sequence[int]) -> dict[int, list[tuple[str, str | None]]]: ...
+    def prior_session_boundary(self, session: str) -> float | None: ...
+    def origin_repo(self, memory_id: str) -> str | None: ...
+    def use_token_key(self) -> bytes: ...
+
+
+class EpisodeReads(Protocol):
+    def rows(self, rowids: Sequence[int]) -> dict[int, EpisodeRow]: ...
+    def of_session(self, workspace: str, session: str, uid: int, agent: str | None,
+                   now: float) -> list[SessionEpisode]: ...
+    def refs(self, workspace: str, session: str, agent: str | None, now: float,
+             limit: int) -> list[tuple[str, float, str]]: ...
+
+
+class ExperienceReads(Protocol):
+    def rows(self, rowids: Sequence[int]) -> dict[int, ExperienceRow]: ...
+    def links(self, experience_rowids: Sequence[int]) -> list[tuple[int, int]]: ...
+    def lessons(self, lesson_rowids: Sequence[int]) -> dict[int, LessonRow]: ...
+    def find(self, record_id: str, f: Filter) -> tuple[int, str | None] | None: ...
+    def vector(self, rowid: int, model: str) -> np.ndarray | None: ...
+    def rollup_of(self, workspace: str, session: str) -> SessionRollup | None: ...
+
+
+class RecordReads(Protocol):
+    def ownership(self, ids: Sequence[str]) -> dict[str, Ownership]: ...
+    def has_pending(self) -> bool: ...
+    def unembedded(self, after: int, limit: int) -> list[tuple[int, str]]: ...
+    def counts(self) -> tuple[dict[str, dict[str, int]], int]: ...
+
+
+class OperationReads(Protocol):
+    def export_page(self, after: int, limit: int, workspace: str | None, kind: str | None,
+                    now: float, page_bytes: int) -> p.ExportPage: ...
+    def doctor_figures(self, model: str | None) -> DoctorFigures: ...
+    def approvals(self) -> list[ApprovalRow]: ...
+    def credentials(self) -> list[CredentialRow]: ...
+
+
+class Reader(Protocol):
+    """One read connection's view of the store."""
+
+    @property
+    def search(self) -> RetrievalReads: ...
+    @property
+    def memories(self) -> MemoryReads: ...
+    @property
+    def episodes(self) -> EpisodeReads: ...
+    @property
+    def experiences(self) -> ExperienceReads: ...
+    @property
+    def records(self) -> RecordReads: ...
+    @property
+    def ops(self) -> OperationReads: ...
+
+
+# --------------------------------------------------------------------------- writes
+
+
+class RecordWrites(Protocol):
+    def replayed(self, agent: str, key: str | None) -> str | None: ...
+    def remember_key(self, agent: str, key: str | None, record_id: str, now: float) -> None: ...
+    def forget(self, record_id: str, now: float) -> tuple[p.Forgotten, int | None]: ...
+    def settle_pending(self, limit: int, now: float,
+                       settle: Callable[[str, float, bool, str | None, float | None], str]) -> int: ...
+    def store_vectors(self, model: str, rows: Sequence[tuple[int, bytes]]) -> list[int]: ...
+    def mark_all_unembedded(self) -> int: ...
+    def probe(self) -> None: ...
+
+
+class MemoryWrites(Protocol):
+    def store(self, who: Principal, req: p.MemoryStore, *, repo: str | None, commit: str | None,
+              trust: Assessment, now: float) -> tuple[p.MemoryStored, int | None]: ...
+    def update(self, who: Principal, req: p.MemoryUpdate, head: str | None, now: float,
+               score: Callable[[str, str | None, str], Assessment]) -> tuple[p.MemoryChanged, bool]: ...
+    def rowid_of(self, memory_id: str) -> int | None: ...
+    def verify(self, who: Principal, req: p.MemoryVerify, head: str | None,
+               now: float) -> p.MemoryChanged: ...
+    def record_uses(self, who: Principal, targets: Sequence[tuple[str, str | None]],
+                    outcome: p.Outcome, note: str | None, now: float) -> p.UseRecorded: ...
+    def resolve_fact(self, who: Principal, req: p.MemoryFactResolve, now: float) -> p.FactResolved: ...
+
+
+class EpisodeWrites(Protocol):
+    def capture(self, who: Principal, req: p.CaptureEpisode, trust: Assessment,
+                now: float) -> tuple[p.EpisodeCaptured, int | None]: ...
+    def set_verdict(self, who: Principal, req: p.WorkResult,
+                    now: float) -> tuple[p.VerdictSet, list[int]]: ...
+
+
+class ExperienceWrites(Protocol):
+    def record(self, who: Principal, req: p.RecordExperience, plan: ExperienceWrite,
+               now: float, written: ExperienceWritten) -> p.ExperienceRecorded: ...
+    def roll_up(self, who: Principal, req: p.RecordExperience, plan: ExperienceWrite,
+                rollup: RollupWrite, now: float,
+                written: ExperienceWritten) -> p.ExperienceRolledUp: ...
+    def forget(self, workspace: str, record_id: str,
+               now: float) -> tuple[p.ExperienceForgotten, list[int]]: ...
+
+
+class OperationWrites(Protocol):
+    def approve(self, workspace: str, by: str, now: float) -> ApprovalRow | None: ...
+    def revoke_approval(self, workspace: str) -> bool: ...
+    def enroll_agent(self, agent: str, token_digest: bytes, now: float) -> bool: ...
+    def enrolled(self, agent: str) -> bool: ...
+    def revoke_agent(self, agent: str) -> bool: ...
+
+
+class WriteTx(Protocol):
+    """One job's part of a group-commit transaction: everything it writes commits, or rolls
+    back, with it. ``read`` sees the transaction's own writes."""
+
+    @property
+    def read(self) -> Reader: ...
+    @property
+    def records(self) -> RecordWrites: ...
+    @property
+    def memories(self) -> MemoryWrites: ...
+    @property
+    def episodes(self) -> EpisodeWrites: ...
+    @property
+    def experiences(self) -> ExperienceWrites: ...
+    @property
+    def ops(self) -> OperationWrites: ...
+
+
+class BatchJob(Protocol):
+    """What the store runs in a batch (the writer's :class:`~recalld.pipeline.writer.WriteJob`)."""
+
+    result: Any
+    error: BaseException | None
+
+    def apply(self, tx: WriteTx, now: float) -> Any: ...
+    def rolled_back(self) -> None:
+        """The job's savepoint (or its batch) was rolled back: it must leave nothing."""
+        ...
+
+
+class Store(Protocol):
+    """An engine: its readers, its group commits, and the vector index it keeps."""
+
+    def reader(self) -> Reader:
+        """A new read connection (each search worker owns one); close it with close_reader."""
+        ...
+
+    def close_reader(self, reader: Reader) -> None: ...
+    def apply_batch(self, jobs: Sequence[BatchJob], now: float) -> None:
+        """Apply ``jobs`` in one transaction, each in its own savepoint (a job that fails is
+        rolled back alone, its error on the job), and commit.
+
+        Raises:
+            StorageFailure: the commit (or the engine) failed; no job of the batch is stored.
+        """
+        ...
+
+    def open_vectors(self, model: str, dim: int) -> None:
+        """Open the vector index for ``model`` (blocking: load or rebuild)."""
+        ...
+
+    def vectors_added(self, ids: np.ndarray, vecs: np.ndarray) -> None:
+        """Committed vectors, for the index (blocking; the embedding actor calls it)."""
+        ...
+
+    def vectors_removed(self, ids: np.ndarray) -> None: ...
+    def index_ids(self) -> np.ndarray: ...
+    def index_status(self) -> p.IndexStatus | None:
+        """What status shows of the vector index; None while it is not open."""
+        ...
+
+    def snapshot(self) -> None:
+        """Persist the vector index if it changed (blocking)."""
+        ...
+
+    def close(self) -> None: ...

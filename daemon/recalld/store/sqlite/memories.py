@@ -1,0 +1,524 @@
+"""Memories and canonical facts in SQLite: the writes (inside a group commit) and the reads.
+
+A memory is a ``records`` row of kind 'memory' plus its ``memory_meta`` row (kind, subject,
+authority, origin, verification, supersession), its labels, cited paths, links and recorded
+uses. A fact's supersession or contest is decided (by the policy) in the transaction that
+stores it, so the reply and every later search already see it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import msgspec
+from recall_client import protocol as p
+
+from ...domain.drift import scrape_paths
+from ...domain.ids import content_hash, new_id
+from ...domain.policy import Assessment, FactView, decide_fact, subject_key
+from ...domain.principal import Principal
+from ...errors import RecallError
+from ..port import Fact, Filter, MemoryRow, UseRow
+from .filters import marks, where
+from .records import remember_key, replayed
+
+__all__ = ["MemoryReads", "MemoryWrites"]
+
+_json = msgspec.json.Encoder()
+_tags = msgspec.json.Decoder(list[str])
+
+# A memory row written without its metadata (a bulk load straight into records) reads as a
+# plain entry of its workspace, verified when it was created.
+_ROW_SQL = (
+    "SELECT r.rowid, r.id, r.text, r.ts, r.tags, r.source, r.trust, r.created_at, r.updated_at,"
+    " r.agent, r.workspace, r.session, r.eligibility, r.expires_at,"
+    " coalesce(m.kind, 'entry'), m.subject, m.subject_key, coalesce(m.authority, 'first-party'),"
+    " m.distortion_tolerance, CASE WHEN m.rowid IS NULL THEN r.workspace ELSE m.origin END,"
+    " m.origin_repo, m.origin_commit, m.verified_commit, coalesce(m.last_verified_at, r.created_at),"
+    " m.writer_client, m.writer_model, m.superseded_by"
+    " FROM records r LEFT JOIN memory_meta m ON m.rowid = r.rowid"
+)
+
+
+def _labels(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+# --------------------------------------------------------------------------- reads
+
+
+class MemoryReads:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._token_key: bytes | None = None
+
+    def _rows(self, condition: str, params: Sequence[Any]) -> list[MemoryRow]:
+        rows = []
+        for r in self._conn.execute(f"{_ROW_SQL} WHERE {condition}", params):
+            rows.append(MemoryRow(*r[:4], _tags.decode(r[4]), *r[5:]))
+        if not rows:
+            return rows
+        by_rowid = {r.rowid: r for r in rows}
+        ids = list(by_rowid)
+        for rowid, kind, value in self._conn.execute(
+            f"SELECT rowid, kind, value FROM memory_labels WHERE rowid IN ({marks(ids)})", ids
+        ):
+            by_rowid[rowid].labels.setdefault(kind, []).append(value)
+        for rowid, path, anchored in self._conn.execute(
+            f"SELECT rowid, path, anchored FROM memory_paths WHERE rowid IN ({marks(ids)})", ids
+        ):
+            by_rowid[rowid].paths.append((path, bool(anchored)))
+        return rows
+
+    def by_rowid(self, rowids: Sequence[int]) -> dict[int, MemoryRow]:
+        if not rowids:
+            return {}
+        return {r.rowid: r for r in self._rows(f"r.rowid IN ({marks(rowids)})", list(rowids))}
+
+    def live(self, ids: Sequence[str]) -> dict[str, MemoryRow]:
+        """Memories by public id that are not forgotten (any eligibility)."""
+        if not ids:
+            return {}
+        return {r.id: r for r in self._rows(
+            f"r.id IN ({marks(ids)}) AND r.kind = 'memory' AND r.tombstoned_at IS NULL", list(ids)
+        )}
+
+    def pinned_constraints(self, f: Filter) -> list[MemoryRow]:
+        """Constraint facts that are current, under the filter."""
+        clause, params = where(f)
+        return self._rows(
+            "r.rowid IN (SELECT rowid FROM memory_meta WHERE distortion_tolerance = 'constraint'"
+            f" AND superseded_by IS NULL) AND {clause}", params,
+        )
+
+    def current_facts(self, key: str, origin: str | None, now: float) -> list[Fact]:
+        """The current facts on a subject, oldest stored first. More than one: contested."""
+        return current_facts(self._conn, key, origin, now)
+
+    def texts(self, ids: Iterable[str]) -> dict[str, str]:
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        return dict(self._conn.execute(
+            f"SELECT id, text FROM records WHERE id IN ({marks(wanted)})", wanted).fetchall())
+
+    def uses(self, rowids: Sequence[int]) -> list[UseRow]:
+        if not rowids:
+            return []
+        return [UseRow(*row) for row in self._conn.execute(
+            f"SELECT rowid, outcome, ts, note FROM memory_uses WHERE rowid IN ({marks(rowids)})"
+            " ORDER BY ts DESC", list(rowids),
+        )]
+
+    def use_counts(self, rowid: int) -> dict[str, int]:
+        return dict(self._conn.execute(
+            "SELECT outcome, count(*) FROM memory_uses WHERE rowid = ? GROUP BY outcome", (rowid,)
+        ).fetchall())
+
+    def links_from(self, rowid: int) -> list[tuple[str, str, str | None]]:
+        return [tuple(row) for row in self._conn.execute(  # type: ignore[misc]
+            "SELECT rel, dst_id, note FROM memory_links WHERE src = ?", (rowid,))]
+
+    def depended_on_by(self, memory_id: str) -> list[tuple[str, str, str | None]]:
+        return [tuple(row) for row in self._conn.execute(  # type: ignore[misc]
+            "SELECT r.id, r.text, l.note FROM memory_links l JOIN records r ON r.rowid = l.src"
+            " WHERE l.dst_id = ? AND l.rel = 'depends_on' AND r.tombstoned_at IS NULL",
+            (memory_id,),
+        )]
+
+    def depends_on(self, rowids: Sequence[int]) -> dict[int, list[tuple[str, str | None]]]:
+        out: dict[int, list[tuple[str, str | None]]] = {}
+        if not rowids:
+            return out
+        for src, dst, note in self._conn.execute(
+            "SELECT src, dst_id, note FROM memory_links WHERE rel = 'depends_on'"
+            f" AND src IN ({marks(rowids)})", list(rowids),
+        ):
+            out.setdefault(src, []).append((dst, note))
+        return out
+
+    def prior_session_boundary(self, session: str) -> float | None:
+        row = self._conn.execute(
+            "SELECT max(ts) FROM memory_events WHERE session != ?", (session,)).fetchone()
+        return None if row[0] is None else float(row[0])
+
+    def origin_repo(self, memory_id: str) -> str | None:
+        row = self._conn.execute(
+            "SELECT m.origin_repo FROM records r JOIN memory_meta m ON m.rowid = r.rowid"
+            " WHERE r.id = ?", (memory_id,),
+        ).fetchone()
+        return None if row is None else row[0]
+
+    def use_token_key(self) -> bytes:
+        if self._token_key is None:
+            self._token_key = bytes(self._conn.execute(
+                "SELECT key FROM daemon_keys WHERE name = 'use_token'").fetchone()[0])
+        return self._token_key
+
+
+def current_facts(conn: sqlite3.Connection, key: str, origin: str | None, now: float) -> list[Fact]:
+    return [
+        Fact(*row)
+        for row in conn.execute(
+            "SELECT r.rowid, r.id, m.authority, r.ts, r.created_at, r.text, m.subject,"
+            " m.distortion_tolerance FROM memory_meta m JOIN records r ON r.rowid = m.rowid"
+            " WHERE m.subject_key = ? AND m.origin IS ? AND m.kind = 'fact'"
+            " AND m.superseded_by IS NULL AND r.tombstoned_at IS NULL"
+            " AND (r.expires_at IS NULL OR r.expires_at > ?) AND r.eligibility = 'eligible'"
+            " ORDER BY r.created_at, r.rowid",
+            (key, origin, now),
+        )
+    ]
+
+
+# --------------------------------------------------------------------------- writes
+
+
+def _event(conn: sqlite3.Connection, now: float, who: Principal, record_id: str, event: str) -> None:
+    conn.execute(
+        "INSERT INTO memory_events (ts, session, agent, record_id, event) VALUES (?, ?, ?, ?, ?)",
+        (now, who.session, who.agent, record_id, event),
+    )
+
+
+def _require_memories(conn: sqlite3.Connection, ids: list[str], what: str) -> None:
+    for memory_id in ids:
+        if conn.execute(
+            "SELECT 1 FROM records WHERE id = ? AND kind = 'memory' AND tombstoned_at IS NULL",
+            (memory_id,),
+        ).fetchone() is None:
+            raise RecallError("not_found", f"{what} names {memory_id}, which is not a stored memory")
+
+
+# ``fresh``: the row was inserted in this job and has no labels, paths or links yet, so there
+# is nothing to read or delete first (a store is a capture's hot path: statements count).
+
+
+def _write_labels(conn: sqlite3.Connection, rowid: int, kind: str, values: list[str], *,
+                  fresh: bool = False) -> None:
+    if not fresh:
+        conn.execute("DELETE FROM memory_labels WHERE rowid = ? AND kind = ?", (rowid, kind))
+    if values:
+        conn.executemany(
+            "INSERT INTO memory_labels (rowid, kind, value) VALUES (?, ?, ?)",
+            [(rowid, kind, v) for v in _labels(values)],
+        )
+
+
+def _write_paths(conn: sqlite3.Connection, rowid: int, text: str, explicit: list[str], *,
+                 fresh: bool = False) -> list[str]:
+    """Explicit paths are claim-anchored; paths in the text are evidence. Attested ones stay."""
+    attested: set[str] = set()
+    if not fresh:
+        attested = {
+            r[0] for r in conn.execute(
+                "SELECT path FROM memory_paths WHERE rowid = ? AND anchored = 2", (rowid,)
+            )
+        }
+        conn.execute("DELETE FROM memory_paths WHERE rowid = ? AND anchored < 2", (rowid,))
+    rows: dict[str, int] = {path: 0 for path in scrape_paths(text)}
+    rows.update({path: 1 for path in explicit})
+    if rows:
+        conn.executemany(
+            "INSERT OR IGNORE INTO memory_paths (rowid, path, anchored) VALUES (?, ?, ?)",
+            [(rowid, path, anchored) for path, anchored in rows.items() if path not in attested],
+        )
+    return [*rows, *sorted(attested - rows.keys())]
+
+
+def _write_depends(conn: sqlite3.Connection, rowid: int, links: list[p.DependsOn], *,
+                   fresh: bool = False) -> None:
+    _require_memories(conn, [d.id for d in links], "depends_on")
+    if not fresh:
+        conn.execute("DELETE FROM memory_links WHERE src = ? AND rel = 'depends_on'", (rowid,))
+    if links:
+        conn.executemany(
+            "INSERT OR REPLACE INTO memory_links (src, rel, dst_id, note)"
+            " VALUES (?, 'depends_on', ?, ?)",
+            [(rowid, d.id, d.note) for d in links],
+        )
+
+
+def _live_row(conn: sqlite3.Connection, memory_id: str) -> tuple[Any, ...]:
+    # A memory bulk-loaded straight into records gets its metadata row on first change.
+    conn.execute(
+        "INSERT OR IGNORE INTO memory_meta (rowid, origin, last_verified_at)"
+        " SELECT rowid, workspace, created_at FROM records WHERE id = ? AND kind = 'memory'",
+        (memory_id,),
+    )
+    row = conn.execute(
+        "SELECT r.rowid, r.text, r.source, r.workspace, m.kind, m.authority"
+        " FROM records r JOIN memory_meta m ON m.rowid = r.rowid"
+        " WHERE r.id = ? AND r.kind = 'memory' AND r.tombstoned_at IS NULL",
+        (memory_id,),
+    ).fetchone()
+    if row is None:
+        raise RecallError("not_found", f"no memory {memory_id}")
+    return tuple(row)
+
+
+class MemoryWrites:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def store(self, who: Principal, req: p.MemoryStore, *, repo: str | None, commit: str | None,
+              trust: Assessment, now: float) -> tuple[p.MemoryStored, int | None]:
+        """Insert one memory (or answer with the existing one for a duplicate or a replayed
+        key); returns the reply and the new row, if one was written."""
+        conn = self._conn
+        if req.kind == "fact" and req.subject is None:
+            raise RecallError("invalid_request", "a fact needs a subject (the entity it is about)")
+        if req.kind == "entry" and req.subject is not None:
+            raise RecallError("invalid_request", "subject applies to facts; store it with kind 'fact'")
+        earlier = replayed(conn, who.agent, req.idempotency_key)
+        if earlier is not None:
+            return p.MemoryStored(id=0, record_id=earlier, replayed=True, kind=req.kind,
+                                  action="replayed", subject=req.subject), None
+        _require_memories(conn, req.supersedes, "supersedes")
+        workspace = req.workspace or who.workspace
+        digest = content_hash("memory", req.text)
+        row = conn.execute(
+            "SELECT id FROM records WHERE workspace = ? AND kind = 'memory' AND content_hash = ?"
+            " AND tombstoned_at IS NULL",
+            (workspace, digest),
+        ).fetchone()
+        if row is not None:
+            remember_key(conn, who.agent, req.idempotency_key, row[0], now)
+            return p.MemoryStored(id=0, record_id=row[0], duplicate=True, kind=req.kind,
+                                  action="duplicate", subject=req.subject), None
+
+        record_id = new_id("mem")
+        ts = req.ts if req.ts is not None else now
+        cur = conn.execute(
+            "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
+            " session, source, text, tags, trust, eligibility, expires_at, content_hash)"
+            " VALUES (?, 'memory', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                record_id, ts, now, now, workspace, who.agent, who.uid,
+                req.session or who.session, req.source, req.text,
+                _json.encode(_labels(req.tags)).decode(), trust.trust, trust.eligibility,
+                now + req.ttl_s if req.ttl_s is not None else None, digest,
+            ),
+        )
+        rowid = cur.lastrowid
+        assert rowid is not None
+        origin = None if req.global_scope or workspace == "/" else workspace
+        key = subject_key(req.subject) if req.subject else None
+        conn.execute(
+            "INSERT INTO memory_meta (rowid, kind, subject, subject_key, authority,"
+            " distortion_tolerance, origin, origin_repo, origin_commit, verified_commit,"
+            " last_verified_at, writer_client, writer_model, trust_reasons)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                rowid, req.kind, req.subject, key, req.authority, req.distortion_tolerance,
+                origin, repo, commit, commit, now, who.client or None, who.model,
+                _json.encode(list(trust.reasons)).decode(),
+            ),
+        )
+        for kind, values in (("scope", req.scopes), ("band", req.bands), ("episode", req.episodes)):
+            _write_labels(conn, rowid, kind, values, fresh=True)
+        cited = _write_paths(conn, rowid, req.text, req.paths, fresh=True)
+        _write_depends(conn, rowid, req.depends_on, fresh=True)
+
+        superseded = list(req.supersedes)
+        for target in superseded:
+            conn.execute(
+                "INSERT OR IGNORE INTO memory_links (src, rel, dst_id) VALUES (?, 'supersedes', ?)",
+                (rowid, target),
+            )
+            conn.execute(
+                "UPDATE memory_meta SET superseded_by = ? WHERE rowid ="
+                " (SELECT rowid FROM records WHERE id = ?)",
+                (record_id, target),
+            )
+        action = "superseded" if superseded else "inserted"
+        contested_with: list[str] = []
+        if key is not None and not trust.blocked:
+            others = [f for f in current_facts(conn, key, origin, now) if f.rowid != rowid]
+            decision = decide_fact(req.authority, ts, [FactView(f.id, f.authority, f.ts) for f in others],
+                                   explicit=bool(superseded))
+            action, contested_with = decision.action, list(decision.contested_with)
+            if decision.history_of is not None:
+                # About an earlier time than the current answer: history from the start.
+                conn.execute("UPDATE memory_meta SET superseded_by = ? WHERE rowid = ?",
+                             (decision.history_of, rowid))
+            for f in others:
+                if f.id in decision.supersedes:
+                    conn.execute("UPDATE memory_meta SET superseded_by = ? WHERE rowid = ?",
+                                 (record_id, f.rowid))
+            superseded += decision.supersedes
+        _event(conn, now, who, record_id, "stored")
+        remember_key(conn, who.agent, req.idempotency_key, record_id, now)
+        return p.MemoryStored(
+            id=0, record_id=record_id, kind=req.kind, action=action, subject=req.subject,
+            superseded=superseded, contested=bool(contested_with), contested_with=contested_with,
+            authority=req.authority, trust=trust.trust, cited_paths=cited,
+            origin_repo=repo, origin_commit=commit,
+        ), rowid
+
+    def update(self, who: Principal, req: p.MemoryUpdate, head: str | None, now: float,
+               score: Callable[[str, str | None, str], Assessment]) -> tuple[p.MemoryChanged, bool]:
+        """Correct a memory in place (an update is also a verification); returns the reply
+        and whether its text changed (it must be embedded again)."""
+        conn = self._conn
+        rowid, text, source, workspace, kind, authority = _live_row(conn, req.memory_id)
+        changed: list[str] = []
+        if req.subject is not None:
+            if kind != "fact":
+                raise RecallError("invalid_request", "subject applies to facts")
+            conn.execute("UPDATE memory_meta SET subject = ?, subject_key = ? WHERE rowid = ?",
+                         (req.subject, subject_key(req.subject), rowid))
+            changed.append("subject")
+        if req.text is not None:
+            text = req.text
+            digest = content_hash("memory", text)
+            clash = conn.execute(
+                "SELECT id FROM records WHERE workspace = ? AND kind = 'memory' AND content_hash = ?"
+                " AND tombstoned_at IS NULL AND rowid != ?",
+                (workspace, digest, rowid),
+            ).fetchone()
+            if clash is not None:
+                raise RecallError("invalid_request", f"memory {clash[0]} already has this text")
+            # embed_state 0: the embedding actor re-embeds it and replaces the old vector.
+            conn.execute(
+                "UPDATE records SET text = ?, content_hash = ?, embed_state = 0 WHERE rowid = ?",
+                (text, digest, rowid))
+            changed.append("text")
+        if req.source is not None:
+            source = req.source
+            conn.execute("UPDATE records SET source = ? WHERE rowid = ?", (source, rowid))
+            changed.append("source")
+        if req.authority is not None:
+            authority = req.authority
+            conn.execute("UPDATE memory_meta SET authority = ? WHERE rowid = ?", (authority, rowid))
+            changed.append("authority")
+        if {"text", "source", "authority"} & set(changed):
+            trust = score(text, source, authority)
+            conn.execute("UPDATE records SET trust = ?, eligibility = ? WHERE rowid = ?",
+                         (trust.trust, trust.eligibility, rowid))
+            conn.execute("UPDATE memory_meta SET trust_reasons = ? WHERE rowid = ?",
+                         (_json.encode(list(trust.reasons)).decode(), rowid))
+        if req.tags is not None:
+            conn.execute("UPDATE records SET tags = ? WHERE rowid = ?",
+                         (_json.encode(_labels(req.tags)).decode(), rowid))
+            changed.append("tags")
+        for name, values in (("scope", req.scopes), ("band", req.bands), ("episode", req.episodes)):
+            if values is not None:
+                _write_labels(conn, rowid, name, values)
+                changed.append(f"{name}s")
+        if req.distortion_tolerance is not None:
+            value = None if req.distortion_tolerance == "none" else req.distortion_tolerance
+            conn.execute("UPDATE memory_meta SET distortion_tolerance = ? WHERE rowid = ?",
+                         (value, rowid))
+            changed.append("distortion_tolerance")
+        if req.depends_on is not None:
+            _write_depends(conn, rowid, req.depends_on)
+            changed.append("depends_on")
+        if req.paths is not None or "text" in changed:
+            explicit = req.paths if req.paths is not None else [
+                r[0] for r in conn.execute(
+                    "SELECT path FROM memory_paths WHERE rowid = ? AND anchored = 1", (rowid,)
+                )
+            ]
+            _write_paths(conn, rowid, text, explicit)
+            if req.paths is not None:
+                changed.append("paths")
+        if req.ttl_s is not None:
+            conn.execute("UPDATE records SET expires_at = ? WHERE rowid = ?",
+                         (now + req.ttl_s, rowid))
+            changed.append("ttl_s")
+        conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, rowid))
+        conn.execute(
+            "UPDATE memory_meta SET last_verified_at = ?,"
+            " verified_commit = COALESCE(?, verified_commit) WHERE rowid = ?",
+            (now, head, rowid),
+        )
+        _event(conn, now, who, req.memory_id, "updated")
+        return p.MemoryChanged(id=0, memory_id=req.memory_id, updated_at=now, last_verified_at=now,
+                               verified_commit=head, changed=changed), "text" in changed
+
+    def rowid_of(self, memory_id: str) -> int | None:
+        row = self._conn.execute("SELECT rowid FROM records WHERE id = ?", (memory_id,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def verify(self, who: Principal, req: p.MemoryVerify, head: str | None,
+               now: float) -> p.MemoryChanged:
+        """Refresh last_verified_at (and the commit drift base); attested paths become anchors."""
+        conn = self._conn
+        rowid = _live_row(conn, req.memory_id)[0]
+        conn.executemany(
+            "INSERT INTO memory_paths (rowid, path, anchored) VALUES (?, ?, 2)"
+            " ON CONFLICT (rowid, path) DO UPDATE SET anchored = 2",
+            [(rowid, path) for path in req.verified_paths],
+        )
+        conn.execute(
+            "UPDATE memory_meta SET last_verified_at = ?, verified_commit = ? WHERE rowid = ?",
+            (now, head, rowid),
+        )
+        _event(conn, now, who, req.memory_id, "verified")
+        changed = ["last_verified_at"] + (["verified_paths"] if req.verified_paths else [])
+        updated_at = conn.execute("SELECT updated_at FROM records WHERE rowid = ?",
+                                  (rowid,)).fetchone()[0]
+        return p.MemoryChanged(id=0, memory_id=req.memory_id, updated_at=updated_at,
+                               last_verified_at=now, verified_commit=head, changed=changed)
+
+    def record_uses(self, who: Principal, targets: Sequence[tuple[str, str | None]],
+                    outcome: p.Outcome, note: str | None, now: float) -> p.UseRecorded:
+        """Record ``outcome`` for each (memory id, token nonce); a token's outcome replaces an
+        earlier one of the same token."""
+        conn = self._conn
+        recorded = []
+        for memory_id, nonce in dict(targets).items():
+            row = conn.execute(
+                "SELECT rowid FROM records WHERE id = ? AND kind = 'memory'", (memory_id,)
+            ).fetchone()
+            if row is None:
+                raise RecallError("not_found", f"no memory {memory_id}")
+            conn.execute(
+                "INSERT INTO memory_uses (rowid, outcome, ts, agent, session, token, note)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (token) DO UPDATE SET"
+                " outcome = excluded.outcome, ts = excluded.ts, note = excluded.note",
+                (row[0], outcome, now, who.agent, who.session, nonce, note),
+            )
+            _event(conn, now, who, memory_id, f"use:{outcome}")
+            recorded.append(p.RecordedUse(memory_id=memory_id, outcome=outcome))
+        return p.UseRecorded(id=0, recorded=recorded)
+
+    def resolve_fact(self, who: Principal, req: p.MemoryFactResolve, now: float) -> p.FactResolved:
+        """Settle a contested subject: one fact stays current, the others are superseded."""
+        conn = self._conn
+        if (req.accept is None) == (req.keep_id is None):
+            raise RecallError("invalid_request", "give exactly one of accept or keep_id")
+        key = subject_key(req.subject)
+        facts = current_facts(conn, key, who.workspace, now)
+        if len(facts) < 2:
+            facts = current_facts(conn, key, None, now)
+        if len(facts) < 2:
+            return p.FactResolved(id=0, resolved=False, subject=req.subject, reason="no_contender")
+        if req.keep_id is not None:
+            chosen = [f for f in facts if f.id == req.keep_id]
+            if not chosen:
+                raise RecallError(
+                    "invalid_request",
+                    f"{req.keep_id} is not one of the contested facts on {req.subject!r}: "
+                    + ", ".join(f.id for f in facts),
+                )
+            winner = chosen[0]
+        else:
+            # facts are oldest first: the incumbent, then the contenders.
+            winner = facts[-1] if req.accept else facts[0]
+        losers = [f for f in facts if f.rowid != winner.rowid]
+        for f in losers:
+            conn.execute("UPDATE memory_meta SET superseded_by = ? WHERE rowid = ?",
+                         (winner.id, f.rowid))
+        conn.execute("UPDATE memory_meta SET last_verified_at = ? WHERE rowid = ?",
+                     (now, winner.rowid))
+        conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, winner.rowid))
+        _event(conn, now, who, winner.id, "resolved")
+        return p.FactResolved(
+            id=0, resolved=True, subject=req.subject,
+            accepted=req.accept if req.accept is not None else winner.rowid != facts[0].rowid,
+            current=winner.id, current_text=winner.text, superseded=[f.id for f in losers],
+        )

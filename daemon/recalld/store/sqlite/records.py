@@ -1,0 +1,168 @@
+"""What every kind of record shares in SQLite: idempotency keys, forgetting, evaluation's
+backlog, vectors, and what authorization and status read of records."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+
+from recall_client import protocol as p
+
+from ...domain.policy import HARD_TRUST_FLOOR, SUCCESS_STATUSES
+from ...errors import RecallError
+from ..port import Ownership
+from .filters import marks
+from .schema import key_digest
+
+__all__ = ["RecordReads", "RecordWrites", "remember_key", "replayed"]
+
+
+def replayed(conn: sqlite3.Connection, agent: str, key: str | None) -> str | None:
+    """The record an earlier request of ``agent`` with idempotency key ``key`` wrote."""
+    if key is None:
+        return None
+    row = conn.execute(
+        "SELECT record_id FROM idempotency WHERE agent = ? AND key = ?", (agent, key_digest(key))
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def remember_key(conn: sqlite3.Connection, agent: str, key: str | None, record_id: str,
+                 now: float) -> None:
+    """Record that ``agent``'s request with ``key`` wrote ``record_id`` (no-op without a key)."""
+    if key is not None:
+        conn.execute(
+            "INSERT INTO idempotency (agent, key, record_id, created_at) VALUES (?, ?, ?, ?)",
+            (agent, key_digest(key), record_id, now),
+        )
+
+
+# Pending records the policy can settle now: episodes waiting for a verdict are skipped, so
+# they are not re-read by every pass (the SQL mirror of settle_episode returning non-None).
+# Records of other kinds are always settleable.
+_SETTLEABLE = (
+    "SELECT r.rowid, r.kind, r.trust, e.blocked, e.status, e.task_result FROM records r"
+    " LEFT JOIN episodes e ON e.rowid = r.rowid WHERE r.eligibility = 'pending'"
+    " AND r.tombstoned_at IS NULL"
+    " AND (r.kind != 'episode' OR e.blocked OR r.trust < ? OR e.task_result IS NOT NULL"
+    f" OR e.status IN ({marks(sorted(SUCCESS_STATUSES))}))"
+)
+_SETTLEABLE_PARAMS = (HARD_TRUST_FLOOR, *sorted(SUCCESS_STATUSES))
+
+# Settles one pending record: (kind, trust, blocked, status, task_result) -> eligibility.
+Settle = Callable[[str, float, bool, str | None, float | None], str]
+
+
+class RecordReads:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def ownership(self, ids: Sequence[str]) -> dict[str, Ownership]:
+        if not ids:
+            return {}
+        return {
+            row[0]: Ownership(*row[1:])
+            for row in self._conn.execute(
+                "SELECT r.id, r.kind, r.workspace, r.agent,"
+                " CASE WHEN m.rowid IS NULL THEN r.workspace ELSE m.origin END"
+                " FROM records r LEFT JOIN memory_meta m ON m.rowid = r.rowid"
+                f" WHERE r.id IN ({marks(ids)})",
+                list(ids),
+            )
+        }
+
+    def has_pending(self) -> bool:
+        return self._conn.execute(f"{_SETTLEABLE} LIMIT 1", _SETTLEABLE_PARAMS).fetchone() is not None
+
+    def unembedded(self, after: int, limit: int) -> list[tuple[int, str]]:
+        """The embedding backlog: (rowid, text) of records with no vector yet, in rowid order
+        (a record still waiting for its evaluation waits for that first)."""
+        return [tuple(row) for row in self._conn.execute(  # type: ignore[misc]
+            "SELECT rowid, text FROM records WHERE embed_state = 0 AND rowid > ?"
+            " AND tombstoned_at IS NULL AND eligibility != 'pending' ORDER BY rowid LIMIT ?",
+            (after, limit),
+        )]
+
+    def counts(self) -> tuple[dict[str, dict[str, int]], int]:
+        counts: dict[str, dict[str, int]] = {}
+        for kind, eligibility, n in self._conn.execute(
+            "SELECT kind, eligibility, count(*) FROM records WHERE tombstoned_at IS NULL"
+            " GROUP BY kind, eligibility"
+        ):
+            counts.setdefault(kind, {"total": 0})
+            counts[kind][eligibility] = n
+            counts[kind]["total"] += n
+        backlog = self._conn.execute(
+            # The embedding actor's own backlog: a record waiting for its evaluation (an
+            # episode waiting for a verdict) is not embedded yet, and not late either.
+            "SELECT count(*) FROM records WHERE embed_state = 0 AND tombstoned_at IS NULL"
+            " AND eligibility != 'pending'"
+        ).fetchone()[0]
+        return counts, int(backlog)
+
+
+class RecordWrites:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def replayed(self, agent: str, key: str | None) -> str | None:
+        return replayed(self._conn, agent, key)
+
+    def remember_key(self, agent: str, key: str | None, record_id: str, now: float) -> None:
+        remember_key(self._conn, agent, key, record_id, now)
+
+    def forget(self, record_id: str, now: float) -> tuple[p.Forgotten, int | None]:
+        """Tombstone one record and drop its vector row; returns the reply and the rowid to
+        take out of the vector index (None when it was forgotten already)."""
+        row = self._conn.execute(
+            "SELECT rowid, kind, tombstoned_at FROM records WHERE id = ?", (record_id,),
+        ).fetchone()
+        if row is None:
+            raise RecallError("not_found", f"no record {record_id}")
+        rowid, kind, tombstoned_at = row
+        if tombstoned_at is not None:
+            return p.Forgotten(id=0, record_id=record_id, kind=kind,
+                               tombstoned_at=tombstoned_at, already=True), None
+        self._conn.execute(
+            "UPDATE records SET tombstoned_at = ?, updated_at = ? WHERE rowid = ?",
+            (now, now, rowid),
+        )
+        self._conn.execute("DELETE FROM vectors WHERE rowid = ?", (rowid,))
+        return p.Forgotten(id=0, record_id=record_id, kind=kind, tombstoned_at=now), int(rowid)
+
+    def settle_pending(self, limit: int, now: float, settle: Settle) -> int:
+        """Settle up to ``limit`` pending records by ``settle``; returns how many."""
+        rows = self._conn.execute(
+            f"{_SETTLEABLE} ORDER BY r.rowid LIMIT ?", (*_SETTLEABLE_PARAMS, limit)
+        ).fetchall()
+        for rowid, kind, trust, blocked, status, task_result in rows:
+            self._conn.execute(
+                "UPDATE records SET eligibility = ?, updated_at = ? WHERE rowid = ?",
+                (settle(kind, trust, bool(blocked), status, task_result), now, rowid),
+            )
+        return len(rows)
+
+    def store_vectors(self, model: str, rows: Sequence[tuple[int, bytes]]) -> list[int]:
+        """Write vectors for records that still exist, and mark them embedded; the rowids
+        written."""
+        stored: list[int] = []
+        for rowid, blob in rows:
+            cur = self._conn.execute(
+                "UPDATE records SET embed_state = 1 WHERE rowid = ? AND tombstoned_at IS NULL",
+                (rowid,),
+            )
+            if cur.rowcount:
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO vectors (rowid, model, vec) VALUES (?, ?, ?)",
+                    (rowid, model, blob),
+                )
+                stored.append(rowid)
+        return stored
+
+    def mark_all_unembedded(self) -> int:
+        """Every live record waits for a vector again (old vectors serve until replaced)."""
+        return int(self._conn.execute(
+            "UPDATE records SET embed_state = 0 WHERE tombstoned_at IS NULL").rowcount)
+
+    def probe(self) -> None:
+        self._conn.execute("SELECT 1").fetchone()

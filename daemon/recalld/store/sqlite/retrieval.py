@@ -1,0 +1,218 @@
+"""Candidates for retrieval: FTS5 bm25 (bounded), FAISS neighbours, session runs, samples.
+
+The lexical channel is bounded: FTS5 computes bm25 for every record an OR query matches, so
+a query with a common word would read a large part of a big store (30 ms at 100k records,
+hundreds at 1M). :func:`lexical_plan` keeps the records one search scores to about
+``LEXICAL_BUDGET``: exact while the terms' document frequencies add up to the budget; past
+it, the rarest terms that fit (a word in thousands of records says little about which one
+is meant, and bm25 gives it little weight anyway; the semantic channel still sees the whole
+query); when no rare term matches anything, all terms over the most recent records that hold
+any of them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..port import Filter
+from .filters import marks, where
+from .vector_index import VectorIndex
+
+__all__ = ["LEXICAL_BUDGET", "RetrievalReads", "fts_query", "lexical_plan"]
+
+# Records the lexical channel scores per search, about: bm25 costs about a microsecond a
+# record plus the visibility check, so this bounds a lexical search to a few milliseconds
+# however large the store grows.
+LEXICAL_BUDGET = 4_000
+DF_TTL_S = 60.0
+DF_CACHE_SIZE = 20_000
+
+
+def fts_query(terms: Sequence[str]) -> str | None:
+    """An FTS5 MATCH expression: each term quoted (so no query syntax leaks in), OR-ed."""
+    if not terms:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalPlan:
+    """What the lexical channel matches: ``match`` over records with rowid >= ``min_rowid``."""
+
+    match: str
+    min_rowid: int | None = None
+
+
+def lexical_plan(conn: sqlite3.Connection, terms: Sequence[str],
+                 budget: int = LEXICAL_BUDGET) -> LexicalPlan | None:
+    """Bound the records one lexical search scores to about ``budget`` (module docstring)."""
+    match = fts_query(terms)
+    if match is None:
+        return None
+    db = conn.execute("PRAGMA database_list").fetchone()[2]
+    df = sorted((_doc_frequency(conn, db, t, budget), i, t) for i, t in enumerate(terms))
+    if sum(n for n, _, _ in df) <= budget:
+        return LexicalPlan(match)
+    kept: list[tuple[int, str]] = []
+    total = 0
+    for n, i, t in df:
+        if total + n > budget:
+            break
+        kept.append((i, t))
+        total += n
+    if total:
+        kept.sort()
+        return LexicalPlan(fts_query([t for _, t in kept]) or match)
+    row = conn.execute(
+        "SELECT rowid FROM records_fts WHERE records_fts MATCH ? ORDER BY rowid DESC"
+        " LIMIT 1 OFFSET ?", (match, budget - 1),
+    ).fetchone()
+    return LexicalPlan(match, min_rowid=row[0] if row else None)
+
+
+def _doc_frequency(conn: sqlite3.Connection, db: str, term: str, cap: int) -> int:
+    """Records holding ``term``, counted up to ``cap`` + 1 (past the cap only "more" matters).
+
+    Cached per database for a minute: it steers the plan, it never scores, so a count a
+    few records behind changes nothing that matters.
+    """
+    key = (db, term, cap)
+    now = time.monotonic()
+    hit = _df_cache.get(key)
+    if hit is not None and now - hit[0] < DF_TTL_S:
+        return hit[1]
+    n = int(conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM records_fts WHERE records_fts MATCH ? LIMIT ?)",
+        (fts_query([term]), cap + 1),
+    ).fetchone()[0])
+    if len(_df_cache) >= DF_CACHE_SIZE:
+        _df_cache.clear()
+    _df_cache[key] = (now, n)
+    return n
+
+
+# (database, term, cap) -> (when counted, records holding it up to cap + 1). Shared by the
+# workers' threads; an entry is replaced whole, and a lost race only counts twice.
+_df_cache: dict[tuple[str, str, int], tuple[float, int]] = {}
+
+# Neighbours of each record in its session, nearest first on each side: up to ? before and
+# ? after, ordered by (ts, rowid) so turns stored in one second keep their capture order.
+_NEIGHBOURS_SQL = """
+SELECT c.rowid, c.workspace, c.kind,
+  (SELECT group_concat(rowid) FROM (SELECT n.rowid FROM records n
+     WHERE n.workspace = c.workspace AND n.kind = c.kind AND n.session = c.session
+       AND (n.ts, n.rowid) < (c.ts, c.rowid) ORDER BY n.ts DESC, n.rowid DESC LIMIT ?)),
+  (SELECT group_concat(rowid) FROM (SELECT n.rowid FROM records n
+     WHERE n.workspace = c.workspace AND n.kind = c.kind AND n.session = c.session
+       AND (n.ts, n.rowid) > (c.ts, c.rowid) ORDER BY n.ts, n.rowid LIMIT ?))
+FROM records c WHERE c.rowid IN ({}) AND c.session IS NOT NULL
+"""
+
+
+def _ids(joined: str | None) -> list[int]:
+    return [int(x) for x in joined.split(",")] if joined else []
+
+
+class RetrievalReads:
+    """The channels' candidates, on one read connection (and the FAISS index, once open)."""
+
+    def __init__(self, conn: sqlite3.Connection, index: Callable[[], VectorIndex | None]) -> None:
+        self._conn = conn
+        self._index = index
+
+    def database_id(self) -> str:
+        return str(self._conn.execute("PRAGMA database_list").fetchone()[2])
+
+    def lexical(self, terms: Sequence[str], f: Filter, depth: int) -> list[tuple[int, float]]:
+        plan = lexical_plan(self._conn, terms)
+        if plan is None:
+            return []
+        clause, params = where(f)
+        return [
+            (rowid, -bm25)  # FTS5's bm25() is lower-is-better
+            for rowid, bm25 in self._conn.execute(
+                "SELECT r.rowid, bm25(records_fts) FROM records_fts f"
+                " JOIN records r ON r.rowid = f.rowid"
+                f" WHERE records_fts MATCH ? AND f.rowid >= ? AND {clause}"
+                " ORDER BY bm25(records_fts) LIMIT ?",
+                (plan.match, plan.min_rowid or 0, *params, depth),
+            )
+        ]
+
+    def semantic(self, qvec: np.ndarray, f: Filter, depth: int) -> list[tuple[int, float]]:
+        # FAISS knows nothing of workspaces or tombstones: over-fetch, keep what the same
+        # visibility filter as the lexical channel allows, and widen until enough survive.
+        index = self._index()
+        if index is None:
+            return []
+        k = depth * 4
+        while True:
+            ids, scores = index.search_sync(qvec, k)
+            if not len(ids):
+                return []
+            id_list = [int(i) for i in ids]
+            allowed = self.visible(id_list, f)
+            kept = [(i, float(s)) for i, s in zip(id_list, scores, strict=True) if i in allowed]
+            if len(kept) >= depth or k >= index.ntotal:
+                return kept[:depth]
+            k = min(index.ntotal, k * 4)
+
+    def has_vectors(self) -> bool:
+        return self._index() is not None
+
+    def visible(self, rowids: Sequence[int], f: Filter) -> set[int]:
+        if not rowids:
+            return set()
+        clause, params = where(f)
+        return {
+            row[0]
+            for row in self._conn.execute(
+                f"SELECT r.rowid FROM records r WHERE r.rowid IN ({marks(rowids)}) AND {clause}",
+                (*rowids, *params),
+            )
+        }
+
+    def newest(self, f: Filter, limit: int) -> list[int]:
+        clause, params = where(f)
+        return [
+            row[0] for row in self._conn.execute(
+                f"SELECT r.rowid FROM records r WHERE {clause} ORDER BY r.ts DESC, r.rowid DESC"
+                " LIMIT ?", (*params, limit),
+            )
+        ]
+
+    def neighbours(self, rowids: Sequence[int],
+                   span: int) -> list[tuple[int, str, str, list[int], list[int]]]:
+        if not rowids:
+            return []
+        sql = _NEIGHBOURS_SQL.format(marks(rowids))
+        return [
+            (rowid, workspace, kind, _ids(before), _ids(after))
+            for rowid, workspace, kind, before, after in self._conn.execute(
+                sql, (span, span, *rowids)
+            ).fetchall()
+        ]
+
+    def session_sample(self, workspace: str, kind: str, limit: int) -> list[tuple[str, str]]:
+        rows = self._conn.execute(
+            "SELECT session, text FROM records WHERE workspace = ? AND kind = ?"
+            " AND session IS NOT NULL AND tombstoned_at IS NULL"
+            " ORDER BY ts DESC, rowid DESC LIMIT ?",
+            (workspace, kind, limit),
+        ).fetchall()
+        return [(s, t) for s, t in reversed(rows)]
+
+    def matching(self, term: str, rowids: Sequence[int]) -> set[int]:
+        if not rowids:
+            return set()
+        return {
+            row[0] for row in self._conn.execute(
+                f"SELECT rowid FROM records_fts WHERE records_fts MATCH ? AND rowid IN ({marks(rowids)})",
+                (fts_query([term]), *rowids),
+            )
+        }

@@ -1,0 +1,166 @@
+"""The layout keeps its one-way data flow: no import cycle, nothing imports the app, each
+layer imports only those below it, SQL and the SQLite engine stay inside the store, and every
+request type of the protocol has a route.
+
+Read from the source (every import statement, those under TYPE_CHECKING and inside
+functions included), so an arrow added anywhere is seen.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import typing
+from pathlib import Path
+
+from recall_client import protocol as p
+from recalld.edge.registry import ROUTES
+
+from .conftest import REPO
+
+PACKAGES = {"recalld": REPO / "daemon" / "recalld", "recall_client": REPO / "clients" / "recall_client"}
+
+# recalld's layers, lowest first: a module may import its own layer's package and the
+# layers below; peers of one layer are listed apart.
+LAYERS = [
+    {"recalld", "recalld.errors", "recalld.config", "recalld.stats", "recalld.systemd"},
+    {"recalld.domain"},
+    {"recalld.store", "recalld.ingest"},
+    {"recalld.pipeline", "recalld.retrieval"},
+    {"recalld.handlers"},
+    {"recalld.edge"},
+    {"recalld.app", "recalld.main", "recalld.__main__", "recalld.bench"},
+]
+# Peers of one layer that must not lean on each other.
+APART = [("recalld.store", "recalld.ingest"), ("recalld.pipeline", "recalld.retrieval")]
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for package, root in PACKAGES.items():
+        for path in root.rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            name = ".".join((package, *parts))
+            out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of ours ``name`` imports (a ``from package import module`` counts as the
+    module)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    known = set(mods)
+    return {name: imports(name, path, known) for name, path in mods.items()}
+
+
+def layer_of(name: str) -> tuple[int, str]:
+    best: tuple[int, str] | None = None
+    for i, layer in enumerate(LAYERS):
+        for prefix in layer:
+            if name == prefix or name.startswith(prefix + "."):
+                if best is None or len(prefix) > len(best[1]):
+                    best = (i, prefix)
+    assert best is not None, f"{name} is in no layer: add it to LAYERS"
+    return best
+
+
+def test_there_is_no_import_cycle() -> None:
+    edges = graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_nothing_imports_the_app() -> None:
+    importers = [m for m, deps in graph().items() if "recalld.app" in deps and m != "recalld.main"]
+    assert not importers, f"{importers} import recalld.app (use Services / StatusParts)"
+
+
+def test_each_layer_imports_only_the_layers_below() -> None:
+    wrong = []
+    for module, deps in graph().items():
+        if not module.startswith("recalld"):
+            continue
+        mine, my_prefix = layer_of(module)
+        for dep in deps:
+            if not dep.startswith("recalld"):
+                continue
+            theirs, their_prefix = layer_of(dep)
+            if theirs > mine or (theirs == mine and their_prefix != my_prefix
+                                 and (my_prefix, their_prefix) in APART + [(b, a) for a, b in APART]):
+                wrong.append(f"{module} -> {dep}")
+    assert not wrong, "imports against the flow:\n" + "\n".join(sorted(wrong))
+
+
+def test_only_the_app_knows_the_sqlite_engine_and_only_the_store_speaks_sql() -> None:
+    mods = modules()
+    edges = graph()
+    engine_users = sorted(m for m, deps in edges.items()
+                          if any(d.startswith("recalld.store.sqlite") for d in deps)
+                          and not m.startswith("recalld.store.sqlite") and m != "recalld.app")
+    assert not engine_users, f"{engine_users} use the SQLite store directly (use the port)"
+    sql = re.compile(r"\b(?:SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b|\bMATCH\b|bm25\(")
+    speaking = []
+    for name, path in mods.items():
+        if name.startswith("recalld.store.sqlite") or not name.startswith("recalld"):
+            continue
+        source = path.read_text()
+        if "import sqlite3" in source or sql.search(source):
+            speaking.append(name)
+    assert not speaking, f"SQL or sqlite3 outside the store: {speaking}"
+
+
+def test_every_request_type_has_a_route() -> None:
+    requests = set(typing.get_args(p.Requests)) - {p.Hello}
+    assert requests == set(ROUTES), (requests ^ set(ROUTES))
