@@ -34,7 +34,8 @@ sys.path[:0] = [str(REPO / "daemon"), str(REPO / "clients"), str(REPO / "scripts
 from recall_client import protocol as p  # noqa: E402
 from recall_client.client import connect  # noqa: E402
 from recalld.domain.ids import content_hash, new_id  # noqa: E402
-from recalld.store.sqlite_schema import open_writer  # noqa: E402
+from recall_client.launch import start_daemon  # noqa: E402
+from recalld.store.sqlite.schema import open_writer  # noqa: E402
 
 from peer_bench import PeerError, ratios, run_peer, setup_peer  # noqa: E402
 
@@ -114,32 +115,28 @@ class Daemon:
 
     async def start(self) -> float:
         """Start; return seconds from spawn to READY=1 (accepting)."""
-        notify_path = self.root / "notify.sock"
-        notify_path.unlink(missing_ok=True)
         env = dict(os.environ, RECALLD_SOCKET=str(self.socket), RECALLD_DATA_DIR=str(self.data),
                    RECALLD_EMBEDDER=self.embedder, RECALLD_DURABILITY=self.durability,
-                   NOTIFY_SOCKET=str(notify_path), RECALLD_LOG_LEVEL="WARNING")
-        async with await anyio.create_unix_datagram_socket(local_path=notify_path) as notify:
-            started = time.perf_counter()
-            self.proc = subprocess.Popen([str(BIN / "recalld")], env=env,
-                                         stdout=subprocess.DEVNULL, stderr=open(self.root / "log", "ab"))
-            with anyio.fail_after(600):
-                while True:
-                    data, _ = await notify.receive()
-                    if "READY=1" in data.decode().split("\n"):
-                        return time.perf_counter() - started
+                   RECALLD_LOG_LEVEL="WARNING")
+        with open(self.root / "log", "ab") as log:
+            started = await start_daemon([str(BIN / "recalld")], env, stderr=log.fileno(),
+                                         timeout=600)
+        self.proc = started.proc
+        return started.seconds
 
     async def status(self, wait: float = 0) -> p.StatusReport:
         async with connect(agent="bench", workspace="/bench", path=self.socket) as rc:
             return (await rc.call(p.Status(wait_model_s=wait), p.StatusResult)).report
 
     async def wait_embedded(self, timeout: float = 3600) -> None:
+        """Until the model is up and every record is embedded and indexed."""
         with anyio.fail_after(timeout):
             while True:
-                r = await self.status(wait=600)
-                if r.index.embedding_backlog == 0 and r.index.type:
+                async with connect(agent="bench", workspace="/bench", path=self.socket) as rc:
+                    r = (await rc.call(p.Status(wait_model_s=600, wait_settled_s=600),
+                                       p.StatusResult)).report
+                if r.settled and r.index.type:
                     return
-                await anyio.sleep(0.2)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

@@ -1,7 +1,8 @@
 """Shared fixtures: a real daemon process on a temp socket and data dir.
 
-Readiness is the daemon's own sd_notify READY=1 on a datagram socket the fixture listens on:
-no sleeping, no polling, and the systemd notification is exercised by every test.
+Readiness is the daemon's own sd_notify READY=1 (recall_client.launch, as recall-mcp's
+autostart and the benchmarks start daemons): no sleeping, no polling, and the systemd
+notification is exercised by every test.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import anyio
 import pytest
 from recall_client import protocol as p
 from recall_client.client import RecallClient, connect
+from recall_client.launch import start_daemon
 from recall_client.paths import read_admin_token
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,23 +80,11 @@ class DaemonProcess:
 
     async def start(self, timeout: float = 30.0) -> None:
         """Start the daemon and return once it has reported READY=1."""
-        notify_path = self.root / "notify.sock"
-        notify_path.unlink(missing_ok=True)
-        async with await anyio.create_unix_datagram_socket(local_path=notify_path) as notify:
-            env = self.env()
-            env["NOTIFY_SOCKET"] = str(notify_path)
-            log = open(self.log_path, "ab")
-            self.proc = subprocess.Popen(
-                [str(BIN / "recalld")], env=env, stdout=subprocess.DEVNULL, stderr=log
-            )
-            log.close()
-            with anyio.fail_after(timeout):
-                while True:
-                    data, _ = await notify.receive()
-                    message = data.decode()
-                    self.notifications.append(message)
-                    if "READY=1" in message.split("\n"):
-                        return
+        with open(self.log_path, "ab") as log:
+            started = await start_daemon([str(BIN / "recalld")], self.env(),
+                                         stderr=log.fileno(), timeout=timeout)
+        self.proc = started.proc
+        self.notifications.extend(started.notifications)
 
     def signal(self, signum: int) -> None:
         assert self.proc is not None
@@ -126,13 +116,22 @@ class DaemonProcess:
         async with connect(agent=agent, workspace=workspace, path=self.socket) as rc:
             yield rc
 
-    async def status(self, wait_model_s: float = 0.0) -> p.StatusReport:
+    async def status(self, wait_model_s: float = 0.0, wait_settled_s: float = 0.0) -> p.StatusReport:
         """The report as the operator sees it (with the admin token: every agent's
         connection; a plain agent sees only its own)."""
         async with connect(agent="tester", workspace="/ws/test", path=self.socket,
-                           admin_token=read_admin_token()) as rc:
-            reply = await rc.call(p.Status(wait_model_s=wait_model_s), p.StatusResult)
+                           admin_token=read_admin_token(), timeout=wait_settled_s + 30) as rc:
+            reply = await rc.call(
+                p.Status(wait_model_s=wait_model_s, wait_settled_s=wait_settled_s),
+                p.StatusResult)
         return reply.report
+
+    async def settled(self, timeout: float = 30.0) -> p.StatusReport:
+        """The report once the model is up (or failed) and the pipeline has settled: every
+        write evaluated, every vector embedded and indexed. The daemon waits; no polling."""
+        report = await self.status(wait_model_s=timeout, wait_settled_s=timeout)
+        assert report.settled, f"the pipeline did not settle within {timeout}s: {report}"
+        return report
 
 
 @pytest.fixture

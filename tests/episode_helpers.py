@@ -50,25 +50,19 @@ def eligibility(d: DaemonProcess, record_id: str) -> str:
 async def settled(d: DaemonProcess, *record_ids: str, timeout: float = 15) -> dict[str, str]:
     """Wait until the evaluation actor has settled each record (none left 'pending').
 
-    The evaluator settles in rowid order, so once a later record is settled every earlier
-    one that can be has been too: pass a success episode captured last to wait for a pass.
+    Once the pipeline has settled every record that can be is: one that still waits for a
+    verdict fails the check.
     """
-    with anyio.fail_after(timeout):
-        while True:
-            states = {rid: eligibility(d, rid) for rid in record_ids}
-            if "pending" not in states.values():
-                return states
-            await anyio.sleep(0.02)
+    await d.settled(timeout)
+    states = {rid: eligibility(d, rid) for rid in record_ids}
+    assert "pending" not in states.values(), states
+    return states
 
 
 async def embedded(d: DaemonProcess, n: int, timeout: float = 30) -> None:
     """Wait until ``n`` vectors are indexed and nothing waits for one (status says so)."""
-    with anyio.fail_after(timeout):
-        while True:
-            report = await d.status(wait_model_s=timeout)
-            if report.index.size >= n and report.index.embedding_backlog == 0:
-                return
-            await anyio.sleep(0.02)
+    report = await d.settled(timeout)
+    assert report.index.size >= n and report.index.embedding_backlog == 0, report.index
 
 
 def database_bytes(data_dir: Path) -> bytes:

@@ -29,7 +29,7 @@ LAYERS = [
     {"recalld.pipeline", "recalld.retrieval"},
     {"recalld.handlers"},
     {"recalld.edge"},
-    {"recalld.app", "recalld.main", "recalld.__main__", "recalld.bench"},
+    {"recalld.app", "recalld.main", "recalld.__main__"},
 ]
 # Peers of one layer that must not lean on each other.
 APART = [("recalld.store", "recalld.ingest"), ("recalld.pipeline", "recalld.retrieval")]

@@ -8,9 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from recalld.bench import load_dataset, score
+from retrieval_bench import load_dataset, score
+
+from .conftest import REPO
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny_dialogue"
+BENCH = str(REPO / "scripts" / "retrieval_bench.py")
 
 
 def test_a_hit_on_a_deduplicated_record_counts_for_every_id_it_stands_for() -> None:
@@ -31,7 +34,7 @@ def test_the_dataset_loader_skips_queries_without_evidence_and_keeps_ids_as_stri
 @pytest.mark.parametrize("mode", ["hybrid", "bm25"])
 def test_bench_retrieval_loads_a_folder_through_a_daemon_and_reports_json(mode: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "recalld.bench", str(FIXTURE), "--mode", mode,
+        [sys.executable, BENCH, str(FIXTURE), "--mode", mode,
          "--embedder", "hash", "--json", "--quiet"],
         capture_output=True, text=True, timeout=120,
     )
@@ -53,7 +56,7 @@ def test_bench_retrieval_loads_a_folder_through_a_daemon_and_reports_json(mode: 
 
 def test_several_modes_run_over_one_store_and_print_one_result_each() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "recalld.bench", str(FIXTURE), "--mode", "bm25,hybrid",
+        [sys.executable, BENCH, str(FIXTURE), "--mode", "bm25,hybrid",
          "--embedder", "hash", "--json", "--quiet"],
         capture_output=True, text=True, timeout=120,
     )
@@ -67,7 +70,7 @@ def test_several_modes_run_over_one_store_and_print_one_result_each() -> None:
 
 def test_an_unknown_mode_is_refused_before_anything_starts() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "recalld.bench", str(FIXTURE), "--mode", "bm25,fuzzy"],
+        [sys.executable, BENCH, str(FIXTURE), "--mode", "bm25,fuzzy"],
         capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 2 and "unknown --mode fuzzy" in proc.stderr

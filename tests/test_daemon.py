@@ -274,10 +274,6 @@ async def test_without_a_model_search_is_lexical_and_says_why(daemon_factory) ->
 
 async def _wait_embedded(d: DaemonProcess, n: int) -> None:
     """Wait until ``n`` vectors are indexed, by asking status (the daemon's own word)."""
-    with anyio.fail_after(30):
-        while True:
-            report = await d.status(wait_model_s=10)
-            if report.index.size >= n and report.index.embedding_backlog == 0:
-                return
-            await anyio.sleep(0.05)
+    report = await d.settled(30)
+    assert report.index.size >= n and report.index.embedding_backlog == 0, report.index
 

@@ -30,12 +30,8 @@ async def store(rc: RecallClient, text: str, **kw: object) -> p.MemoryStored:
 
 async def settled(d: DaemonProcess) -> None:
     """Wait until the model is up and every memory is embedded: rankings then use both channels."""
-    with anyio.fail_after(30):
-        while True:
-            report = await d.status(wait_model_s=10)
-            if report.semantic_search and report.index.embedding_backlog == 0:
-                return
-            await anyio.sleep(0.05)
+    report = await d.settled()
+    assert report.semantic_search and report.index.embedding_backlog == 0
 
 
 def ids(result: p.MemorySearchResult) -> list[str]:

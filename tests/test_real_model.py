@@ -19,12 +19,8 @@ PARAPHRASE = "which pet animal is scared of household appliances"
 
 
 async def _wait_embedded(d: DaemonProcess, n: int) -> None:
-    with anyio.fail_after(120):
-        while True:
-            report = await d.status(wait_model_s=120)
-            if report.index.size >= n and report.index.embedding_backlog == 0:
-                return
-            await anyio.sleep(0.1)
+    report = await d.settled(120)
+    assert report.index.size >= n and report.index.embedding_backlog == 0, report.index
 
 
 async def test_a_paraphrase_sharing_no_word_finds_the_memory_and_survives_restart(daemon_factory) -> None:  # type: ignore[no-untyped-def]

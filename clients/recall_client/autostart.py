@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import fcntl
 import os
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import anyio
 
+from .launch import DaemonStartFailed, daemon_command, start_daemon
 from .paths import ensure_private_dir, log_file
 
 __all__ = ["STARTUP_TIMEOUT", "AutostartFailed", "ensure_daemon"]
@@ -71,13 +70,6 @@ async def _answers(sock: Path) -> bool:
     return True
 
 
-def _command(sock: Path) -> list[str]:
-    # The recalld next to this interpreter is the one installed with this shim.
-    script = Path(sys.executable).parent / "recalld"
-    base = [str(script)] if script.exists() else [sys.executable, "-m", "recalld"]
-    return [*base, "--socket", str(sock)]
-
-
 def _open_log() -> int:
     path = log_file()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -92,52 +84,14 @@ def _open_log() -> int:
 
 async def _start(sock: Path) -> None:
     path = log_file()
-    # An abstract-namespace notify socket: no file to clean up, no path-length trouble.
-    name = f"recall-mcp-{os.getpid()}-{os.urandom(4).hex()}"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as notify:
-        notify.bind("\0" + name)
-        notify.setblocking(False)
-        env = dict(os.environ, NOTIFY_SOCKET="@" + name)
-        for var in ("LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC",
-                    "WATCHDOG_PID"):
-            env.pop(var, None)
-        log_fd = _open_log()
-        try:
-            # Not anyio.open_process: the daemon must outlive this shim, and an asyncio
-            # subprocess transport kills its process when it is closed.
-            proc = subprocess.Popen(  # noqa: ASYNC220
-                _command(sock), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=log_fd, start_new_session=True, close_fds=True, cwd="/",
-            )
-        finally:
-            os.close(log_fd)
-        _started.append(proc)
-        exited = os.pidfd_open(proc.pid)
-        try:
-            with anyio.move_on_after(STARTUP_TIMEOUT):
-                while True:
-                    # Whichever comes first: a notification, or the daemon exiting.
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(_readable_then_cancel, notify, tg.cancel_scope)
-                        tg.start_soon(_readable_then_cancel, exited, tg.cancel_scope)
-                    if proc.poll() is not None:
-                        raise AutostartFailed(
-                            f"recalld exited with code {proc.returncode} at start; see {path}"
-                        )
-                    try:
-                        message = notify.recv(4096).decode(errors="replace")
-                    except BlockingIOError:
-                        continue
-                    if "READY=1" in message.split("\n"):
-                        return
-        finally:
-            os.close(exited)
-        raise AutostartFailed(
-            f"recalld (pid {proc.pid}) did not report ready within {STARTUP_TIMEOUT:.0f}s; "
-            f"see {path}"
+    log_fd = _open_log()
+    try:
+        started = await start_daemon(
+            [*daemon_command(), "--socket", str(sock)], os.environ, stderr=log_fd,
+            timeout=STARTUP_TIMEOUT, detach=True, cwd="/",
         )
-
-
-async def _readable_then_cancel(obj: socket.socket | int, scope: anyio.CancelScope) -> None:
-    await anyio.wait_readable(obj)
-    scope.cancel()
+    except DaemonStartFailed as exc:
+        raise AutostartFailed(f"{exc}; see {path}") from exc
+    finally:
+        os.close(log_fd)
+    _started.append(started.proc)

@@ -228,17 +228,10 @@ async def wait_index_agrees(
     """Wait for the embedding backlog to drain, then check the daemon's FAISS index holds as
     many vectors as SQLite has embedded records. Returns that size."""
     data_dir = data_dir or d.data_dir
-    report = None
-    with anyio.move_on_after(within_s):
-        while True:
-            report = await d.status(wait_model_s=30)
-            ids, embedded = vector_ids(data_dir)
-            if (report.index.embedding_backlog == 0
-                    and report.index.size == embedded == len(ids)):
-                return embedded
-            await anyio.sleep(0.1)
-    assert report is not None
+    report = await d.status(wait_model_s=within_s, wait_settled_s=within_s)
     ids, embedded = vector_ids(data_dir)
+    if report.index.embedding_backlog == 0 and report.index.size == embedded == len(ids):
+        return embedded
     raise AssertionError(
         f"index never agreed with SQLite: index {report.index}, embedded {embedded}, "
         f"vectors {len(ids)}"

@@ -15,7 +15,8 @@ way, so the two can sit in one table:
 Identical texts in one workspace are stored once (content-hash dedup): a hit on such a record
 counts for every dataset id that carries its text.
 
-Run it as ``scripts/bench_retrieval DIR [--mode hybrid] [--json]``.
+Run it as ``scripts/bench_retrieval DIR [--mode hybrid] [--json]``. It lives beside the
+daemon, not in it: it drives a daemon as any client would.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Any
 import anyio
 from recall_client import protocol as p
 from recall_client.client import RecallClient, connect
+from recall_client.launch import daemon_command, start_daemon
 
 __all__ = ["Dataset", "Memory", "Query", "load_dataset", "main", "score", "summarize"]
 
@@ -182,28 +184,18 @@ class _Daemon:
         return (self.root / "config" / "recalld" / "admin.token").read_text().strip()
 
     async def start(self, timeout: float = 120.0) -> None:
-        """Start ``recalld`` and return once it reports READY=1 on a notify socket."""
-        notify = self.root / "notify.sock"
-        notify.unlink(missing_ok=True)
+        """Start ``recalld`` and return once it reports READY=1."""
         env = dict(os.environ)
         env.update(
             RECALLD_SOCKET=str(self.socket),
             RECALLD_DATA_DIR=str(self.root / "data"),
             RECALLD_EMBEDDER=self.embedder,
             XDG_CONFIG_HOME=str(self.root / "config"),  # no user config leaks in
-            NOTIFY_SOCKET=str(notify),
         )
-        async with await anyio.create_unix_datagram_socket(local_path=notify) as sock:
-            with self.log.open("ab") as log:
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "recalld"], env=env,
-                    stdout=subprocess.DEVNULL, stderr=log,
-                )
-            with anyio.fail_after(timeout):
-                while True:
-                    data, _ = await sock.receive()
-                    if "READY=1" in data.decode().split("\n"):
-                        return
+        with self.log.open("ab") as log:
+            started = await start_daemon(daemon_command(), env, stderr=log.fileno(),
+                                         timeout=timeout)
+        self.proc = started.proc
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -272,14 +264,19 @@ async def _wait_embedded(rc: RecallClient, records: int, timeout: float) -> p.St
         RuntimeError: the model did not load (a hybrid run would silently be lexical).
         TimeoutError: the backlog did not drain in time.
     """
-    with anyio.fail_after(timeout):
-        while True:
-            report = (await rc.call(p.Status(wait_model_s=600), p.StatusResult)).report
-            if report.model.state in ("failed", "disabled"):
-                raise RuntimeError(f"the embedding model is not up: {report.model.reason}")
-            if report.index.size >= records and report.index.embedding_backlog == 0:
-                return report
-            await anyio.sleep(0.5)
+    deadline = time.monotonic() + timeout
+    while True:
+        # The daemon waits (at most 600 s a request); asked again while it has not settled.
+        wait = min(600.0, max(0.0, deadline - time.monotonic()))
+        report = (await rc.call(p.Status(wait_model_s=wait, wait_settled_s=wait),
+                                p.StatusResult)).report
+        if report.settled or time.monotonic() >= deadline:
+            break
+    if report.model.state in ("failed", "disabled"):
+        raise RuntimeError(f"the embedding model is not up: {report.model.reason}")
+    if not report.settled or report.index.size < records or report.index.embedding_backlog:
+        raise TimeoutError(f"{report.index.embedding_backlog} records still unembedded")
+    return report
 
 
 async def _search_all(
