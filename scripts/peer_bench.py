@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DRIVER", "PeerError", "PeerFigures", "run_peer", "ratios", "setup_peer"]
+__all__ = ["DRIVER", "PeerError", "PeerFigures", "ratios", "run_peer", "setup_peer"]
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = Path(__file__).with_name("peer_driver.py")
@@ -45,18 +45,41 @@ def setup_peer() -> Path:
     return REPO / ".peer-venv" / "bin" / "python"
 
 
-def run_peer(python: Path, work: Path, model_path: Path, texts: list[str], queries: list[str],
-             *, window: int = 32, limit: int = 10, batch: int = 32, timeout: float = 3600,
-             driver: Path = DRIVER) -> PeerFigures:
+def run_peer(
+    python: Path,
+    work: Path,
+    model_path: Path,
+    texts: list[str],
+    queries: list[str],
+    *,
+    window: int = 32,
+    limit: int = 10,
+    batch: int = 32,
+    timeout: float = 3600,
+    driver: Path = DRIVER,
+) -> PeerFigures:
     """Run the driver on one job; its stderr (the peer's logs) goes to ``work/driver.log``."""
     work.mkdir(parents=True, exist_ok=True)
-    job = {"db_dir": str(work), "model_path": str(model_path), "texts": texts, "queries": queries,
-           "window": window, "limit": limit, "batch": batch}
+    job = {
+        "db_dir": str(work),
+        "model_path": str(model_path),
+        "texts": texts,
+        "queries": queries,
+        "window": window,
+        "limit": limit,
+        "batch": batch,
+    }
     log = work / "driver.log"
     with log.open("wb") as err:
         try:
-            done = subprocess.run([str(python), str(driver)], input=json.dumps(job).encode(),
-                                  stdout=subprocess.PIPE, stderr=err, timeout=timeout, check=False)
+            done = subprocess.run(
+                [str(python), str(driver)],
+                input=json.dumps(job).encode(),
+                stdout=subprocess.PIPE,
+                stderr=err,
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             raise PeerError(f"peer driver ran past {timeout:.0f}s; see {log}") from None
     tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
@@ -68,32 +91,53 @@ def run_peer(python: Path, work: Path, model_path: Path, texts: list[str], queri
     if not isinstance(answer, dict):
         answer = {}
     if done.returncode != 0 or not answer or "error" in answer:
-        raise PeerError(f"peer driver failed (exit {done.returncode}): "
-                        f"{answer.get('error', 'no answer')}\n{tail}")
+        raise PeerError(
+            f"peer driver failed (exit {done.returncode}): "
+            f"{answer.get('error', 'no answer')}\n{tail}"
+        )
     return _checked(answer, len(texts), len(queries))
 
 
 def _checked(answer: dict[str, object], records: int, queries: int) -> PeerFigures:
     """Refuse figures that are not what was asked for, or not from the real model."""
     if answer.get("embedder") != "SentenceTransformer" or answer.get("dim") != MINILM_DIM:
-        raise PeerError(f"peer did not embed with MiniLM ({answer.get('embedder')!r}, "
-                        f"dim {answer.get('dim')!r}); its figures would not be comparable")
+        raise PeerError(
+            f"peer did not embed with MiniLM ({answer.get('embedder')!r}, "
+            f"dim {answer.get('dim')!r}); its figures would not be comparable"
+        )
     if answer.get("records") != records or answer.get("queries") != queries:
-        raise PeerError(f"peer measured {answer.get('records')!r} records and "
-                        f"{answer.get('queries')!r} queries, not {records} and {queries}")
+        raise PeerError(
+            f"peer measured {answer.get('records')!r} records and "
+            f"{answer.get('queries')!r} queries, not {records} and {queries}"
+        )
     numbers = {}
-    for key in ("model_load_s", "store_per_s", "store_batch_per_s", "search_p50_ms", "search_p99_ms"):
+    for key in (
+        "model_load_s",
+        "store_per_s",
+        "store_batch_per_s",
+        "search_p50_ms",
+        "search_p99_ms",
+    ):
         value = answer.get(key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
-                or value <= 0:
+        if (
+            not isinstance(value, (int, float))
+            or isinstance(value, bool)
+            or not math.isfinite(value)
+            or value <= 0
+        ):
             raise PeerError(f"peer answered {key}={value!r}")
         numbers[key] = float(value)
-    return PeerFigures(peer=str(answer.get("peer", "mcp-memory-service")), records=records,
-                       queries=queries, **numbers)
+    return PeerFigures(
+        peer=str(answer.get("peer", "mcp-memory-service")),
+        records=records,
+        queries=queries,
+        **numbers,
+    )
 
 
-def ratios(recalld_store_per_s: float, recalld_search_p50_ms: float,
-           peer: PeerFigures) -> dict[str, float]:
+def ratios(
+    recalld_store_per_s: float, recalld_search_p50_ms: float, peer: PeerFigures
+) -> dict[str, float]:
     """recalld / peer on the same workload: capture above 1 and search below 1 favour recalld."""
     return {
         "capture_vs_peer_ratio": recalld_store_per_s / peer.store_per_s,

@@ -30,23 +30,25 @@ from __future__ import annotations
 import os
 
 # Before any import that might reach for the hub or pick an embedding backend.
-os.environ.update({
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "MCP_MEMORY_USE_ONNX": "0",
-    "MCP_MEMORY_ALLOW_HASH_EMBEDDINGS": "0",
-    "MCP_EXTERNAL_EMBEDDING_URL": "",
-    "TOKENIZERS_PARALLELISM": "false",
-})
+os.environ.update(
+    {
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "MCP_MEMORY_USE_ONNX": "0",
+        "MCP_MEMORY_ALLOW_HASH_EMBEDDINGS": "0",
+        "MCP_EXTERNAL_EMBEDDING_URL": "",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+)
 
-import asyncio  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import asyncio
+import json
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
 
 __all__ = ["main"]
 
@@ -59,7 +61,8 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def open_storage(db_path: Path, model_path: str) -> Any:
-    from mcp_memory_service.storage.sqlite_vec import SqliteVecMemoryStorage
+    # The peer's package is installed only in its own venv, not in the one mypy checks with.
+    from mcp_memory_service.storage.sqlite_vec import SqliteVecMemoryStorage  # type: ignore[import-not-found]
     from sentence_transformers import SentenceTransformer
 
     storage = SqliteVecMemoryStorage(str(db_path), embedding_model=model_path)
@@ -67,20 +70,28 @@ async def open_storage(db_path: Path, model_path: str) -> Any:
     # Fail loudly unless the peer embeds with the real MiniLM: not its hash fallback, not an
     # ONNX or external model, not another dimension.
     model = storage.embedding_model
-    if not isinstance(model, SentenceTransformer) or getattr(storage, "embedding_backend_degraded", False):
-        raise RuntimeError(f"peer embeds with {type(model).__name__}, not sentence-transformers MiniLM")
+    if not isinstance(model, SentenceTransformer) or getattr(
+        storage, "embedding_backend_degraded", False
+    ):
+        raise RuntimeError(
+            f"peer embeds with {type(model).__name__}, not sentence-transformers MiniLM"
+        )
     dim = len(storage._generate_embedding("dimension probe"))
     if storage.embedding_dimension != MINILM_DIM or dim != MINILM_DIM:
-        raise RuntimeError(f"peer embedding dimension {dim}/{storage.embedding_dimension}, want {MINILM_DIM}")
+        raise RuntimeError(
+            f"peer embedding dimension {dim}/{storage.embedding_dimension}, want {MINILM_DIM}"
+        )
     return storage
 
 
 def memory(text: str) -> Any:
-    from mcp_memory_service.models.memory import Memory
-    from mcp_memory_service.utils.hashing import generate_content_hash
+    # Only in the peer's venv (see open_storage).
+    from mcp_memory_service.models.memory import Memory  # type: ignore[import-not-found]
+    from mcp_memory_service.utils.hashing import generate_content_hash  # type: ignore[import-not-found]
 
-    return Memory(content=text, content_hash=generate_content_hash(text), tags=["bench"],
-                  memory_type="note")
+    return Memory(
+        content=text, content_hash=generate_content_hash(text), tags=["bench"], memory_type="note"
+    )
 
 
 async def bench_store(storage: Any, texts: list[str], window: int) -> tuple[float, int]:
@@ -105,7 +116,7 @@ async def bench_store_batch(storage: Any, texts: list[str], batch: int) -> float
     started = time.perf_counter()
     stored = 0
     for i in range(0, len(texts), batch):
-        results = await storage.store_batch([memory(t) for t in texts[i:i + batch]])
+        results = await storage.store_batch([memory(t) for t in texts[i : i + batch]])
         stored += sum(1 for ok, _ in results if ok)
     elapsed = time.perf_counter() - started
     if stored != len(texts):

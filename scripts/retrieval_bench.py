@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from recall_client import protocol as p
@@ -48,6 +48,7 @@ METRICS = ("recall@5", "recall@10", "mrr@10")
 # Requests in flight while loading: enough to fill the writer's group commits.
 LOAD_CONCURRENCY = 256
 DEFAULT_SCOPE = "default"
+SearchMode = Literal["keyword", "bm25", "hybrid"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,13 +117,15 @@ def load_dataset(folder: Path, *, max_queries: int = 0) -> Dataset:
         if not relevant or not str(row.get("query", "")).strip():
             skipped += 1
             continue
-        queries.append(Query(
-            qid=str(row["qid"]),
-            query=str(row["query"]),
-            relevant_ids=relevant,
-            scope=str(row.get("scope") or DEFAULT_SCOPE),
-            category=str(row.get("category") or "all"),
-        ))
+        queries.append(
+            Query(
+                qid=str(row["qid"]),
+                query=str(row["query"]),
+                relevant_ids=relevant,
+                scope=str(row.get("scope") or DEFAULT_SCOPE),
+                category=str(row.get("category") or "all"),
+            )
+        )
     if max_queries and len(queries) > max_queries:
         queries.sort(key=lambda q: hashlib.sha1(q.qid.encode()).hexdigest())
         queries = queries[:max_queries]
@@ -158,7 +161,7 @@ def percentile(values: Sequence[float], pct: float) -> float:
     data = sorted(values)
     if not data:
         return 0.0
-    return data[min(len(data) - 1, int(round(pct / 100.0 * (len(data) - 1))))]
+    return data[min(len(data) - 1, round(pct / 100.0 * (len(data) - 1)))]
 
 
 # --------------------------------------------------------------------------- the daemon
@@ -183,7 +186,7 @@ class _Daemon:
         scope, which only an admin connection may name."""
         return (self.root / "config" / "recalld" / "admin.token").read_text().strip()
 
-    async def start(self, timeout: float = 120.0) -> None:
+    async def start(self) -> None:
         """Start ``recalld`` and return once it reports READY=1."""
         env = dict(os.environ)
         env.update(
@@ -193,8 +196,7 @@ class _Daemon:
             XDG_CONFIG_HOME=str(self.root / "config"),  # no user config leaks in
         )
         with self.log.open("ab") as log:
-            started = await start_daemon(daemon_command(), env, stderr=log.fileno(),
-                                         timeout=timeout)
+            started = await start_daemon(daemon_command(), env, stderr=log.fileno(), timeout=120.0)
         self.proc = started.proc
 
     def stop(self) -> None:
@@ -237,13 +239,16 @@ async def _load(rc: RecallClient, memories: Sequence[Memory]) -> Loaded:
 
     async def store(m: Memory) -> None:
         try:
-            stored = await rc.call(p.MemoryStore(
-                text=m.text,
-                workspace=m.scope,
-                session=m.session[:200] if m.session else None,
-                ts=m.ts,
-                source=m.speaker[:128] if m.speaker else None,
-            ), p.Stored)
+            stored = await rc.call(
+                p.MemoryStore(
+                    text=m.text,
+                    workspace=m.scope,
+                    session=m.session[:200] if m.session else None,
+                    ts=m.ts,
+                    source=m.speaker[:128] if m.speaker else None,
+                ),
+                p.Stored,
+            )
         finally:
             limiter.release()
         loaded.ids.setdefault(stored.record_id, []).append(m.id)
@@ -257,7 +262,8 @@ async def _load(rc: RecallClient, memories: Sequence[Memory]) -> Loaded:
     return loaded
 
 
-async def _wait_embedded(rc: RecallClient, records: int, timeout: float) -> p.StatusReport:
+# The budget is also the daemon's wait_settled_s, which a caller's deadline could not pass on.
+async def _wait_embedded(rc: RecallClient, records: int, timeout: float) -> p.StatusReport:  # noqa: ASYNC109
     """Wait until every record has its vector in the index.
 
     Raises:
@@ -268,8 +274,9 @@ async def _wait_embedded(rc: RecallClient, records: int, timeout: float) -> p.St
     while True:
         # The daemon waits (at most 600 s a request); asked again while it has not settled.
         wait = min(600.0, max(0.0, deadline - time.monotonic()))
-        report = (await rc.call(p.Status(wait_model_s=wait, wait_settled_s=wait),
-                                p.StatusResult)).report
+        report = (
+            await rc.call(p.Status(wait_model_s=wait, wait_settled_s=wait), p.StatusResult)
+        ).report
         if report.settled or time.monotonic() >= deadline:
             break
     if report.model.state in ("failed", "disabled"):
@@ -280,18 +287,22 @@ async def _wait_embedded(rc: RecallClient, records: int, timeout: float) -> p.St
 
 
 async def _search_all(
-    rc: RecallClient, queries: Sequence[Query], loaded: Loaded, mode: str, min_score: float
+    rc: RecallClient, queries: Sequence[Query], loaded: Loaded, mode: SearchMode, min_score: float
 ) -> tuple[list[dict[str, Any]], list[float]]:
     # Warm-up, untimed and unscored: the first searches pay for caches and thread start-up.
     for i in range(20):
-        await rc.call(p.MemorySearch(query=f"warm up {i} memory search", limit=10, mode=mode,
-                                     workspace=queries[0].scope))
+        await rc.call(
+            p.MemorySearch(
+                query=f"warm up {i} memory search", limit=10, mode=mode, workspace=queries[0].scope
+            )
+        )
     rows, latencies = [], []
     for q in queries:
         started = time.perf_counter()
         result = await rc.call(
-            p.MemorySearch(query=q.query[:4000], limit=10, mode=mode, workspace=q.scope,
-                           min_score=min_score),
+            p.MemorySearch(
+                query=q.query[:4000], limit=10, mode=mode, workspace=q.scope, min_score=min_score
+            ),
             p.MemorySearchResult,
         )
         latencies.append((time.perf_counter() - started) * 1000)
@@ -317,9 +328,15 @@ async def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     data = load_dataset(args.dataset, max_queries=args.max_queries)
     if not data.queries:
         raise SystemExit(f"bench_retrieval: {args.dataset} has no query with relevant ids")
-    say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr))
-    say(f"{data.name}: {len(data.memories)} memories, {len(data.queries)} queries"
-        f" ({data.skipped} skipped), {len({m.scope for m in data.memories})} scopes")
+
+    def say(*parts: object) -> None:
+        if not args.quiet:
+            print(*parts, file=sys.stderr)
+
+    say(
+        f"{data.name}: {len(data.memories)} memories, {len(data.queries)} queries"
+        f" ({data.skipped} skipped), {len({m.scope for m in data.memories})} scopes"
+    )
     # A lexical ranking owes nothing to the model: leave it out rather than let it embed
     # in the background while the searches are timed.
     embedder = args.embedder if "hybrid" in args.modes else "none"
@@ -327,17 +344,25 @@ async def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         daemon = _Daemon(root, embedder)
         try:
             await daemon.start()
-            async with connect(agent="bench_retrieval", workspace=DEFAULT_SCOPE,
-                               path=daemon.socket, timeout=30,
-                               admin_token=daemon.admin_token()) as rc:
+            async with connect(
+                agent="bench_retrieval",
+                workspace=DEFAULT_SCOPE,
+                path=daemon.socket,
+                timeout=30,
+                admin_token=daemon.admin_token(),
+            ) as rc:
                 loaded = await _load(rc, data.memories)
-                say(f"stored {len(loaded.ids)} records ({loaded.duplicates} duplicate texts)"
-                    f" in {loaded.seconds:.1f}s")
+                say(
+                    f"stored {len(loaded.ids)} records ({loaded.duplicates} duplicate texts)"
+                    f" in {loaded.seconds:.1f}s"
+                )
                 if "hybrid" in args.modes:
                     started = time.perf_counter()
                     report = await _wait_embedded(rc, len(loaded.ids), args.timeout)
-                    say(f"embedded with {report.model.name} in"
-                        f" {time.perf_counter() - started:.1f}s after the last store")
+                    say(
+                        f"embedded with {report.model.name} in"
+                        f" {time.perf_counter() - started:.1f}s after the last store"
+                    )
                 results = {}
                 for mode in args.modes:  # one load, every mode over the same store
                     rows, latencies = await _search_all(
@@ -358,8 +383,10 @@ def _print_table(name: str, mode: str, result: dict[str, Any]) -> None:
     print(f"{name}, mode {mode}: {o['n']} queries")
     print("| scope | n | R@5 | R@10 | MRR@10 |\n| --- | --- | --- | --- | --- |")
     for label, s in [("overall", o), *result["by_category"].items()]:
-        print(f"| {label} | {s['n']} | {s['recall@5']:.3f} | {s['recall@10']:.3f}"
-              f" | {s['mrr@10']:.3f} |")
+        print(
+            f"| {label} | {s['n']} | {s['recall@5']:.3f} | {s['recall@10']:.3f}"
+            f" | {s['mrr@10']:.3f} |"
+        )
     print(f"latency ms: p50 {lat['p50']:.2f}, p95 {lat['p95']:.2f}")
 
 
@@ -371,23 +398,49 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         " recall@10, MRR@10 (overall and per category) and latency.",
     )
     ap.add_argument("dataset", type=Path, help="folder with memories.jsonl and queries.jsonl")
-    ap.add_argument("--mode", default="hybrid",
-                    help="keyword, bm25 or hybrid (the default), or several separated by"
-                    " commas (bm25,hybrid), each run over the same store")
-    ap.add_argument("--json", action="store_true",
-                    help="print {overall, by_category, latency_ms} as JSON, as one method of"
-                    " eval_baseline.py's results; with several modes, {mode: that}")
-    ap.add_argument("--embedder", choices=["minilm", "hash", "none"], default="minilm",
-                    help="the daemon's embedder (default: the bundled all-MiniLM-L6-v2)")
-    ap.add_argument("--min-score", type=float, default=0.0,
-                    help="memory_search's relevance floor (default 0: score the whole top 10;"
-                    " the daemon's own default floor, 0.25, hides weak hits from agents)")
-    ap.add_argument("--max-queries", type=int, default=0,
-                    help="a deterministic subsample of N queries (sha1 of qid)")
-    ap.add_argument("--keep", type=Path, help="run the daemon in this folder and keep it"
-                    " (default: a temporary folder, removed afterwards)")
-    ap.add_argument("--timeout", type=float, default=3600.0,
-                    help="seconds to wait for the embedding backlog to drain")
+    ap.add_argument(
+        "--mode",
+        default="hybrid",
+        help="keyword, bm25 or hybrid (the default), or several separated by"
+        " commas (bm25,hybrid), each run over the same store",
+    )
+    ap.add_argument(
+        "--json",
+        action="store_true",
+        help="print {overall, by_category, latency_ms} as JSON, as one method of"
+        " eval_baseline.py's results; with several modes, {mode: that}",
+    )
+    ap.add_argument(
+        "--embedder",
+        choices=["minilm", "hash", "none"],
+        default="minilm",
+        help="the daemon's embedder (default: the bundled all-MiniLM-L6-v2)",
+    )
+    ap.add_argument(
+        "--min-score",
+        type=float,
+        default=0.0,
+        help="memory_search's relevance floor (default 0: score the whole top 10;"
+        " the daemon's own default floor, 0.25, hides weak hits from agents)",
+    )
+    ap.add_argument(
+        "--max-queries",
+        type=int,
+        default=0,
+        help="a deterministic subsample of N queries (sha1 of qid)",
+    )
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        help="run the daemon in this folder and keep it"
+        " (default: a temporary folder, removed afterwards)",
+    )
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=3600.0,
+        help="seconds to wait for the embedding backlog to drain",
+    )
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = ap.parse_args(argv)
     args.modes = list(dict.fromkeys(m.strip() for m in args.mode.split(",")))

@@ -11,10 +11,11 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 import pytest
@@ -39,9 +40,19 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data-home"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config-home"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state-home"))
-    for var in ("RECALLD_SOCKET", "RECALLD_DATA_DIR", "RECALLD_EMBEDDER", "NOTIFY_SOCKET",
-                "RECALL_AGENT", "LISTEN_FDS", "LISTEN_PID", "RECALLD_AUTOSTART",
-                "RECALLD_REQUIRE_APPROVAL", "WATCHDOG_USEC", "WATCHDOG_PID"):
+    for var in (
+        "RECALLD_SOCKET",
+        "RECALLD_DATA_DIR",
+        "RECALLD_EMBEDDER",
+        "NOTIFY_SOCKET",
+        "RECALL_AGENT",
+        "LISTEN_FDS",
+        "LISTEN_PID",
+        "RECALLD_AUTOSTART",
+        "RECALLD_REQUIRE_APPROVAL",
+        "WATCHDOG_USEC",
+        "WATCHDOG_PID",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -78,11 +89,12 @@ class DaemonProcess:
         env.update(self.extra_env)
         return env
 
-    async def start(self, timeout: float = 30.0) -> None:
-        """Start the daemon and return once it has reported READY=1."""
-        with open(self.log_path, "ab") as log:
-            started = await start_daemon([str(BIN / "recalld")], self.env(),
-                                         stderr=log.fileno(), timeout=timeout)
+    async def start(self, within_s: float = 30.0) -> None:
+        """Start the daemon and return once it has reported READY=1 (within ``within_s``)."""
+        async with await anyio.open_file(self.log_path, "ab") as log:
+            started = await start_daemon(
+                [str(BIN / "recalld")], self.env(), stderr=log.wrapped.fileno(), timeout=within_s
+            )
         self.proc = started.proc
         self.notifications.extend(started.notifications)
 
@@ -90,10 +102,10 @@ class DaemonProcess:
         assert self.proc is not None
         self.proc.send_signal(signum)
 
-    async def wait(self, timeout: float = 30.0) -> int:
+    async def wait(self, within_s: float = 30.0) -> int:
         assert self.proc is not None
         proc = self.proc
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(within_s):
             return await anyio.to_thread.run_sync(proc.wait)
 
     async def stop(self) -> int:
@@ -112,47 +124,73 @@ class DaemonProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     @asynccontextmanager
-    async def client(self, agent: str = "tester", workspace: str = "/ws/test") -> AsyncIterator[RecallClient]:
+    async def client(
+        self, agent: str = "tester", workspace: str = "/ws/test"
+    ) -> AsyncIterator[RecallClient]:
         async with connect(agent=agent, workspace=workspace, path=self.socket) as rc:
             yield rc
 
-    async def status(self, wait_model_s: float = 0.0, wait_settled_s: float = 0.0) -> p.StatusReport:
+    async def status(
+        self, wait_model_s: float = 0.0, wait_settled_s: float = 0.0
+    ) -> p.StatusReport:
         """The report as the operator sees it (with the admin token: every agent's
         connection; a plain agent sees only its own)."""
-        async with connect(agent="tester", workspace="/ws/test", path=self.socket,
-                           admin_token=read_admin_token(), timeout=wait_settled_s + 30) as rc:
+        async with connect(
+            agent="tester",
+            workspace="/ws/test",
+            path=self.socket,
+            admin_token=read_admin_token(),
+            timeout=wait_settled_s + 30,
+        ) as rc:
             reply = await rc.call(
-                p.Status(wait_model_s=wait_model_s, wait_settled_s=wait_settled_s),
-                p.StatusResult)
+                p.Status(wait_model_s=wait_model_s, wait_settled_s=wait_settled_s), p.StatusResult
+            )
         return reply.report
 
-    async def settled(self, timeout: float = 30.0) -> p.StatusReport:
+    async def settled(self, within_s: float = 30.0) -> p.StatusReport:
         """The report once the model is up (or failed) and the pipeline has settled: every
         write evaluated, every vector embedded and indexed. The daemon waits; no polling."""
-        report = await self.status(wait_model_s=timeout, wait_settled_s=timeout)
-        assert report.settled, f"the pipeline did not settle within {timeout}s: {report}"
+        report = await self.status(wait_model_s=within_s, wait_settled_s=within_s)
+        assert report.settled, f"the pipeline did not settle within {within_s}s: {report}"
         return report
 
 
+class DaemonFactory(Protocol):
+    """What the `daemon_factory` fixture hands a test: make a daemon under the test's tmp dir."""
+
+    def __call__(
+        self,
+        name: str = "d",
+        *,
+        embedder: str = "hash",
+        extra_env: Mapping[str, str] | None = None,
+    ) -> DaemonProcess: ...
+
+
 @pytest.fixture
-def daemon_factory(tmp_path: Path) -> Iterator[type[DaemonProcess]]:
+def daemon_factory(tmp_path: Path) -> Iterator[DaemonFactory]:
     """Make daemons under this test's tmp dir; all are killed at the end."""
     made: list[DaemonProcess] = []
 
-    def make(name: str = "d", **kwargs: object) -> DaemonProcess:
+    def make(
+        name: str = "d",
+        *,
+        embedder: str = "hash",
+        extra_env: Mapping[str, str] | None = None,
+    ) -> DaemonProcess:
         root = tmp_path / name
         root.mkdir(exist_ok=True)
-        d = DaemonProcess(root=root, **kwargs)  # type: ignore[arg-type]
+        d = DaemonProcess(root=root, embedder=embedder, extra_env=dict(extra_env or {}))
         made.append(d)
         return d
 
-    yield make  # type: ignore[misc]
+    yield make
     for d in made:
         d.kill()
 
 
 @pytest.fixture
-async def running_daemon(daemon_factory) -> AsyncIterator[DaemonProcess]:  # type: ignore[no-untyped-def]
+async def running_daemon(daemon_factory: DaemonFactory) -> AsyncIterator[DaemonProcess]:
     """A real daemon (hash embedder) on a temp socket and data dir."""
     d = daemon_factory()
     await d.start()

@@ -6,7 +6,6 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import anyio
 from recall_client import protocol as p
 from recall_client.client import RecallClient
 
@@ -47,21 +46,21 @@ def eligibility(d: DaemonProcess, record_id: str) -> str:
     return str(row[0])
 
 
-async def settled(d: DaemonProcess, *record_ids: str, timeout: float = 15) -> dict[str, str]:
+async def settled(d: DaemonProcess, *record_ids: str, within_s: float = 15) -> dict[str, str]:
     """Wait until the evaluation actor has settled each record (none left 'pending').
 
     Once the pipeline has settled every record that can be is: one that still waits for a
     verdict fails the check.
     """
-    await d.settled(timeout)
+    await d.settled(within_s)
     states = {rid: eligibility(d, rid) for rid in record_ids}
     assert "pending" not in states.values(), states
     return states
 
 
-async def embedded(d: DaemonProcess, n: int, timeout: float = 30) -> None:
+async def embedded(d: DaemonProcess, n: int, within_s: float = 30) -> None:
     """Wait until ``n`` vectors are indexed and nothing waits for one (status says so)."""
-    report = await d.settled(timeout)
+    report = await d.settled(within_s)
     assert report.index.size >= n and report.index.embedding_backlog == 0, report.index
 
 

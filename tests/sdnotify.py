@@ -26,7 +26,7 @@ class NotifyListener:
 
     @classmethod
     async def open(cls, path: Path) -> NotifyListener:
-        path.unlink(missing_ok=True)
+        await anyio.Path(path).unlink(missing_ok=True)
         return cls(await anyio.create_unix_datagram_socket(local_path=path), path)
 
     async def receive(self) -> str:
@@ -35,9 +35,9 @@ class NotifyListener:
         self.messages.append((time.monotonic(), message))
         return message
 
-    async def until(self, line: str, timeout: float = 30.0) -> str:
+    async def until(self, line: str, within_s: float = 30.0) -> str:
         """Receive until a message holding ``line`` (e.g. ``READY=1``) arrives; return it."""
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(within_s):
             while True:
                 message = await self.receive()
                 if line in message.split("\n"):
@@ -57,8 +57,11 @@ async def start_with_notify(
     listener = await NotifyListener.open(d.root / "notify.sock")
     full = d.env()
     full.update(env, NOTIFY_SOCKET=str(listener.path))
-    with open(d.log_path, "ab") as log:
-        d.proc = subprocess.Popen([str(BIN / "recalld")], env=full, stdout=stdout, stderr=log)
+    async with await anyio.open_file(d.log_path, "ab") as log:
+        # A Popen, not anyio.open_process: DaemonProcess signals, waits for and kills d.proc.
+        d.proc = subprocess.Popen(  # noqa: ASYNC220
+            [str(BIN / "recalld")], env=full, stdout=stdout, stderr=log.wrapped
+        )
     await listener.until("READY=1")
     return listener
 
@@ -72,14 +75,14 @@ def pid_alive(pid: int) -> bool:
     return state != "Z"
 
 
-async def wait_pid_exit(pid: int, timeout: float = 30.0) -> None:
+async def wait_pid_exit(pid: int, within_s: float = 30.0) -> None:
     """Wait for a process that is not our child to exit (pidfd: no polling)."""
     try:
         fd = os.pidfd_open(pid)
     except ProcessLookupError:
         return
     try:
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(within_s):
             await anyio.wait_readable(fd)
     finally:
         os.close(fd)

@@ -18,7 +18,10 @@ from recalld.edge.registry import ROUTES
 
 from .conftest import REPO
 
-PACKAGES = {"recalld": REPO / "daemon" / "recalld", "recall_client": REPO / "clients" / "recall_client"}
+PACKAGES = {
+    "recalld": REPO / "daemon" / "recalld",
+    "recall_client": REPO / "clients" / "recall_client",
+}
 
 # recalld's layers, lowest first: a module may import its own layer's package and the
 # layers below; peers of one layer are listed apart.
@@ -137,8 +140,11 @@ def test_each_layer_imports_only_the_layers_below() -> None:
             if not dep.startswith("recalld"):
                 continue
             theirs, their_prefix = layer_of(dep)
-            if theirs > mine or (theirs == mine and their_prefix != my_prefix
-                                 and (my_prefix, their_prefix) in APART + [(b, a) for a, b in APART]):
+            if theirs > mine or (
+                theirs == mine
+                and their_prefix != my_prefix
+                and (my_prefix, their_prefix) in APART + [(b, a) for a, b in APART]
+            ):
                 wrong.append(f"{module} -> {dep}")
     assert not wrong, "imports against the flow:\n" + "\n".join(sorted(wrong))
 
@@ -146,9 +152,13 @@ def test_each_layer_imports_only_the_layers_below() -> None:
 def test_only_the_app_knows_the_sqlite_engine_and_only_the_store_speaks_sql() -> None:
     mods = modules()
     edges = graph()
-    engine_users = sorted(m for m, deps in edges.items()
-                          if any(d.startswith("recalld.store.sqlite") for d in deps)
-                          and not m.startswith("recalld.store.sqlite") and m != "recalld.app")
+    engine_users = sorted(
+        m
+        for m, deps in edges.items()
+        if any(d.startswith("recalld.store.sqlite") for d in deps)
+        and not m.startswith("recalld.store.sqlite")
+        and m != "recalld.app"
+    )
     assert not engine_users, f"{engine_users} use the SQLite store directly (use the port)"
     sql = re.compile(r"\b(?:SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b|\bMATCH\b|bm25\(")
     speaking = []
@@ -163,4 +173,4 @@ def test_only_the_app_knows_the_sqlite_engine_and_only_the_store_speaks_sql() ->
 
 def test_every_request_type_has_a_route() -> None:
     requests = set(typing.get_args(p.Requests)) - {p.Hello}
-    assert requests == set(ROUTES), (requests ^ set(ROUTES))
+    assert requests == set(ROUTES), requests ^ set(ROUTES)

@@ -34,9 +34,20 @@ def test_the_dataset_loader_skips_queries_without_evidence_and_keeps_ids_as_stri
 @pytest.mark.parametrize("mode", ["hybrid", "bm25"])
 def test_bench_retrieval_loads_a_folder_through_a_daemon_and_reports_json(mode: str) -> None:
     proc = subprocess.run(
-        [sys.executable, BENCH, str(FIXTURE), "--mode", mode,
-         "--embedder", "hash", "--json", "--quiet"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            BENCH,
+            str(FIXTURE),
+            "--mode",
+            mode,
+            "--embedder",
+            "hash",
+            "--json",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
@@ -44,7 +55,10 @@ def test_bench_retrieval_loads_a_folder_through_a_daemon_and_reports_json(mode: 
     assert set(result["overall"]) == {"recall@5", "recall@10", "mrr@10", "n"}
     assert set(result["latency_ms"]) == {"p50", "p95"}
     assert result["overall"]["n"] == 7
-    assert {c: s["n"] for c, s in result["by_category"].items()} == {"multi-hop": 2, "single-hop": 5}
+    assert {c: s["n"] for c, s in result["by_category"].items()} == {
+        "multi-hop": 2,
+        "single-hop": 5,
+    }
     # Every question but one shares a content word with its evidence. That one ("What
     # should Ben eat in Lisbon?") needs its session's context, and ten turns are too few for
     # the order test to grant context; in hybrid mode the semantic channel ranks every record
@@ -56,9 +70,20 @@ def test_bench_retrieval_loads_a_folder_through_a_daemon_and_reports_json(mode: 
 
 def test_several_modes_run_over_one_store_and_print_one_result_each() -> None:
     proc = subprocess.run(
-        [sys.executable, BENCH, str(FIXTURE), "--mode", "bm25,hybrid",
-         "--embedder", "hash", "--json", "--quiet"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            BENCH,
+            str(FIXTURE),
+            "--mode",
+            "bm25,hybrid",
+            "--embedder",
+            "hash",
+            "--json",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     results = json.loads(proc.stdout)
@@ -71,6 +96,8 @@ def test_several_modes_run_over_one_store_and_print_one_result_each() -> None:
 def test_an_unknown_mode_is_refused_before_anything_starts() -> None:
     proc = subprocess.run(
         [sys.executable, BENCH, str(FIXTURE), "--mode", "bm25,fuzzy"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2 and "unknown --mode fuzzy" in proc.stderr

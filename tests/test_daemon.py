@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 import sqlite3
 import struct
+from pathlib import Path
 
 import anyio
 import msgspec
 import pytest
+from anyio.abc import ByteStream, SocketStream
 from recall_client import protocol as p
-from recall_client.client import DaemonUnavailable, RemoteError, connect
+from recall_client.client import DaemonUnavailable, RecallClient, RemoteError, connect
 
-from .conftest import DaemonProcess
+from .conftest import DaemonFactory, DaemonProcess
 
 THREE = [
     "The deploy script lives in tools/deploy.sh and needs the VPN up.",
@@ -21,19 +23,22 @@ THREE = [
 ]
 
 
-async def store_three(rc) -> list[str]:  # type: ignore[no-untyped-def]
-    ids = []
+async def store_three(rc: RecallClient) -> list[str]:
+    ids: list[str] = []
     for text in THREE:
         reply = await rc.call(p.MemoryStore(text=text, tags=["t"]), p.Stored)
         ids.append(reply.record_id)
     return ids
 
 
-async def test_store_then_search_finds_the_right_memory_first(running_daemon: DaemonProcess) -> None:
+async def test_store_then_search_finds_the_right_memory_first(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client() as rc:
         ids = await store_three(rc)
-        result = await rc.call(p.MemorySearch(query="which postgres port in production?"),
-                               p.MemorySearchResult)
+        result = await rc.call(
+            p.MemorySearch(query="which postgres port in production?"), p.MemorySearchResult
+        )
     assert result.hits, "search found nothing"
     top = result.hits[0]
     assert top.id == ids[1]
@@ -62,7 +67,9 @@ async def test_identical_text_is_stored_once_per_workspace(running_daemon: Daemo
     assert not other.duplicate and other.record_id != first.record_id
 
 
-async def test_an_idempotency_key_makes_a_retry_return_the_first_result(running_daemon: DaemonProcess) -> None:
+async def test_an_idempotency_key_makes_a_retry_return_the_first_result(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client() as rc:
         first = await rc.call(p.MemoryStore(text="first text", idempotency_key="k1"), p.Stored)
         retry = await rc.call(p.MemoryStore(text="first text", idempotency_key="k1"), p.Stored)
@@ -70,16 +77,20 @@ async def test_an_idempotency_key_makes_a_retry_return_the_first_result(running_
     assert not first.replayed
 
 
-async def test_concurrent_writers_are_group_committed_and_all_acknowledged(running_daemon: DaemonProcess) -> None:
+async def test_concurrent_writers_are_group_committed_and_all_acknowledged(
+    running_daemon: DaemonProcess,
+) -> None:
     ids: list[str] = []
 
     async def writer(n: int) -> None:
         async with running_daemon.client(agent=f"w{n}") as rc:
             async with anyio.create_task_group() as tg:
                 for i in range(50):
+
                     async def one(i: int = i) -> None:
                         r = await rc.call(p.MemoryStore(text=f"writer {n} note {i}"), p.Stored)
                         ids.append(r.record_id)
+
                     tg.start_soon(one)
 
     async with anyio.create_task_group() as tg:
@@ -93,7 +104,9 @@ async def test_concurrent_writers_are_group_committed_and_all_acknowledged(runni
     assert db.execute("SELECT count(*) FROM records").fetchone()[0] == 400
 
 
-async def test_bad_parameters_get_a_typed_error_and_the_connection_goes_on(running_daemon: DaemonProcess) -> None:
+async def test_bad_parameters_get_a_typed_error_and_the_connection_goes_on(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client() as rc:
         with pytest.raises(RemoteError) as err:
             await rc.call(p.MemorySearch(query="x", limit=0))
@@ -106,14 +119,14 @@ async def test_bad_parameters_get_a_typed_error_and_the_connection_goes_on(runni
         assert isinstance(await rc.call(p.Ping()), p.Pong)
 
 
-async def _raw_connection(d: DaemonProcess):  # type: ignore[no-untyped-def]
+async def _raw_connection(d: DaemonProcess) -> SocketStream:
     stream = await anyio.connect_unix(d.socket)
     hello = p.Hello(id=1, version=p.PROTOCOL_VERSION, agent="raw", workspace="/ws/raw")
     await stream.send(p.frame(hello))
     return stream
 
 
-async def _read_reply(stream) -> p.Reply | None:  # type: ignore[no-untyped-def]
+async def _read_reply(stream: ByteStream) -> p.Reply | None:
     from anyio.streams.buffered import BufferedByteReceiveStream
 
     reader = BufferedByteReceiveStream(stream)
@@ -125,7 +138,9 @@ async def _read_reply(stream) -> p.Reply | None:  # type: ignore[no-untyped-def]
         return None
 
 
-async def test_unknown_ops_and_garbage_do_not_take_the_daemon_down(running_daemon: DaemonProcess) -> None:
+async def test_unknown_ops_and_garbage_do_not_take_the_daemon_down(
+    running_daemon: DaemonProcess,
+) -> None:
     stream = await _raw_connection(running_daemon)
     assert isinstance(await _read_reply(stream), p.Welcome)
     unknown = msgspec.msgpack.encode({"op": "drop_tables", "id": 7})
@@ -156,7 +171,9 @@ async def test_the_first_frame_must_be_a_hello(running_daemon: DaemonProcess) ->
     await stream.aclose()
 
 
-async def test_a_wrong_protocol_version_is_refused_with_a_reason(running_daemon: DaemonProcess) -> None:
+async def test_a_wrong_protocol_version_is_refused_with_a_reason(
+    running_daemon: DaemonProcess,
+) -> None:
     stream = await anyio.connect_unix(running_daemon.socket)
     await stream.send(p.frame(p.Hello(id=1, version=999, agent="old")))
     reply = await _read_reply(stream)
@@ -178,14 +195,19 @@ async def test_socket_and_data_are_private(running_daemon: DaemonProcess) -> Non
     assert (running_daemon.data_dir / "recalld.db").stat().st_mode & 0o077 == 0
 
 
-async def test_status_shows_the_four_actors_the_model_and_the_records(running_daemon: DaemonProcess) -> None:
+async def test_status_shows_the_four_actors_the_model_and_the_records(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client() as rc:
         await store_three(rc)
         await rc.call(p.MemorySearch(query="deploy"), p.MemorySearchResult)
     report = await running_daemon.status(wait_model_s=10)
     assert report.state == "running"
     assert {a.name: a.state for a in report.actors} == {
-        "capture": "running", "evaluation": "running", "embedding": "running", "search": "running",
+        "capture": "running",
+        "evaluation": "running",
+        "embedding": "running",
+        "search": "running",
     }
     assert report.model.state == "ready"
     assert report.semantic_search
@@ -195,7 +217,7 @@ async def test_status_shows_the_four_actors_the_model_and_the_records(running_da
     assert any(a.agent == "tester" for a in report.agents)
 
 
-async def test_sigterm_drains_snapshots_and_exits_zero(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_sigterm_drains_snapshots_and_exits_zero(daemon_factory: DaemonFactory) -> None:
     d = daemon_factory()
     await d.start()
     async with d.client() as rc:
@@ -206,7 +228,7 @@ async def test_sigterm_drains_snapshots_and_exits_zero(daemon_factory) -> None: 
     assert "recalld stopped" in d.log()
 
 
-async def test_restart_keeps_records_and_the_vector_index(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_restart_keeps_records_and_the_vector_index(daemon_factory: DaemonFactory) -> None:
     d = daemon_factory()
     await d.start()
     async with d.client() as rc:
@@ -224,7 +246,9 @@ async def test_restart_keeps_records_and_the_vector_index(daemon_factory) -> Non
     assert result.hits[0].id == ids[2]
 
 
-async def test_after_kill_9_the_index_is_made_whole_from_sqlite(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_after_kill_9_the_index_is_made_whole_from_sqlite(
+    daemon_factory: DaemonFactory,
+) -> None:
     d = daemon_factory()
     await d.start()
     async with d.client() as rc:
@@ -239,25 +263,27 @@ async def test_after_kill_9_the_index_is_made_whole_from_sqlite(daemon_factory) 
     assert report.records["memory"]["total"] == 3
 
 
-async def test_a_second_daemon_on_the_same_socket_refuses_to_start(running_daemon: DaemonProcess) -> None:
-    import subprocess
-
+async def test_a_second_daemon_on_the_same_socket_refuses_to_start(
+    running_daemon: DaemonProcess,
+) -> None:
     from .conftest import BIN
 
-    out = subprocess.run([str(BIN / "recalld")], env=running_daemon.env(), capture_output=True,
-                         timeout=30)
+    with anyio.fail_after(30):
+        out = await anyio.run_process([str(BIN / "recalld")], env=running_daemon.env(), check=False)
     assert out.returncode == 1
     assert b"already answers" in out.stderr
 
 
-async def test_without_a_daemon_the_client_says_so_clearly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_without_a_daemon_the_client_says_so_clearly(tmp_path: Path) -> None:
     with pytest.raises(DaemonUnavailable) as err:
         async with connect(agent="x", path=tmp_path / "nothing.sock"):
             pass
     assert "not answering" in str(err.value)
 
 
-async def test_without_a_model_search_is_lexical_and_says_why(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_without_a_model_search_is_lexical_and_says_why(
+    daemon_factory: DaemonFactory,
+) -> None:
     d = daemon_factory(extra_env={"RECALLD_MODEL_PATH": "/nonexistent/model"}, embedder="minilm")
     await d.start()
     report = await d.status(wait_model_s=60)
@@ -276,4 +302,3 @@ async def _wait_embedded(d: DaemonProcess, n: int) -> None:
     """Wait until ``n`` vectors are indexed, by asking status (the daemon's own word)."""
     report = await d.settled(30)
     assert report.index.size >= n and report.index.embedding_backlog == 0, report.index
-

@@ -11,9 +11,10 @@ from recall_client.client import RemoteError
 from recalld.domain.policy import HARD_TRUST_FLOOR
 from recalld.domain.policy import settle_episode as settle
 from recalld.ingest.redact import redact
+from recalld.store.port import WriteTx
 from recalld.store.sqlite import SqliteStore
 
-from .conftest import DaemonProcess
+from .conftest import DaemonFactory, DaemonProcess
 from .episode_helpers import (
     HIJACK,
     LOW_TRUST,
@@ -30,23 +31,48 @@ from .episode_helpers import (
 # ----------------------------------------------------------------- capture
 
 
-async def test_a_captured_episode_comes_back_with_every_field(running_daemon: DaemonProcess) -> None:
+async def test_a_captured_episode_comes_back_with_every_field(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client(agent="coder", workspace="/ws/shop") as rc:
         r = await capture(
-            rc, "ran alembic upgrade head; 3 migrations applied", tool="Bash", status="ok",
-            session_id="sess-1", duration_ms=812.5, result_size=2048, channel="mcp",
-            episode_type="tool_call", tags=["db", "migration"], ts=1_700_000_000.0,
+            rc,
+            "ran alembic upgrade head; 3 migrations applied",
+            tool="Bash",
+            status="ok",
+            session_id="sess-1",
+            duration_ms=812.5,
+            result_size=2048,
+            channel="mcp",
+            episode_type="tool_call",
+            tags=["db", "migration"],
+            ts=1_700_000_000.0,
         )
         assert r.eligibility == "pending" and r.trust == 1.0 and not r.blocked
         assert (await settled(running_daemon, r.record_id)) == {r.record_id: "eligible"}
         result = await search(rc)
     [ep] = result.results
     assert ep == p.WorkEpisode(
-        id=r.record_id, ts=1_700_000_000.0, vault="/ws/shop", session_id="sess-1",
-        caller="coder", channel="mcp", episode_type="tool_call", task_result=None,
-        verdict_at=None, tool="Bash", status="ok", error_code=None, duration_ms=812.5,
-        result_size=2048, summary="ran alembic upgrade head; 3 migrations applied",
-        tags=["db", "migration"], trust=1.0, eligibility="eligible", blocked=False, prev_id=None,
+        id=r.record_id,
+        ts=1_700_000_000.0,
+        vault="/ws/shop",
+        session_id="sess-1",
+        caller="coder",
+        channel="mcp",
+        episode_type="tool_call",
+        task_result=None,
+        verdict_at=None,
+        tool="Bash",
+        status="ok",
+        error_code=None,
+        duration_ms=812.5,
+        result_size=2048,
+        summary="ran alembic upgrade head; 3 migrations applied",
+        tags=["db", "migration"],
+        trust=1.0,
+        eligibility="eligible",
+        blocked=False,
+        prev_id=None,
     )
 
 
@@ -67,7 +93,9 @@ async def test_episodes_of_a_session_are_chained_by_prev_id(running_daemon: Daem
     assert theirs.prev_id is None
 
 
-async def test_an_idempotency_key_and_a_repeated_event_are_stored_once(running_daemon: DaemonProcess) -> None:
+async def test_an_idempotency_key_and_a_repeated_event_are_stored_once(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client() as rc:
         first = await capture(rc, "deployed v1.2", idempotency_key="deploy-1")
         retry = await capture(rc, "deployed v1.2", idempotency_key="deploy-1")
@@ -141,7 +169,8 @@ def test_the_sql_mirror_of_the_policy_selects_exactly_the_settleable(tmp_path: P
         for n, (trust, blocked, status, task_result) in enumerate(cases):
             cur = conn.execute(
                 "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
-                " text, trust, content_hash) VALUES (?, 'episode', 0, 0, 0, '/w', 'a', 0, 'x', ?, ?)",
+                " text, trust, content_hash)"
+                " VALUES (?, 'episode', 0, 0, 0, '/w', 'a', 0, 'x', ?, ?)",
                 (f"ep_{n}", trust, n.to_bytes(4, "big")),
             )
             conn.execute(
@@ -152,8 +181,9 @@ def test_the_sql_mirror_of_the_policy_selects_exactly_the_settleable(tmp_path: P
     conn.close()
     offered: list[tuple[float, bool, str, float | None]] = []
 
-    def record(kind: str, trust: float, blocked: bool, status: str | None,
-               task_result: float | None) -> str:
+    def record(
+        kind: str, trust: float, blocked: bool, status: str | None, task_result: float | None
+    ) -> str:
         assert kind == "episode" and status is not None
         offered.append((trust, blocked, status, task_result))
         return "eligible"
@@ -162,7 +192,7 @@ def test_the_sql_mirror_of_the_policy_selects_exactly_the_settleable(tmp_path: P
         result: object = None
         error: BaseException | None = None
 
-        def apply(self, tx, now):  # type: ignore[no-untyped-def]
+        def apply(self, tx: WriteTx, now: float) -> int:
             return tx.records.settle_pending(len(cases), now, record)
 
         def rolled_back(self) -> None:
@@ -171,7 +201,8 @@ def test_the_sql_mirror_of_the_policy_selects_exactly_the_settleable(tmp_path: P
     store.apply_batch([Settle()], 0.0)
     store.close()
     assert sorted(offered, key=repr) == sorted(
-        (case for case in cases if settle(*case) is not None), key=repr)
+        (case for case in cases if settle(*case) is not None), key=repr
+    )
 
 
 async def test_capture_settles_by_the_policy(running_daemon: DaemonProcess) -> None:
@@ -180,16 +211,26 @@ async def test_capture_settles_by_the_policy(running_daemon: DaemonProcess) -> N
         low = await capture(rc, LOW_TRUST)
         hijack = await capture(rc, HIJACK)
         failed = await capture(rc, "npm test failed: 2 snapshots obsolete", status="error")
-        judged = await capture(rc, "npm ci failed: lockfile out of date", status="error",
-                               task_result=0.0)
+        judged = await capture(
+            rc, "npm ci failed: lockfile out of date", status="error", task_result=0.0
+        )
         last = await capture(rc, "the last step, ok")
     assert low.trust == pytest.approx(0.15) and not low.blocked
     assert hijack.trust == 0.0 and hijack.blocked
-    states = await settled(running_daemon, ok.record_id, low.record_id, hijack.record_id,
-                           judged.record_id, last.record_id)
+    states = await settled(
+        running_daemon,
+        ok.record_id,
+        low.record_id,
+        hijack.record_id,
+        judged.record_id,
+        last.record_id,
+    )
     assert states == {
-        ok.record_id: "eligible", low.record_id: "eligible", hijack.record_id: "blocked",
-        judged.record_id: "eligible", last.record_id: "eligible",
+        ok.record_id: "eligible",
+        low.record_id: "eligible",
+        hijack.record_id: "blocked",
+        judged.record_id: "eligible",
+        last.record_id: "eligible",
     }
     # A failed step with no verdict waits for one.
     assert eligibility(running_daemon, failed.record_id) == "pending"
@@ -198,10 +239,17 @@ async def test_capture_settles_by_the_policy(running_daemon: DaemonProcess) -> N
 # ----------------------------------------------------------------- verdicts
 
 
-async def test_a_session_verdict_settles_its_waiting_failures(running_daemon: DaemonProcess) -> None:
+async def test_a_session_verdict_settles_its_waiting_failures(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client() as rc:
-        step = await capture(rc, "cargo build failed: missing feature flag", status="error",
-                             error_code="exit_101", session_id="s-v")
+        step = await capture(
+            rc,
+            "cargo build failed: missing feature flag",
+            status="error",
+            error_code="exit_101",
+            session_id="s-v",
+        )
         fix = await capture(rc, "enabled the tokio feature; cargo build ok", session_id="s-v")
         await settled(running_daemon, fix.record_id)
         assert ids(await search(rc, query="cargo")) == [fix.record_id]
@@ -211,19 +259,22 @@ async def test_a_session_verdict_settles_its_waiting_failures(running_daemon: Da
         assert await settled(running_daemon, step.record_id) == {step.record_id: "eligible"}
         found = await search(rc, query="cargo build")
         assert set(ids(found)) == {step.record_id, fix.record_id}
-        assert all(ep.task_result == 1.0 and ep.verdict_at == verdict.verdict_at
-                   for ep in found.results)
+        assert all(
+            ep.task_result == 1.0 and ep.verdict_at == verdict.verdict_at for ep in found.results
+        )
 
         again = await rc.call(p.WorkResult(session_id="s-v", task_result=1.0), p.VerdictSet)
         assert (again.matched, again.updated) == (2, 0)
 
 
-async def test_a_verdict_on_one_episode_and_a_verdict_of_zero(running_daemon: DaemonProcess) -> None:
+async def test_a_verdict_on_one_episode_and_a_verdict_of_zero(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client() as rc:
-        a = await capture(rc, "tried rebasing onto main; conflicts", status="error",
-                          session_id="s-one")
-        b = await capture(rc, "second attempt; conflicts again", status="error",
-                          session_id="s-one")
+        a = await capture(
+            rc, "tried rebasing onto main; conflicts", status="error", session_id="s-one"
+        )
+        b = await capture(rc, "second attempt; conflicts again", status="error", session_id="s-one")
         verdict = await rc.call(
             p.WorkResult(episode_id=a.record_id, task_result=0.0, verdict_at=1_700_000_000.0),
             p.VerdictSet,
@@ -315,15 +366,20 @@ def test_each_new_pattern_gets_past_the_prefilter(text: str, name: str, core: st
 
 @pytest.mark.parametrize(
     "text",
-    ["docker login --password-stdin", "gh auth token --token-file ~/.tok", "git log -u origin",
-     "ls -p /tmp", "bypass=true"],
+    [
+        "docker login --password-stdin",
+        "gh auth token --token-file ~/.tok",
+        "git log -u origin",
+        "ls -p /tmp",
+        "bypass=true",
+    ],
 )
 def test_command_lines_without_secrets_are_left_alone(text: str) -> None:
     assert redact(text) == (text, [])
 
 
 async def test_a_captured_secret_is_findable_by_no_search_and_absent_from_disk(
-    daemon_factory,  # type: ignore[no-untyped-def]
+    daemon_factory: DaemonFactory,
 ) -> None:
     d: DaemonProcess = daemon_factory()
     await d.start()
@@ -331,8 +387,13 @@ async def test_a_captured_secret_is_findable_by_no_search_and_absent_from_disk(
     async with d.client() as rc:
         for name, secret in SECRETS.items():
             r = await capture(
-                rc, f"set up {name} with {secret} for staging", tool="Bash", status="error",
-                error_code=f"failed using {secret}", tags=["deploy"], task_result=1.0,
+                rc,
+                f"set up {name} with {secret} for staging",
+                tool="Bash",
+                status="error",
+                error_code=f"failed using {secret}",
+                tags=["deploy"],
+                task_result=1.0,
             )
             assert name in r.redacted
             captured.append(r.record_id)
@@ -360,7 +421,9 @@ async def test_a_captured_secret_is_findable_by_no_search_and_absent_from_disk(
 # ----------------------------------------------------------------- forget
 
 
-async def test_forget_tombstones_an_episode_and_drops_its_vector(running_daemon: DaemonProcess) -> None:
+async def test_forget_tombstones_an_episode_and_drops_its_vector(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client() as rc:
         keep = await capture(rc, "rotated the nginx logs")
         gone = await capture(rc, "rotated the postgres logs")
@@ -368,8 +431,11 @@ async def test_forget_tombstones_an_episode_and_drops_its_vector(running_daemon:
         await embedded(running_daemon, 2)
         forgotten = await rc.call(p.Forget(record_id=gone.record_id), p.Forgotten)
         assert (forgotten.kind, forgotten.already) == ("episode", False)
-        for params in ({"query": "rotated logs"}, {"query": "postgres", "semantic": True},
-                       {"include_pending": True, "min_trust": 0.0}):
+        for params in (
+            {"query": "rotated logs"},
+            {"query": "postgres", "semantic": True},
+            {"include_pending": True, "min_trust": 0.0},
+        ):
             assert gone.record_id not in ids(await search(rc, **params))
         assert keep.record_id in ids(await search(rc, query="rotated logs"))
         again = await rc.call(p.Forget(record_id=gone.record_id), p.Forgotten)
@@ -382,15 +448,18 @@ async def test_forget_tombstones_an_episode_and_drops_its_vector(running_daemon:
 
 async def test_forget_works_on_memories_too(running_daemon: DaemonProcess) -> None:
     async with running_daemon.client() as rc:
-        stored = await rc.call(p.MemoryStore(text="the staging VPN lives at vpn.example.org"),
-                               p.Stored)
+        stored = await rc.call(
+            p.MemoryStore(text="the staging VPN lives at vpn.example.org"), p.Stored
+        )
         forgotten = await rc.call(p.Forget(record_id=stored.record_id), p.Forgotten)
         assert forgotten.kind == "memory"
         found = await rc.call(p.MemorySearch(query="staging VPN"), p.MemorySearchResult)
     assert found.hits == []
 
 
-async def test_forget_of_an_unknown_or_unseen_record_is_not_found(running_daemon: DaemonProcess) -> None:
+async def test_forget_of_an_unknown_or_unseen_record_is_not_found(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client(agent="a") as rc:
         mine = await capture(rc, "agent a's step")
         with pytest.raises(RemoteError) as err:

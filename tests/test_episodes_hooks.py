@@ -8,7 +8,7 @@ import re
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from recall_client import protocol as p
@@ -24,7 +24,11 @@ AGENT = "claude-code"
 def ctl(d: DaemonProcess, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / "recallctl"), "--socket", str(d.socket), *args],
-        capture_output=True, text=True, timeout=60, input=stdin, env=d.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+        env=d.env(),
     )
 
 
@@ -92,8 +96,11 @@ async def test_the_readme_hook_records_a_post_tool_use_payload_end_to_end(
     argv = shlex.split(command)
     argv[0] = str(BIN / "recallctl")
     # Claude Code runs the command with the payload on stdin, in the session's environment.
-    out = run_hook(argv, payload("claude_code_post_tool_use.json", checkout / "services" / "cart"),
-                   running_daemon.env())
+    out = run_hook(
+        argv,
+        payload("claude_code_post_tool_use.json", checkout / "services" / "cart"),
+        running_daemon.env(),
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout == ""  # --quiet: nothing reaches the model
 
@@ -106,11 +113,17 @@ async def test_the_readme_hook_records_a_post_tool_use_payload_end_to_end(
     assert ep.caller == AGENT
     assert (ep.channel, ep.episode_type, ep.tool, ep.status) == ("hook", "tool_call", "Bash", "ok")
     assert ep.error_code is None and ep.eligibility == "eligible"
-    assert ep.summary == "Bash: pytest -q tests/test_cart.py | Run the cart tests -> ok: 4 passed in 0.31s"
-    assert ep.result_size == len(json.dumps(json.loads(
-        (FIXTURES / "claude_code_post_tool_use.json").read_text())["tool_response"]).encode())
+    assert (
+        ep.summary
+        == "Bash: pytest -q tests/test_cart.py | Run the cart tests -> ok: 4 passed in 0.31s"
+    )
+    assert ep.result_size == len(
+        json.dumps(
+            json.loads((FIXTURES / "claude_code_post_tool_use.json").read_text())["tool_response"]
+        ).encode()
+    )
     assert ep.tags == ["hook:PostToolUse"]
-    assert ep.trust is not None and ep.trust >= 0.3
+    assert ep.trust is not None and cast(float, ep.trust) >= 0.3
 
 
 async def test_a_failed_tool_call_waits_for_its_sessions_verdict(
@@ -125,13 +138,25 @@ async def test_a_failed_tool_call_waits_for_its_sessions_verdict(
         listing = await search(rc, include_pending=True)
         failure, stop = sorted(listing.results, key=lambda ep: ep.episode_type != "tool_call")
         await settled(running_daemon, stop.id)
-        assert (failure.status, failure.error_code, failure.eligibility) == ("error", "exit_1", "pending")
+        assert (failure.status, failure.error_code, failure.eligibility) == (
+            "error",
+            "exit_1",
+            "pending",
+        )
         assert "already exists" in (failure.summary or "")
         assert (stop.episode_type, stop.prev_id, stop.tool) == ("turn_end", failure.id, None)
         assert ids(await search(rc, query="alembic")) == []
 
-        verdict = ctl(running_daemon, "--agent", AGENT, "work-result", "--session",
-                      "5c3f2b9e-8a41-4f0e-9d2a-6b1e7c4d8f20", "0", "--json")
+        verdict = ctl(
+            running_daemon,
+            "--agent",
+            AGENT,
+            "work-result",
+            "--session",
+            "5c3f2b9e-8a41-4f0e-9d2a-6b1e7c4d8f20",
+            "0",
+            "--json",
+        )
         assert verdict.returncode == 0, verdict.stderr
         assert json.loads(verdict.stdout)["matched"] == 2
         await settled(running_daemon, failure.id)
@@ -154,8 +179,9 @@ async def test_a_recorded_session_is_captured_in_order_with_its_secrets_redacted
     # The same payloads again (a retried hook) are not stored twice.
     again = ctl(running_daemon, "--agent", AGENT, "capture", "--json", stdin=stdin)
     replayed = [json.loads(line) for line in again.stdout.splitlines()]
-    tool_calls = [r for r, line in zip(replayed, stdin.splitlines(), strict=True)
-                  if "tool_use_id" in line]
+    tool_calls = [
+        r for r, line in zip(replayed, stdin.splitlines(), strict=True) if "tool_use_id" in line
+    ]
     assert tool_calls and all(r["replayed"] for r in tool_calls)
 
     async with running_daemon.client(agent=AGENT, workspace=str(checkout)) as rc:
@@ -163,8 +189,9 @@ async def test_a_recorded_session_is_captured_in_order_with_its_secrets_redacted
         listing = await search(rc, include_pending=True, k=200)
         assert "s3cr3t-Export-99" not in json.dumps([ep.summary for ep in listing.results])
         assert (await search(rc, query="s3cr3t", include_pending=True)).results == []
-        session = await search(rc, session_id="0d9a7e31-2c54-4b8f-a6e0-93f1b2c4d5e6",
-                               include_pending=True)
+        session = await search(
+            rc, session_id="0d9a7e31-2c54-4b8f-a6e0-93f1b2c4d5e6", include_pending=True
+        )
         assert len(session.results) == 7 + 2  # the prompt and the Stop were new events again
         fixed = await search(rc, query="export job", tool="Bash")
     assert {ep.status for ep in fixed.results} == {"ok"}
@@ -177,23 +204,51 @@ async def test_a_recorded_session_is_captured_in_order_with_its_secrets_redacted
 
 async def test_plain_episode_objects_and_a_bad_line(running_daemon: DaemonProcess) -> None:
     lines = [
-        json.dumps({"summary": "rebuilt the search index", "tool": "make", "session_id": "s1",
-                    "duration_ms": 4200, "tags": ["ops"]}),
+        json.dumps(
+            {
+                "summary": "rebuilt the search index",
+                "tool": "make",
+                "session_id": "s1",
+                "duration_ms": 4200,
+                "tags": ["ops"],
+            }
+        ),
         "this is not json",
         json.dumps({"summary": "x", "caller": "someone-else"}),
-        json.dumps({"summary": "vacuumed the database", "status": "ok", "session_id": "s1",
-                    "vault": "/ws/ops"}),
+        json.dumps(
+            {
+                "summary": "vacuumed the database",
+                "status": "ok",
+                "session_id": "s1",
+                "vault": "/ws/ops",
+            }
+        ),
     ]
-    out = ctl(running_daemon, "--agent", "ops-bot", "--workspace", "/ws/ops", "capture",
-              stdin="\n".join(lines))
+    out = ctl(
+        running_daemon,
+        "--agent",
+        "ops-bot",
+        "--workspace",
+        "/ws/ops",
+        "capture",
+        stdin="\n".join(lines),
+    )
     assert out.returncode == 1
     assert "line 2: not JSON" in out.stderr
     assert "line 3: unknown field(s) caller" in out.stderr
     captured = out.stdout.split()
     assert len(captured) == 2
 
-    listing = ctl(running_daemon, "--agent", "ops-bot", "--workspace", "/ws/ops",
-                  "work-search", "--include-pending", "--json")
+    listing = ctl(
+        running_daemon,
+        "--agent",
+        "ops-bot",
+        "--workspace",
+        "/ws/ops",
+        "work-search",
+        "--include-pending",
+        "--json",
+    )
     assert listing.returncode == 0, listing.stderr
     found = json.loads(listing.stdout)
     assert {r["id"] for r in found["results"]} == set(captured)
@@ -213,24 +268,50 @@ def test_capture_without_a_daemon_exits_3_not_2(tmp_path: Path) -> None:
     out = subprocess.run(
         [str(BIN / "recallctl"), "--socket", str(tmp_path / "none.sock"), "capture", "--quiet"],
         input=(FIXTURES / "claude_code_stop.json").read_text(),
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 3
     assert "not answering" in out.stderr
 
 
 async def test_recallctl_forget_and_the_admin_token(running_daemon: DaemonProcess) -> None:
-    out = ctl(running_daemon, "--agent", "a", "--workspace", "/ws/x", "capture",
-              stdin=json.dumps({"summary": "a's step"}))
+    out = ctl(
+        running_daemon,
+        "--agent",
+        "a",
+        "--workspace",
+        "/ws/x",
+        "capture",
+        stdin=json.dumps({"summary": "a's step"}),
+    )
     record_id = out.stdout.strip()
     # recallctl reads the admin token, so it may cross the partition...
-    everyone = ctl(running_daemon, "--agent", "b", "--workspace", "/ws/x", "work-search",
-                   "--any-caller", "--include-pending", "--json")
+    everyone = ctl(
+        running_daemon,
+        "--agent",
+        "b",
+        "--workspace",
+        "/ws/x",
+        "work-search",
+        "--any-caller",
+        "--include-pending",
+        "--json",
+    )
     assert everyone.returncode == 0, everyone.stderr
     assert [r["id"] for r in json.loads(everyone.stdout)["results"]] == [record_id]
     # ...unless told not to.
-    plain = ctl(running_daemon, "--no-admin", "--agent", "b", "--workspace", "/ws/x",
-                "work-search", "--any-caller")
+    plain = ctl(
+        running_daemon,
+        "--no-admin",
+        "--agent",
+        "b",
+        "--workspace",
+        "/ws/x",
+        "work-search",
+        "--any-caller",
+    )
     assert plain.returncode == 1
     assert "forbidden" in plain.stderr
     refused = ctl(running_daemon, "--no-admin", "--agent", "b", "forget", record_id)
@@ -240,8 +321,16 @@ async def test_recallctl_forget_and_the_admin_token(running_daemon: DaemonProces
     assert forgot.returncode == 1
     assert f"{record_id} (episode) forgotten" in forgot.stdout
     assert "not_found" in forgot.stderr
-    after = ctl(running_daemon, "--agent", "a", "--workspace", "/ws/x", "work-search",
-                "--include-pending", "--json")
+    after = ctl(
+        running_daemon,
+        "--agent",
+        "a",
+        "--workspace",
+        "/ws/x",
+        "work-search",
+        "--include-pending",
+        "--json",
+    )
     assert json.loads(after.stdout)["results"] == []
 
 
@@ -249,8 +338,13 @@ async def test_recallctl_forget_and_the_admin_token(running_daemon: DaemonProces
 
 
 def _hook(**fields: Any) -> p.CaptureEpisode:
-    base = {"session_id": "s", "cwd": "/nonexistent/repo", "hook_event_name": "PostToolUse",
-            "tool_name": "Bash", "tool_input": {"command": "make"}}
+    base = {
+        "session_id": "s",
+        "cwd": "/nonexistent/repo",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "make"},
+    }
     return episode_from_hook({**base, **fields})
 
 
@@ -277,23 +371,37 @@ def test_the_tool_response_decides_status_and_error_code(
 def test_an_interrupted_failure_and_other_events() -> None:
     interrupted = _hook(hook_event_name="PostToolUseFailure", error="", is_interrupt=True)
     assert (interrupted.status, interrupted.error_code) == ("error", "interrupted")
-    prompt = episode_from_hook({"session_id": "s", "hook_event_name": "UserPromptSubmit",
-                                "prompt": "fix the flaky test\nplease"})
+    prompt = episode_from_hook(
+        {
+            "session_id": "s",
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": "fix the flaky test\nplease",
+        }
+    )
     assert (prompt.episode_type, prompt.summary, prompt.source) == (
-        "prompt", "prompt: fix the flaky test", "user")
-    end = episode_from_hook({"session_id": "s", "hook_event_name": "SessionEnd",
-                             "reason": "logout"})
+        "prompt",
+        "prompt: fix the flaky test",
+        "user",
+    )
+    end = episode_from_hook(
+        {"session_id": "s", "hook_event_name": "SessionEnd", "reason": "logout"}
+    )
     assert (end.episode_type, end.summary) == ("session_end", "session ended: logout")
     odd = episode_from_hook({"hook_event_name": "TeammateIdle"})
     assert odd.episode_type == "teammate_idle" and odd.session_id is None
-    web = _hook(tool_name="WebFetch", tool_input={"url": "https://example.com"},
-                tool_response={"durationMs": 310, "result": "..."})
+    web = _hook(
+        tool_name="WebFetch",
+        tool_input={"url": "https://example.com"},
+        tool_response={"durationMs": 310, "result": "..."},
+    )
     assert (web.source, web.duration_ms) == ("web", 310.0)
 
 
 def test_a_long_payload_becomes_a_compact_summary() -> None:
-    ep = _hook(tool_input={"command": "echo " + "x" * 5000},
-               tool_response={"stdout": "y" * 5000, "stderr": ""})
+    ep = _hook(
+        tool_input={"command": "echo " + "x" * 5000},
+        tool_response={"stdout": "y" * 5000, "stderr": ""},
+    )
     assert len(ep.summary) <= 600
     assert ep.result_size is not None and ep.result_size > 5000
 

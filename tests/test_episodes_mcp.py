@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from .conftest import BIN, DaemonProcess
 from .episode_helpers import settled
+from .test_mcp_shim import text_of
 
 # Seed 001's parameter table: name -> (JSON type, default, bounds/enum).
 SEED_PARAMETERS: dict[str, tuple[str, Any, dict[str, Any]]] = {
@@ -33,9 +35,26 @@ SEED_PARAMETERS: dict[str, tuple[str, Any, dict[str, Any]]] = {
 }
 # Seed 001's result fields; the always-present ones are required.
 SEED_FIELDS = [
-    "id", "ts", "vault", "session_id", "caller", "channel", "episode_type", "task_result",
-    "verdict_at", "tool", "status", "error_code", "duration_ms", "result_size", "summary", "tags",
-    "trust", "eligibility", "blocked", "prev_id",
+    "id",
+    "ts",
+    "vault",
+    "session_id",
+    "caller",
+    "channel",
+    "episode_type",
+    "task_result",
+    "verdict_at",
+    "tool",
+    "status",
+    "error_code",
+    "duration_ms",
+    "result_size",
+    "summary",
+    "tags",
+    "trust",
+    "eligibility",
+    "blocked",
+    "prev_id",
 ]
 SEED_REQUIRED = {"id", "ts", "status", "eligibility"}
 CONCISE_DROPS = {"vault", "caller", "channel", "episode_type", "duration_ms", "result_size"}
@@ -50,7 +69,8 @@ def shim(socket: str, *args: str, agent: str = "mcp-agent") -> StdioServerParame
     env["RECALLD_AUTOSTART"] = "0"
     return StdioServerParameters(
         command=str(BIN / "recall-mcp"),
-        args=["--agent", agent, "--workspace", "/ws/mcp", *args], env=env,
+        args=["--agent", agent, "--workspace", "/ws/mcp", *args],
+        env=env,
     )
 
 
@@ -67,14 +87,19 @@ async def _tools(d: DaemonProcess) -> dict[str, Any]:
         return {t.name: t for t in (await client.list_tools()).tools}
 
 
-async def test_the_work_tools_are_listed_with_accurate_annotations(running_daemon: DaemonProcess) -> None:
+async def test_the_work_tools_are_listed_with_accurate_annotations(
+    running_daemon: DaemonProcess,
+) -> None:
     tools = await _tools(running_daemon)
     assert {"capture_episode", "work_search", "work_result", "forget"} <= set(tools)
     hints = {
-        name: (t.annotations.read_only_hint, t.annotations.destructive_hint,
-               t.annotations.idempotent_hint)
-        for name, t in tools.items() if name in {"capture_episode", "work_search", "work_result",
-                                                 "forget"}
+        name: (
+            t.annotations.read_only_hint,
+            t.annotations.destructive_hint,
+            t.annotations.idempotent_hint,
+        )
+        for name, t in tools.items()
+        if name in {"capture_episode", "work_search", "work_result", "forget"}
     }
     assert hints == {
         "capture_episode": (False, False, False),
@@ -103,7 +128,9 @@ async def test_work_search_parameters_are_the_seeds(running_daemon: DaemonProces
         assert props[name].get("description"), name
 
 
-async def test_work_search_output_schema_carries_every_seed_field(running_daemon: DaemonProcess) -> None:
+async def test_work_search_output_schema_carries_every_seed_field(
+    running_daemon: DaemonProcess,
+) -> None:
     schema = (await _tools(running_daemon))["work_search"].output_schema
     defs = schema.get("$defs", {})
 
@@ -123,14 +150,21 @@ async def test_work_search_output_schema_carries_every_seed_field(running_daemon
 async def _capture(client: Client, **args: Any) -> dict[str, Any]:
     result = await client.call_tool("capture_episode", args)
     assert not result.is_error, result.content
-    return result.structured_content  # type: ignore[return-value]
+    content: dict[str, Any] = result.structured_content
+    return content
 
 
 async def test_capture_then_search_detailed_and_concise(running_daemon: DaemonProcess) -> None:
     async with Client(shim(str(running_daemon.socket))) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        first = await _capture(client, summary="ran make docs; sphinx warnings fixed", tool="make",
-                               duration_ms=950.0, result_size=4096, tags=["docs"])
+        first = await _capture(
+            client,
+            summary="ran make docs; sphinx warnings fixed",
+            tool="make",
+            duration_ms=950.0,
+            result_size=4096,
+            tags=["docs"],
+        )
         second = await _capture(client, summary="published the docs to the wiki")
         jsonschema.validate(first, tools["capture_episode"].output_schema)
         # Without a session_id, this MCP connection's session chains them.
@@ -138,10 +172,12 @@ async def test_capture_then_search_detailed_and_concise(running_daemon: DaemonPr
         await settled(running_daemon, first["id"], second["id"])
 
         detailed = await client.call_tool("work_search", {"query": "sphinx docs"})
-        concise = await client.call_tool("work_search", {"query": "sphinx docs",
-                                                         "response_format": "concise"})
-        terse = await client.call_tool("work_search", {"query": "sphinx docs",
-                                                       "verbosity": "terse"})
+        concise = await client.call_tool(
+            "work_search", {"query": "sphinx docs", "response_format": "concise"}
+        )
+        terse = await client.call_tool(
+            "work_search", {"query": "sphinx docs", "verbosity": "terse"}
+        )
     schema = tools["work_search"].output_schema
     for result in (detailed, concise, terse):
         assert not result.is_error, result.content
@@ -152,7 +188,12 @@ async def test_capture_then_search_detailed_and_concise(running_daemon: DaemonPr
     top = full["results"][0]
     assert list(top) == SEED_FIELDS
     assert (top["id"], top["tool"], top["channel"], top["caller"], top["vault"]) == (
-        first["id"], "make", "mcp", "mcp-agent", "/ws/mcp")
+        first["id"],
+        "make",
+        "mcp",
+        "mcp-agent",
+        "/ws/mcp",
+    )
     assert (top["duration_ms"], top["result_size"], top["tags"]) == (950.0, 4096, ["docs"])
     assert top["task_result"] is None and top["blocked"] is False
     for trimmed in (concise.structured_content, terse.structured_content):
@@ -164,17 +205,33 @@ async def test_capture_then_search_detailed_and_concise(running_daemon: DaemonPr
 
 async def test_every_seed_parameter_can_be_called_at_once(running_daemon: DaemonProcess) -> None:
     async with Client(shim(str(running_daemon.socket))) as client:
-        captured = await _capture(client, summary="ran the integration suite", tool="Bash",
-                                  session_id="sess-all", status="error")
+        captured = await _capture(
+            client,
+            summary="ran the integration suite",
+            tool="Bash",
+            session_id="sess-all",
+            status="error",
+        )
         await client.call_tool("work_result", {"session_id": "sess-all", "task_result": 1})
         await settled(running_daemon, captured["id"])
         now = int(time.time())
-        result = await client.call_tool("work_search", {
-            "query": "integration suite", "tool": "Bash", "session_id": "sess-all",
-            "since": 1, "until": now + 60, "k": 200, "min_trust": 0.0, "include_pending": True,
-            "any_caller": False, "semantic": True, "response_format": "detailed",
-            "verbosity": "full",
-        })
+        result = await client.call_tool(
+            "work_search",
+            {
+                "query": "integration suite",
+                "tool": "Bash",
+                "session_id": "sess-all",
+                "since": 1,
+                "until": now + 60,
+                "k": 200,
+                "min_trust": 0.0,
+                "include_pending": True,
+                "any_caller": False,
+                "semantic": True,
+                "response_format": "detailed",
+                "verbosity": "full",
+            },
+        )
     assert not result.is_error, result.content
     out = result.structured_content
     assert [r["id"] for r in out["results"]] == [captured["id"]]
@@ -201,7 +258,7 @@ async def test_out_of_range_input_is_rejected_with_a_clear_error(
     async with Client(shim(str(running_daemon.socket))) as client:
         result = await client.call_tool("work_search", args)
     assert result.is_error
-    assert name in result.content[0].text
+    assert name in text_of(result)
 
 
 async def test_any_caller_needs_recall_mcp_admin(running_daemon: DaemonProcess) -> None:
@@ -210,13 +267,13 @@ async def test_any_caller_needs_recall_mcp_admin(running_daemon: DaemonProcess) 
         await settled(running_daemon, theirs["id"])
     async with Client(shim(str(running_daemon.socket), agent="agent-a")) as a:
         own = await a.call_tool("work_search", {"query": "TLS certificate"})
-        refused = await a.call_tool("work_search", {"query": "TLS certificate",
-                                                    "any_caller": True})
+        refused = await a.call_tool("work_search", {"query": "TLS certificate", "any_caller": True})
     assert own.structured_content["results"] == []
-    assert refused.is_error and "forbidden" in refused.content[0].text
+    assert refused.is_error and "forbidden" in text_of(refused)
     async with Client(shim(str(running_daemon.socket), "--admin", agent="agent-a")) as admin:
-        allowed = await admin.call_tool("work_search", {"query": "TLS certificate",
-                                                        "any_caller": True})
+        allowed = await admin.call_tool(
+            "work_search", {"query": "TLS certificate", "any_caller": True}
+        )
     assert not allowed.is_error, allowed.content
     [hit] = allowed.structured_content["results"]
     assert (hit["id"], hit["caller"]) == (theirs["id"], "agent-b")
@@ -225,13 +282,18 @@ async def test_any_caller_needs_recall_mcp_admin(running_daemon: DaemonProcess) 
 async def test_work_result_and_forget_through_mcp(running_daemon: DaemonProcess) -> None:
     async with Client(shim(str(running_daemon.socket))) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        failed = await _capture(client, summary="helm upgrade timed out", status="timeout",
-                                session_id="deploy-7")
-        verdict = await client.call_tool("work_result", {"session_id": "deploy-7",
-                                                         "task_result": 0.5})
+        failed = await _capture(
+            client, summary="helm upgrade timed out", status="timeout", session_id="deploy-7"
+        )
+        verdict = await client.call_tool(
+            "work_result", {"session_id": "deploy-7", "task_result": 0.5}
+        )
         assert not verdict.is_error, verdict.content
         jsonschema.validate(verdict.structured_content, tools["work_result"].output_schema)
-        assert (verdict.structured_content["matched"], verdict.structured_content["updated"]) == (1, 1)
+        assert (verdict.structured_content["matched"], verdict.structured_content["updated"]) == (
+            1,
+            1,
+        )
         await settled(running_daemon, failed["id"])
         found = await client.call_tool("work_search", {"query": "helm"})
         assert [r["task_result"] for r in found.structured_content["results"]] == [0.5]
@@ -243,16 +305,15 @@ async def test_work_result_and_forget_through_mcp(running_daemon: DaemonProcess)
         gone = await client.call_tool("work_search", {"query": "helm", "include_pending": True})
         assert gone.structured_content["results"] == []
 
-        missing = await client.call_tool("work_result", {"episode_id": "ep_nope",
-                                                         "task_result": 1})
+        missing = await client.call_tool("work_result", {"episode_id": "ep_nope", "task_result": 1})
         both = await client.call_tool("work_result", {"task_result": 1})
         unknown = await client.call_tool("forget", {"id": "ep_nope"})
-    assert missing.is_error and "not_found" in missing.content[0].text
-    assert both.is_error and "exactly one" in both.content[0].text
-    assert unknown.is_error and "not_found" in unknown.content[0].text
+    assert missing.is_error and "not_found" in text_of(missing)
+    assert both.is_error and "exactly one" in text_of(both)
+    assert unknown.is_error and "not_found" in text_of(unknown)
 
 
-async def test_without_a_daemon_work_search_says_unavailable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_without_a_daemon_work_search_says_unavailable(tmp_path: Path) -> None:
     async with Client(shim(str(tmp_path / "absent.sock"))) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         with anyio.fail_after(10):
@@ -269,7 +330,8 @@ def test_the_work_modules_keep_the_client_light() -> None:
 
     code = (
         "import sys, recall_client.mcp_work, recall_client.episode_input, recall_client.ctl\n"
-        "heavy = {'torch', 'faiss', 'aiosqlite', 'sentence_transformers', 'numpy'} & set(sys.modules)\n"
+        "heavy = {'torch', 'faiss', 'aiosqlite', 'sentence_transformers', 'numpy'}"
+        " & set(sys.modules)\n"
         "sys.exit(1 if heavy else 0)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

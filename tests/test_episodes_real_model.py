@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from recall_client import protocol as p
 
-from .conftest import DaemonProcess
+from .conftest import DaemonFactory, DaemonProcess
 from .episode_helpers import capture, embedded, ids, search, settled
 
 pytestmark = pytest.mark.real_model
@@ -19,16 +19,18 @@ EPISODES = [
 PARAPHRASE = "storage permissions blocked writing pictures to the cloud"
 
 
-async def test_a_paraphrase_is_found_semantically_and_never_across_the_partition(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_a_paraphrase_is_found_semantically_and_never_across_the_partition(
+    daemon_factory: DaemonFactory,
+) -> None:
     d: DaemonProcess = daemon_factory(embedder="minilm")
-    await d.start(timeout=60)
+    await d.start(within_s=60)
     assert (await d.status(wait_model_s=120)).model.state == "ready"
     async with d.client(agent="a") as a:
         mine = [await capture(a, text) for text in EPISODES]
     async with d.client(agent="b") as b:
         theirs = await capture(b, "Image uploads to the object store were rejected: access denied")
     await settled(d, *(r.record_id for r in mine), theirs.record_id)
-    await embedded(d, 4, timeout=120)
+    await embedded(d, 4, within_s=120)
 
     async with d.client(agent="a") as a:
         lexical = await search(a, query=PARAPHRASE)

@@ -13,7 +13,7 @@ from recall_client.client import RemoteError, connect
 from recall_client.paths import read_admin_token
 from recalld.retrieval.work_reader import shape
 
-from .conftest import DaemonProcess
+from .conftest import DaemonFactory, DaemonProcess
 from .episode_helpers import HIJACK, LOW_TRUST, capture, embedded, ids, search, settled
 
 # ----------------------------------------------------------------- the reader contract
@@ -67,8 +67,12 @@ async def test_blocked_episodes_never_surface_once_settled(running_daemon: Daemo
     async with running_daemon.client() as rc:
         hijack = await capture(rc, HIJACK)
         await settled(running_daemon, hijack.record_id)
-        for params in ({}, {"query": "API keys"}, {"include_pending": True, "min_trust": 0.0},
-                       {"query": "admin", "semantic": True, "min_trust": 0.0}):
+        for params in (
+            {},
+            {"query": "API keys"},
+            {"include_pending": True, "min_trust": 0.0},
+            {"query": "admin", "semantic": True, "min_trust": 0.0},
+        ):
             assert hijack.record_id not in ids(await search(rc, **params)), params
 
 
@@ -78,14 +82,20 @@ async def test_tombstoned_episodes_never_surface(running_daemon: DaemonProcess) 
         await settled(running_daemon, gone.record_id)
         await embedded(running_daemon, 1)
         await rc.call(p.Forget(record_id=gone.record_id), p.Forgotten)
-        for params in ({}, {"query": "staging database"},
-                       {"query": "staging database", "semantic": True},
-                       {"include_pending": True, "min_trust": 0.0}):
+        for params in (
+            {},
+            {"query": "staging database"},
+            {"query": "staging database", "semantic": True},
+            {"include_pending": True, "min_trust": 0.0},
+        ):
             assert (await search(rc, **params)).results == [], params
     token = read_admin_token()
-    async with connect(agent="admin", workspace="/ws/test", path=running_daemon.socket,
-                       admin_token=token) as admin:
-        assert (await search(admin, any_caller=True, include_pending=True, min_trust=0)).results == []
+    async with connect(
+        agent="admin", workspace="/ws/test", path=running_daemon.socket, admin_token=token
+    ) as admin:
+        assert (
+            await search(admin, any_caller=True, include_pending=True, min_trust=0)
+        ).results == []
 
 
 async def test_expired_episodes_never_surface(running_daemon: DaemonProcess) -> None:
@@ -95,11 +105,17 @@ async def test_expired_episodes_never_surface(running_daemon: DaemonProcess) -> 
         brief = await capture(rc, "temporary note about the flaky runner", ttl_s=ttl)
         lasting = await capture(rc, "permanent note about the flaky runner")
         await settled(running_daemon, brief.record_id, lasting.record_id)
-        assert set(ids(await search(rc, query="flaky runner"))) == {brief.record_id, lasting.record_id}
+        assert set(ids(await search(rc, query="flaky runner"))) == {
+            brief.record_id,
+            lasting.record_id,
+        }
         # Let the ttl run out: time passing is the thing under test.
         await anyio.sleep(max(0.0, started + ttl + 0.1 - time.time()))
-        for params in ({"query": "flaky runner"}, {"include_pending": True, "min_trust": 0.0},
-                       {"query": "flaky runner", "semantic": True}):
+        for params in (
+            {"query": "flaky runner"},
+            {"include_pending": True, "min_trust": 0.0},
+            {"query": "flaky runner", "semantic": True},
+        ):
             assert ids(await search(rc, **params)) == [lasting.record_id], params
 
 
@@ -110,8 +126,13 @@ async def test_results_are_partitioned_to_the_calling_agent(running_daemon: Daem
         theirs = await capture(b, "bumped the openssl pin in Dockerfile", session_id="s")
         await settled(running_daemon, mine.record_id, theirs.record_id)
         await embedded(running_daemon, 2)
-        for params in ({}, {"query": "openssl pin"}, {"query": "openssl pin", "semantic": True},
-                       {"session_id": "s"}, {"include_pending": True, "min_trust": 0.0}):
+        for params in (
+            {},
+            {"query": "openssl pin"},
+            {"query": "openssl pin", "semantic": True},
+            {"session_id": "s"},
+            {"include_pending": True, "min_trust": 0.0},
+        ):
             assert ids(await search(b, **params)) == [theirs.record_id], params
     async with running_daemon.client(agent="agent-a") as a:
         assert ids(await search(a, query="openssl")) == [mine.record_id]
@@ -126,7 +147,9 @@ async def test_results_are_confined_to_the_callers_workspace(running_daemon: Dae
         assert ids(await search(two, query="protobuf")) == [there.record_id]
 
 
-async def test_any_caller_is_forbidden_without_the_admin_scope(running_daemon: DaemonProcess) -> None:
+async def test_any_caller_is_forbidden_without_the_admin_scope(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client() as rc:
         assert rc.welcome is not None and "admin:workspace" not in rc.welcome.scopes
         with pytest.raises(RemoteError) as err:
@@ -135,7 +158,9 @@ async def test_any_caller_is_forbidden_without_the_admin_scope(running_daemon: D
     assert "admin:workspace" in err.value.message
 
 
-async def test_any_caller_with_the_admin_token_crosses_the_partition(running_daemon: DaemonProcess) -> None:
+async def test_any_caller_with_the_admin_token_crosses_the_partition(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client(agent="agent-a") as a:
         ra = await capture(a, "profiled the slow checkout endpoint")
     async with running_daemon.client(agent="agent-b") as b:
@@ -143,13 +168,15 @@ async def test_any_caller_with_the_admin_token_crosses_the_partition(running_dae
     await settled(running_daemon, ra.record_id, rb.record_id)
     token = read_admin_token()
     assert token, "the daemon writes its admin token at start"
-    async with connect(agent="auditor", workspace="/ws/test", path=running_daemon.socket,
-                       admin_token=token) as admin:
+    async with connect(
+        agent="auditor", workspace="/ws/test", path=running_daemon.socket, admin_token=token
+    ) as admin:
         assert admin.welcome is not None and "admin:workspace" in admin.welcome.scopes
         everyone = await search(admin, query="profiled endpoint", any_caller=True)
         own = await search(admin, query="profiled endpoint")
     assert {(ep.id, ep.caller) for ep in everyone.results} == {
-        (ra.record_id, "agent-a"), (rb.record_id, "agent-b"),
+        (ra.record_id, "agent-a"),
+        (rb.record_id, "agent-b"),
     }
     assert own.results == []
 
@@ -169,7 +196,9 @@ async def test_the_admin_token_file_is_private(running_daemon: DaemonProcess) ->
     assert len(path.read_text().strip()) >= 32
 
 
-async def test_the_semantic_channel_sees_no_more_than_lexical_could(running_daemon: DaemonProcess) -> None:
+async def test_the_semantic_channel_sees_no_more_than_lexical_could(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client(agent="a") as a:
         visible = await capture(a, "compiled the rust workspace in release mode")
         pending = await capture(a, "compiled the rust workspace, linker crashed", status="error")
@@ -177,8 +206,9 @@ async def test_the_semantic_channel_sees_no_more_than_lexical_could(running_daem
         gone = await capture(a, "compiled the rust workspace for wasm")
     async with running_daemon.client(agent="b") as b:
         other = await capture(b, "compiled the rust workspace in debug mode")
-    await settled(running_daemon, visible.record_id, risky.record_id, gone.record_id,
-                  other.record_id)
+    await settled(
+        running_daemon, visible.record_id, risky.record_id, gone.record_id, other.record_id
+    )
     await embedded(running_daemon, 4)
     async with running_daemon.client(agent="a") as a:
         await a.call(p.Forget(record_id=gone.record_id), p.Forgotten)
@@ -197,7 +227,9 @@ async def test_the_semantic_channel_sees_no_more_than_lexical_could(running_daem
 async def test_query_matches_the_summary_best_first(running_daemon: DaemonProcess) -> None:
     async with running_daemon.client() as rc:
         one = await capture(rc, "upgraded django to 5.1; ran the migrations")
-        two = await capture(rc, "django admin css broke after the upgrade to 5.1, pinned whitenoise")
+        two = await capture(
+            rc, "django admin css broke after the upgrade to 5.1, pinned whitenoise"
+        )
         three = await capture(rc, "wrote the changelog")
         await settled(running_daemon, one.record_id, two.record_id, three.record_id)
         result = await search(rc, query="django whitenoise")
@@ -236,12 +268,15 @@ async def test_session_id_filter(running_daemon: DaemonProcess) -> None:
 
 async def test_since_and_until_are_inclusive_unix_seconds(running_daemon: DaemonProcess) -> None:
     async with running_daemon.client() as rc:
-        made = {t: await capture(rc, f"nightly job at {t}", ts=float(t))
-                for t in (1000, 2000, 3000)}
+        made = {
+            t: await capture(rc, f"nightly job at {t}", ts=float(t)) for t in (1000, 2000, 3000)
+        }
         await settled(running_daemon, *(r.record_id for r in made.values()))
         assert ids(await search(rc, since=2000)) == [made[3000].record_id, made[2000].record_id]
         assert ids(await search(rc, until=2000)) == [made[2000].record_id, made[1000].record_id]
-        assert ids(await search(rc, query="nightly", since=1500, until=2500)) == [made[2000].record_id]
+        assert ids(await search(rc, query="nightly", since=1500, until=2500)) == [
+            made[2000].record_id
+        ]
         with pytest.raises(RemoteError) as err:
             await search(rc, since=3000, until=1000)
         assert err.value.code == "invalid_request" and "since" in err.value.message
@@ -297,7 +332,9 @@ async def test_semantic_is_opt_in_and_needs_a_query(running_daemon: DaemonProces
     assert ids(no_query) == [r.record_id]
 
 
-async def test_semantic_degrades_silently_without_an_embedder(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_semantic_degrades_silently_without_an_embedder(
+    daemon_factory: DaemonFactory,
+) -> None:
     d: DaemonProcess = daemon_factory(embedder="none")
     await d.start()
     async with d.client() as rc:
@@ -310,9 +347,12 @@ async def test_semantic_degrades_silently_without_an_embedder(daemon_factory) ->
     assert await d.stop() == 0
 
 
-async def test_semantic_degrades_silently_when_the_model_fails(daemon_factory) -> None:  # type: ignore[no-untyped-def]
-    d: DaemonProcess = daemon_factory(embedder="minilm",
-                                      extra_env={"RECALLD_MODEL_PATH": "/nonexistent/model"})
+async def test_semantic_degrades_silently_when_the_model_fails(
+    daemon_factory: DaemonFactory,
+) -> None:
+    d: DaemonProcess = daemon_factory(
+        embedder="minilm", extra_env={"RECALLD_MODEL_PATH": "/nonexistent/model"}
+    )
     await d.start()
     assert (await d.status(wait_model_s=60)).model.state == "failed"
     async with d.client() as rc:
@@ -332,8 +372,15 @@ DROPPED = {"vault", "caller", "channel", "episode_type", "duration_ms", "result_
 
 async def _one_of_each(d: DaemonProcess) -> str:
     async with d.client() as rc:
-        r = await capture(rc, "ran the smoke tests", tool="Bash", duration_ms=1500.0,
-                          result_size=300, session_id="s-fmt", episode_type="tool_call")
+        r = await capture(
+            rc,
+            "ran the smoke tests",
+            tool="Bash",
+            duration_ms=1500.0,
+            result_size=300,
+            session_id="s-fmt",
+            episode_type="tool_call",
+        )
         await settled(d, r.record_id)
     return r.record_id
 
@@ -363,8 +410,16 @@ async def test_concise_drops_low_signal_and_empty_fields(running_daemon: DaemonP
     assert not DROPPED & set(fields)
     # null and empty are gone (task_result, verdict_at, error_code, tags), and so is a false
     # blocked flag; trust and eligibility stay.
-    assert set(fields) == {"id", "ts", "session_id", "tool", "status", "summary", "trust",
-                           "eligibility"}
+    assert set(fields) == {
+        "id",
+        "ts",
+        "session_id",
+        "tool",
+        "status",
+        "summary",
+        "trust",
+        "eligibility",
+    }
     # A verdict of 0 is a value, not an empty field.
     assert _fields(judged.results[0])["task_result"] == 0.0
 
@@ -373,18 +428,43 @@ def test_concise_keeps_trust_eligibility_and_a_true_blocked_flag() -> None:
     # A blocked episode surfaces only while it is pending (the evaluator settles it blocked
     # within milliseconds), so the shaping is checked directly.
     values = dict(
-        id="ep_1", ts=1.0, vault="/ws", session_id=None, caller="a", channel="hook",
-        episode_type="tool_call", task_result=None, verdict_at=None, tool=None, status="ok",
-        error_code=None, duration_ms=None, result_size=None, summary="s", tags=[], trust=0.0,
-        eligibility="pending", blocked=True, prev_id=None,
+        id="ep_1",
+        ts=1.0,
+        vault="/ws",
+        session_id=None,
+        caller="a",
+        channel="hook",
+        episode_type="tool_call",
+        task_result=None,
+        verdict_at=None,
+        tool=None,
+        status="ok",
+        error_code=None,
+        duration_ms=None,
+        result_size=None,
+        summary="s",
+        tags=[],
+        trust=0.0,
+        eligibility="pending",
+        blocked=True,
+        prev_id=None,
     )
     concise = _fields(shape(values, "concise"))
-    assert concise == {"id": "ep_1", "ts": 1.0, "status": "ok", "summary": "s", "trust": 0.0,
-                       "eligibility": "pending", "blocked": True}
+    assert concise == {
+        "id": "ep_1",
+        "ts": 1.0,
+        "status": "ok",
+        "summary": "s",
+        "trust": 0.0,
+        "eligibility": "pending",
+        "blocked": True,
+    }
     assert _fields(shape(values, "detailed")) == values
 
 
-async def test_verbosity_is_a_legacy_alias_and_response_format_wins(running_daemon: DaemonProcess) -> None:
+async def test_verbosity_is_a_legacy_alias_and_response_format_wins(
+    running_daemon: DaemonProcess,
+) -> None:
     await _one_of_each(running_daemon)
     async with running_daemon.client() as rc:
         terse = await search(rc, verbosity="terse")
@@ -395,7 +475,9 @@ async def test_verbosity_is_a_legacy_alias_and_response_format_wins(running_daem
     assert both.response_format == "detailed"
 
 
-async def test_the_servers_default_response_format_applies_when_none_is_named(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_the_servers_default_response_format_applies_when_none_is_named(
+    daemon_factory: DaemonFactory,
+) -> None:
     d: DaemonProcess = daemon_factory(extra_env={"RECALLD_RESPONSE_FORMAT": "concise"})
     await d.start()
     await _one_of_each(d)

@@ -6,7 +6,7 @@ import pytest
 from recall_client import protocol as p
 from recall_client.client import RecallClient, RemoteError
 
-from .conftest import DaemonProcess
+from .conftest import DaemonFactory, DaemonProcess
 
 LOGIN = "Fixed the login bug where an expired token was accepted after logout"
 CI = "Cut CI build time by caching pip wheels between GitHub Actions runs"
@@ -35,8 +35,14 @@ async def test_search_returns_the_matching_experience_first_with_every_seed_fiel
 ) -> None:
     async with running_daemon.client() as rc:
         login = await record(
-            rc, LOGIN, status="success", strategy="reproduce with a stale token, then fix the check",
-            task_class="bugfix", tool_calls=42, minutes=17.5, files=["src/auth.py", "tests/test_auth.py"],
+            rc,
+            LOGIN,
+            status="success",
+            strategy="reproduce with a stale token, then fix the check",
+            task_class="bugfix",
+            tool_calls=42,
+            minutes=17.5,
+            files=["src/auth.py", "tests/test_auth.py"],
             lessons=["Check token expiry on every request, not only at login."],
         )
         await record(rc, CI, status="success", task_class="ops")
@@ -45,13 +51,22 @@ async def test_search_returns_the_matching_experience_first_with_every_seed_fiel
     assert result.experiences, "nothing found"
     top = result.experiences[0]
     assert top.id == login.record_id
-    assert (top.description, top.task_class, top.agent, top.status) == (LOGIN, "bugfix", "tester", "success")
+    assert (top.description, top.task_class, top.agent, top.status) == (
+        LOGIN,
+        "bugfix",
+        "tester",
+        "success",
+    )
     assert top.strategy == "reproduce with a stale token, then fix the check"
     assert (top.tool_calls, top.minutes) == (42, 17.5)
     assert top.files == ["src/auth.py", "tests/test_auth.py"]
     assert 0 < top.score <= 1
-    assert [e.score for e in result.experiences] == sorted((e.score for e in result.experiences), reverse=True)
-    assert [lesson.text for lesson in result.lessons] == ["Check token expiry on every request, not only at login."]
+    assert [e.score for e in result.experiences] == sorted(
+        (e.score for e in result.experiences), reverse=True
+    )
+    assert [lesson.text for lesson in result.lessons] == [
+        "Check token expiry on every request, not only at login."
+    ]
     lesson = result.lessons[0]
     assert lesson.support == 1
     assert lesson.confidence == pytest.approx(2 / 3, abs=1e-4)
@@ -118,20 +133,32 @@ async def test_lessons_merge_by_text_and_by_meaning_and_confidence_follows_the_o
 ) -> None:
     lesson = "Pin the numpy version before upgrading torch."
     async with running_daemon.client() as rc:
-        first = await record(rc, "Upgraded torch to 2.13 in the training image", status="success",
-                             lessons=[lesson])
+        first = await record(
+            rc, "Upgraded torch to 2.13 in the training image", status="success", lessons=[lesson]
+        )
         # Same words, other case and punctuation: merged by the normalised text.
-        second = await record(rc, "Upgraded torch in the inference image", status="success",
-                              lessons=["pin the NumPy version, before upgrading torch"])
+        second = await record(
+            rc,
+            "Upgraded torch in the inference image",
+            status="success",
+            lessons=["pin the NumPy version, before upgrading torch"],
+        )
         # Same words in another order: not equal as text, equal in meaning (cosine 1.0 under
         # the test embedder): merged by meaning.
-        third = await record(rc, "Tried upgrading torch in the notebook image", status="failure",
-                             lessons=["Before upgrading torch, pin the numpy version",
-                                      "Notebook images need the CUDA-free torch wheel."])
+        third = await record(
+            rc,
+            "Tried upgrading torch in the notebook image",
+            status="failure",
+            lessons=[
+                "Before upgrading torch, pin the numpy version",
+                "Notebook images need the CUDA-free torch wheel.",
+            ],
+        )
         result = await search(rc, "upgrading torch image")
 
     (l1,) = first.lessons
-    assert (l1.merged, l1.support, l1.confidence) == (False, 1, pytest.approx(2 / 3, abs=1e-4))
+    # pytest.approx is typed apart from the float it compares equal to.
+    assert (l1.merged, l1.support, l1.confidence) == (False, 1, pytest.approx(2 / 3, abs=1e-4))  # type: ignore[comparison-overlap]
     (l2,) = second.lessons
     assert l2.id == l1.id and l2.merged and l2.text == lesson
     assert (l2.support, l2.confidence) == (2, 0.75)  # (2 + 1) / (2 + 2)
@@ -139,7 +166,8 @@ async def test_lessons_merge_by_text_and_by_meaning_and_confidence_follows_the_o
     assert l3.id == l1.id and l3.merged
     assert (l3.support, l3.confidence) == (3, 0.6)  # (2 successes + 1) / (3 + 2)
     assert not other.merged and other.id != l1.id
-    assert (other.support, other.confidence) == (1, pytest.approx(1 / 3, abs=1e-4))
+    # pytest.approx is typed apart from the float it compares equal to.
+    assert (other.support, other.confidence) == (1, pytest.approx(1 / 3, abs=1e-4))  # type: ignore[comparison-overlap]
 
     assert len(result.experiences) == 3
     by_text = {x.text: x for x in result.lessons}
@@ -147,23 +175,45 @@ async def test_lessons_merge_by_text_and_by_meaning_and_confidence_follows_the_o
     assert (by_text[lesson].support, by_text[lesson].confidence) == (3, 0.6)
 
 
-async def test_one_experience_repeating_a_lesson_supports_it_once(running_daemon: DaemonProcess) -> None:
+async def test_one_experience_repeating_a_lesson_supports_it_once(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client() as rc:
-        rec = await record(rc, "Cleaned up the release script", status="success",
-                           lessons=["Tag after the changelog is merged.",
-                                    "tag after the changelog is merged",
-                                    "After the changelog is merged, tag."])
+        rec = await record(
+            rc,
+            "Cleaned up the release script",
+            status="success",
+            lessons=[
+                "Tag after the changelog is merged.",
+                "tag after the changelog is merged",
+                "After the changelog is merged, tag.",
+            ],
+        )
     assert len(rec.lessons) == 1
     assert rec.lessons[0].support == 1
 
 
-async def test_without_a_model_lessons_merge_by_normalised_text_only(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_without_a_model_lessons_merge_by_normalised_text_only(
+    daemon_factory: DaemonFactory,
+) -> None:
     d: DaemonProcess = daemon_factory(embedder="none")
     await d.start()
     async with d.client() as rc:
-        a = await record(rc, "Upgraded torch", status="success", lessons=["Pin numpy before upgrading torch."])
-        b = await record(rc, "Upgraded torch again", status="success", lessons=["pin  NUMPY before upgrading torch"])
-        c = await record(rc, "Upgraded torch once more", status="success", lessons=["Before upgrading torch pin numpy"])
+        a = await record(
+            rc, "Upgraded torch", status="success", lessons=["Pin numpy before upgrading torch."]
+        )
+        b = await record(
+            rc,
+            "Upgraded torch again",
+            status="success",
+            lessons=["pin  NUMPY before upgrading torch"],
+        )
+        c = await record(
+            rc,
+            "Upgraded torch once more",
+            status="success",
+            lessons=["Before upgrading torch pin numpy"],
+        )
         result = await search(rc, "upgraded torch")
     assert b.lessons[0].id == a.lessons[0].id and b.lessons[0].merged
     assert c.lessons[0].id != a.lessons[0].id and not c.lessons[0].merged
@@ -176,10 +226,12 @@ async def test_without_a_model_lessons_merge_by_normalised_text_only(daemon_fact
 async def test_forget_experience_takes_its_support_away(running_daemon: DaemonProcess) -> None:
     shared, only = "Run the migrations before the tests.", "Seed the test database from fixtures."
     async with running_daemon.client() as rc:
-        e1 = await record(rc, "Added the orders table and its tests", status="success",
-                          lessons=[shared, only])
-        e2 = await record(rc, "Added the invoices table and its tests", status="failure",
-                          lessons=[shared])
+        e1 = await record(
+            rc, "Added the orders table and its tests", status="success", lessons=[shared, only]
+        )
+        e2 = await record(
+            rc, "Added the invoices table and its tests", status="failure", lessons=[shared]
+        )
         before = await search(rc, "added table tests")
         gone = await rc.call(p.ForgetExperience(record_id=e1.record_id), p.ExperienceForgotten)
         after = await search(rc, "added table tests")
@@ -209,14 +261,23 @@ async def test_explain_node_shows_the_experience_its_lessons_and_why_it_ranked(
 ) -> None:
     files = [f"/ws/test/src/mod{i}.py" for i in range(12)]
     async with running_daemon.client() as rc:
-        login = await record(rc, LOGIN, status="success", session="s-1", files=files,
-                             lessons=["Check token expiry on every request."])
+        login = await record(
+            rc,
+            LOGIN,
+            status="success",
+            session="s-1",
+            files=files,
+            lessons=["Check token expiry on every request."],
+        )
         await record(rc, CI)
         plain = await rc.call(p.ExplainNode(record_id=login.record_id), p.NodeExplained)
-        ranked = await rc.call(p.ExplainNode(record_id=login.record_id, query="expired token login bug"),
-                               p.NodeExplained)
-        missed = await rc.call(p.ExplainNode(record_id=login.record_id, query="pip wheels cache"),
-                               p.NodeExplained)
+        ranked = await rc.call(
+            p.ExplainNode(record_id=login.record_id, query="expired token login bug"),
+            p.NodeExplained,
+        )
+        missed = await rc.call(
+            p.ExplainNode(record_id=login.record_id, query="pip wheels cache"), p.NodeExplained
+        )
         found = await search(rc, "expired token login bug")
 
     assert plain.experience.id == login.record_id
@@ -242,7 +303,9 @@ async def test_explain_node_shows_the_experience_its_lessons_and_why_it_ranked(
 
 async def test_files_must_be_inside_the_workspace(running_daemon: DaemonProcess) -> None:
     async with running_daemon.client(workspace="/ws/test") as rc:
-        ok = await record(rc, "Touched files", files=["./a/b.py", "/ws/test/c.py", "a/./b.py", "d/../e.py"])
+        ok = await record(
+            rc, "Touched files", files=["./a/b.py", "/ws/test/c.py", "a/./b.py", "d/../e.py"]
+        )
         shown = await rc.call(p.ExplainNode(record_id=ok.record_id), p.NodeExplained)
         for bad in ("/etc/passwd", "../outside.py", "a/../../x.py", "/ws/test"):
             with pytest.raises(RemoteError) as info:
@@ -250,9 +313,14 @@ async def test_files_must_be_inside_the_workspace(running_daemon: DaemonProcess)
             assert info.value.code == "invalid_request"
             assert bad in info.value.message
         with pytest.raises(RemoteError) as too_many:
-            await rc.call(_unchecked(p.RecordExperience, description="x",
-                                     files=[f"f{i}" for i in range(p.MAX_EXPERIENCE_FILES + 1)]),
-                          p.ExperienceRecorded)
+            await rc.call(
+                _unchecked(
+                    p.RecordExperience,
+                    description="x",
+                    files=[f"f{i}" for i in range(p.MAX_EXPERIENCE_FILES + 1)],
+                ),
+                p.ExperienceRecorded,
+            )
     assert shown.experience.files == ["a/b.py", "c.py", "e.py"]
     assert too_many.value.code == "invalid_request"
 
@@ -260,9 +328,12 @@ async def test_files_must_be_inside_the_workspace(running_daemon: DaemonProcess)
 async def test_secrets_are_redacted_before_storage(running_daemon: DaemonProcess) -> None:
     secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     async with running_daemon.client() as rc:
-        rec = await record(rc, f"Rotated the deploy token {secret} after the leak",
-                           strategy=f"export GITHUB_TOKEN={secret}",
-                           lessons=[f"Never paste {secret} into chat."])
+        rec = await record(
+            rc,
+            f"Rotated the deploy token {secret} after the leak",
+            strategy=f"export GITHUB_TOKEN={secret}",
+            lessons=[f"Never paste {secret} into chat."],
+        )
         shown = await rc.call(p.ExplainNode(record_id=rec.record_id), p.NodeExplained)
     assert await running_daemon.stop() == 0
     assert secret not in shown.experience.description
@@ -275,8 +346,12 @@ async def test_secrets_are_redacted_before_storage(running_daemon: DaemonProcess
 
 async def test_a_retried_record_is_stored_once(running_daemon: DaemonProcess) -> None:
     async with running_daemon.client() as rc:
-        first = await record(rc, LOGIN, status="success", lessons=["Check expiry."], idempotency_key="k")
-        replay = await record(rc, LOGIN, status="success", lessons=["Check expiry."], idempotency_key="k")
+        first = await record(
+            rc, LOGIN, status="success", lessons=["Check expiry."], idempotency_key="k"
+        )
+        replay = await record(
+            rc, LOGIN, status="success", lessons=["Check expiry."], idempotency_key="k"
+        )
         duplicate = await record(rc, LOGIN, status="success", lessons=["Check expiry."])
         retried_later = await record(rc, LOGIN, status="failure", lessons=["Check expiry."])
         result = await search(rc, "expired token login")
@@ -291,17 +366,29 @@ async def test_execution_context_gathers_lessons_and_similar_tasks_for_a_prompt(
     running_daemon: DaemonProcess,
 ) -> None:
     async with running_daemon.client() as rc:
-        login = await record(rc, LOGIN, status="success", strategy="reproduce first",
-                             tool_calls=30, minutes=12,
-                             lessons=["Check token expiry on every request."])
+        login = await record(
+            rc,
+            LOGIN,
+            status="success",
+            strategy="reproduce first",
+            tool_calls=30,
+            minutes=12,
+            lessons=["Check token expiry on every request."],
+        )
         await record(rc, CI, status="success", lessons=["Cache pip wheels in CI."])
         # A lesson whose own words match the task, from a task described differently.
-        await record(rc, "Hardened the session middleware", status="success",
-                     lessons=["Expired token checks belong in the middleware, not the login view."])
-        ctx = await rc.call(p.GetExecutionContext(task="fix another expired token login bug"),
-                            p.ExecutionContext)
-        nothing = await rc.call(p.GetExecutionContext(task="translate the README into French"),
-                                p.ExecutionContext)
+        await record(
+            rc,
+            "Hardened the session middleware",
+            status="success",
+            lessons=["Expired token checks belong in the middleware, not the login view."],
+        )
+        ctx = await rc.call(
+            p.GetExecutionContext(task="fix another expired token login bug"), p.ExecutionContext
+        )
+        nothing = await rc.call(
+            p.GetExecutionContext(task="translate the README into French"), p.ExecutionContext
+        )
     assert ctx.experiences[0].id == login.record_id
     texts = [x.text for x in ctx.lessons]
     assert "Check token expiry on every request." in texts

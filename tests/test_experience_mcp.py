@@ -8,12 +8,12 @@ import sys
 from typing import Any
 
 import anyio
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 from mcp import Client
 
-from .conftest import BIN, DaemonProcess
-from .test_mcp_shim import shim
+from .conftest import BIN, DaemonFactory, DaemonProcess
+from .test_mcp_shim import hints_of, shim, text_of
 
 
 @pytest.fixture
@@ -25,11 +25,26 @@ async def running_daemon(running_daemon: DaemonProcess) -> DaemonProcess:
     return running_daemon
 
 
-TOOLS = ("record_experience", "search_experience", "explain_node", "forget_experience",
-         "get_execution_context")
+TOOLS = (
+    "record_experience",
+    "search_experience",
+    "explain_node",
+    "forget_experience",
+    "get_execution_context",
+)
 # The seed's ExperienceSummary and LessonSummary, field by field.
-EXPERIENCE_FIELDS = ["id", "score", "description", "class", "agent", "strategy", "status",
-                     "tool_calls", "minutes", "files"]
+EXPERIENCE_FIELDS = [
+    "id",
+    "score",
+    "description",
+    "class",
+    "agent",
+    "strategy",
+    "status",
+    "tool_calls",
+    "minutes",
+    "files",
+]
 LESSON_FIELDS = ["text", "confidence", "support"]
 
 
@@ -38,7 +53,9 @@ def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     return schema["$defs"][ref.rsplit("/", 1)[1]] if ref else node
 
 
-async def test_the_tools_are_listed_as_the_seed_describes_them(running_daemon: DaemonProcess) -> None:
+async def test_the_tools_are_listed_as_the_seed_describes_them(
+    running_daemon: DaemonProcess,
+) -> None:
     async with Client(shim(str(running_daemon.socket), "--workspace", "/ws/mcp")) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(TOOLS) <= set(tools)
@@ -47,7 +64,11 @@ async def test_the_tools_are_listed_as_the_seed_describes_them(running_daemon: D
     props = search.input_schema["properties"]
     assert search.input_schema["required"] == ["query"]
     assert (props["query"]["minLength"], props["query"]["maxLength"]) == (1, 1000)
-    assert (props["limit"]["minimum"], props["limit"]["maximum"], props["limit"]["default"]) == (1, 20, 5)
+    assert (props["limit"]["minimum"], props["limit"]["maximum"], props["limit"]["default"]) == (
+        1,
+        20,
+        5,
+    )
     out = search.output_schema
     assert out is not None and out["title"] == "SearchExperienceResult"
     assert sorted(out["required"]) == ["experiences", "lessons"]
@@ -56,26 +77,38 @@ async def test_the_tools_are_listed_as_the_seed_describes_them(running_daemon: D
     assert experience["title"] == "ExperienceSummary" and lesson["title"] == "LessonSummary"
     assert experience["required"] == EXPERIENCE_FIELDS
     assert lesson["required"] == LESSON_FIELDS
-    assert (lesson["properties"]["confidence"]["minimum"], lesson["properties"]["confidence"]["maximum"]) == (0, 1)
+    assert (
+        lesson["properties"]["confidence"]["minimum"],
+        lesson["properties"]["confidence"]["maximum"],
+    ) == (0, 1)
     assert lesson["properties"]["support"]["minimum"] == 1
     assert experience["properties"]["tool_calls"]["minimum"] == 0
     assert experience["properties"]["minutes"]["minimum"] == 0
 
-    hints = {name: tools[name].annotations for name in TOOLS}
+    hints = {name: hints_of(tools[name]) for name in TOOLS}
     assert all(h is not None for h in hints.values())
     assert hints["search_experience"].read_only_hint and hints["search_experience"].idempotent_hint
     assert hints["explain_node"].read_only_hint and hints["get_execution_context"].read_only_hint
-    assert not hints["record_experience"].read_only_hint and not hints["record_experience"].destructive_hint
-    assert hints["forget_experience"].destructive_hint and hints["forget_experience"].idempotent_hint
+    assert (
+        not hints["record_experience"].read_only_hint
+        and not hints["record_experience"].destructive_hint
+    )
+    assert (
+        hints["forget_experience"].destructive_hint and hints["forget_experience"].idempotent_hint
+    )
     assert "class" in tools["record_experience"].input_schema["properties"]
     for name in TOOLS:
         assert tools[name].output_schema is not None, name
         text = tools[name].description or ""
-        marks = [text.find(m) for m in ("Returns:", "Use when:", "Not for:", "Side effects:", "Errors:")]
+        marks = [
+            text.find(m) for m in ("Returns:", "Use when:", "Not for:", "Side effects:", "Errors:")
+        ]
         assert all(m > 0 for m in marks) and marks == sorted(marks), name
 
 
-async def test_record_search_explain_context_forget_round_trip(running_daemon: DaemonProcess) -> None:
+async def test_record_search_explain_context_forget_round_trip(
+    running_daemon: DaemonProcess,
+) -> None:
     async with Client(shim(str(running_daemon.socket), "--workspace", "/ws/mcp")) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
 
@@ -84,20 +117,36 @@ async def test_record_search_explain_context_forget_round_trip(running_daemon: D
             assert not result.is_error, result.content
             jsonschema.validate(result.structured_content, tools[name].output_schema)
             assert result.structured_content is not None
-            return result.structured_content
+            content: dict[str, Any] = result.structured_content
+            return content
 
-        login = await call("record_experience", {
-            "description": "Fixed the login bug where an expired token was accepted after logout",
-            "status": "success", "strategy": "reproduce first", "class": "bugfix",
-            "tool_calls": 40, "minutes": 12.5, "files": ["/ws/mcp/src/auth.py", "tests/test_auth.py"],
-            "lessons": ["Check token expiry on every request."],
-        })
-        again = await call("record_experience", {
-            "description": "Fixed token refresh after an expired session",
-            "status": "failure", "lessons": ["check token expiry on every request"],
-        })
+        login = await call(
+            "record_experience",
+            {
+                "description": (
+                    "Fixed the login bug where an expired token was accepted after logout"
+                ),
+                "status": "success",
+                "strategy": "reproduce first",
+                "class": "bugfix",
+                "tool_calls": 40,
+                "minutes": 12.5,
+                "files": ["/ws/mcp/src/auth.py", "tests/test_auth.py"],
+                "lessons": ["Check token expiry on every request."],
+            },
+        )
+        again = await call(
+            "record_experience",
+            {
+                "description": "Fixed token refresh after an expired session",
+                "status": "failure",
+                "lessons": ["check token expiry on every request"],
+            },
+        )
         found = await call("search_experience", {"query": "expired token login bug", "limit": 1})
-        explained = await call("explain_node", {"id": login["id"], "query": "expired token login bug"})
+        explained = await call(
+            "explain_node", {"id": login["id"], "query": "expired token login bug"}
+        )
         context = await call("get_execution_context", {"task": "another expired token login bug"})
         nothing = await call("search_experience", {"query": "translate the README into French"})
         forgotten = await call("forget_experience", {"id": login["id"]})
@@ -107,37 +156,52 @@ async def test_record_search_explain_context_forget_round_trip(running_daemon: D
         bad_query = await client.call_tool("search_experience", {"query": ""})
         unknown = await client.call_tool("explain_node", {"id": "exp_nothing"})
 
-    assert login["lessons"] == [{"text": "Check token expiry on every request.", "confidence": 0.6667,
-                                 "support": 1, "merged": False}]
+    assert login["lessons"] == [
+        {
+            "text": "Check token expiry on every request.",
+            "confidence": 0.6667,
+            "support": 1,
+            "merged": False,
+        }
+    ]
     assert again["lessons"][0]["merged"] and again["lessons"][0]["support"] == 2
     (top,) = found["experiences"]
     assert top["id"] == login["id"] and top["class"] == "bugfix" and top["agent"] == "shim-test"
     assert top["files"] == ["src/auth.py", "tests/test_auth.py"]
-    assert found["lessons"] == [{"text": "Check token expiry on every request.", "confidence": 0.5, "support": 2}]
+    assert found["lessons"] == [
+        {"text": "Check token expiry on every request.", "confidence": 0.5, "support": 2}
+    ]
     assert explained["ranking"]["rank"] == 1 and explained["ranking"]["passed_floor"]
     assert explained["experience"]["class"] == "bugfix"
     assert "Check token expiry on every request." in context["context"]
     assert nothing == {"experiences": [], "lessons": []}
-    assert forgotten == {"id": login["id"], "already_forgotten": False, "lessons_weakened": 1,
-                         "lessons_retired": 0}
+    assert forgotten == {
+        "id": login["id"],
+        "already_forgotten": False,
+        "lessons_weakened": 1,
+        "lessons_retired": 0,
+    }
     assert [e["id"] for e in after["experiences"]] == [again["id"]]
     assert after["lessons"][0]["support"] == 1
-    assert bad_limit.is_error and "limit" in bad_limit.content[0].text
+    assert bad_limit.is_error and "limit" in text_of(bad_limit)
     assert bad_query.is_error
-    assert unknown.is_error and "not_found" in unknown.content[0].text
+    assert unknown.is_error and "not_found" in text_of(unknown)
 
 
 def test_the_experience_tools_load_nothing_heavy() -> None:
     code = (
         "import sys, recall_client.mcp_experience\n"
-        "heavy = {'torch', 'faiss', 'aiosqlite', 'sentence_transformers', 'numpy'} & set(sys.modules)\n"
+        "heavy = {'torch', 'faiss', 'aiosqlite', 'sentence_transformers', 'numpy'}"
+        " & set(sys.modules)\n"
         "sys.exit(f'client imported {sorted(heavy)}' if heavy else 0)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
 
 
-async def test_the_experience_tools_wait_for_workspace_approval(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_the_experience_tools_wait_for_workspace_approval(
+    daemon_factory: DaemonFactory,
+) -> None:
     d: DaemonProcess = daemon_factory(extra_env={"RECALLD_REQUIRE_APPROVAL": "1"})
     await d.start()
     calls = {
@@ -151,11 +215,17 @@ async def test_the_experience_tools_wait_for_workspace_approval(daemon_factory) 
         for name, args in calls.items():
             refused = await client.call_tool(name, args)
             assert refused.is_error, name
-            assert "recallctl workspace approve /ws/gated" in refused.content[0].text, name
+            assert "recallctl workspace approve /ws/gated" in text_of(refused), name
         with anyio.fail_after(60):
             approve = await anyio.run_process(
-                [str(BIN / "recallctl"), "--socket", str(d.socket), "workspace", "approve",
-                 "/ws/gated"],
+                [
+                    str(BIN / "recallctl"),
+                    "--socket",
+                    str(d.socket),
+                    "workspace",
+                    "approve",
+                    "/ws/gated",
+                ],
                 check=False,
             )
         assert approve.returncode == 0, approve.stderr
@@ -163,5 +233,7 @@ async def test_the_experience_tools_wait_for_workspace_approval(daemon_factory) 
         found = await client.call_tool("search_experience", calls["search_experience"])
     assert not recorded.is_error and not found.is_error
     assert found.structured_content is not None
-    assert [e["id"] for e in found.structured_content["experiences"]] == [recorded.structured_content["id"]]
+    assert [e["id"] for e in found.structured_content["experiences"]] == [
+        recorded.structured_content["id"]
+    ]
     assert await d.stop() == 0

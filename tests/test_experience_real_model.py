@@ -1,11 +1,12 @@
-"""Experiences with the real bundled all-MiniLM-L6-v2: found by meaning, lessons merged by meaning."""
+"""Experiences with the real bundled all-MiniLM-L6-v2: found by meaning, lessons merged by
+meaning."""
 
 from __future__ import annotations
 
 import pytest
 from recall_client import protocol as p
 
-from .conftest import DaemonProcess
+from .conftest import DaemonFactory, DaemonProcess
 
 pytestmark = pytest.mark.real_model
 
@@ -26,25 +27,33 @@ DIFFERENT = "Never run migrations against production without a backup."
 
 
 async def test_a_paraphrase_finds_what_lexical_search_misses_and_lessons_merge_by_meaning(
-    daemon_factory,  # type: ignore[no-untyped-def]
+    daemon_factory: DaemonFactory,
 ) -> None:
     d: DaemonProcess = daemon_factory(embedder="minilm")
-    await d.start(timeout=60)
+    await d.start(within_s=60)
     report = await d.status(wait_model_s=120)
     assert report.model.state == "ready", report.model.reason
     async with d.client() as rc:
-        login = await rc.call(p.RecordExperience(description=LOGIN, status="success", lessons=[LESSON]),
-                              p.ExperienceRecorded)
-        billing = await rc.call(p.RecordExperience(description=BILLING, status="success",
-                                                   lessons=[REWORDED, DIFFERENT]),
-                                p.ExperienceRecorded)
+        login = await rc.call(
+            p.RecordExperience(description=LOGIN, status="success", lessons=[LESSON]),
+            p.ExperienceRecorded,
+        )
+        billing = await rc.call(
+            p.RecordExperience(
+                description=BILLING, status="success", lessons=[REWORDED, DIFFERENT]
+            ),
+            p.ExperienceRecorded,
+        )
         for text in OTHERS:
             await rc.call(p.RecordExperience(description=text), p.ExperienceRecorded)
         # No waiting for the embedding actor: a recorded experience is embedded on the way in.
         found = await rc.call(p.SearchExperience(query=ABOUT_LOGIN), p.ExperienceSearchResult)
-        why = await rc.call(p.ExplainNode(record_id=login.record_id, query=ABOUT_LOGIN), p.NodeExplained)
-        unrelated = await rc.call(p.SearchExperience(query="translate the README into French"),
-                                  p.ExperienceSearchResult)
+        why = await rc.call(
+            p.ExplainNode(record_id=login.record_id, query=ABOUT_LOGIN), p.NodeExplained
+        )
+        unrelated = await rc.call(
+            p.SearchExperience(query="translate the README into French"), p.ExperienceSearchResult
+        )
         ctx = await rc.call(p.GetExecutionContext(task=ABOUT_BILLING), p.ExecutionContext)
 
     assert found.semantic_used
@@ -64,10 +73,12 @@ async def test_a_paraphrase_finds_what_lexical_search_misses_and_lessons_merge_b
     # The same data, lexical search only: the paraphrase finds nothing.
     assert await d.stop() == 0
     d.embedder = "none"
-    await d.start(timeout=60)
+    await d.start(within_s=60)
     async with d.client() as rc:
         lexical = await rc.call(p.SearchExperience(query=ABOUT_LOGIN), p.ExperienceSearchResult)
-        by_words = await rc.call(p.SearchExperience(query="expired token login"), p.ExperienceSearchResult)
+        by_words = await rc.call(
+            p.SearchExperience(query="expired token login"), p.ExperienceSearchResult
+        )
     assert not lexical.semantic_used
     assert (lexical.experiences, lexical.lessons) == ([], [])
     assert [e.id for e in by_words.experiences] == [login.record_id]

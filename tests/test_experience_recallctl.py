@@ -16,20 +16,25 @@ import pytest
 from recall_client import protocol as p
 from recall_client.ctl_experience import PAYLOAD_WAIT_S
 
-from .conftest import BIN, REPO, DaemonProcess
+from .conftest import BIN, REPO, DaemonFactory, DaemonProcess
 
 FIXTURES = Path(__file__).parent / "fixtures"
 AGENT = "claude-code"
 SESSION = "0d9a7e31-2c54-4b8f-a6e0-93f1b2c4d5e6"
 
 
-def ctl(d: DaemonProcess | None, *args: str, stdin: str | None = None,
-        socket: Path | None = None) -> subprocess.CompletedProcess[str]:
+def ctl(
+    d: DaemonProcess | None, *args: str, stdin: str | None = None, socket: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     sock = socket or (d.socket if d is not None else None)
     env = d.env() if d is not None else None
     return subprocess.run(
         [str(BIN / "recallctl"), *(["--socket", str(sock)] if sock else []), *args],
-        capture_output=True, text=True, timeout=120, input=stdin, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=stdin,
+        env=env,
     )
 
 
@@ -70,8 +75,14 @@ def run_hook(command: str, stdin: str, env: dict[str, str]) -> subprocess.Comple
     """Run a hook command as Claude Code does: the payload on stdin, the session's env."""
     argv = shlex.split(command)
     assert argv[0].endswith("/.venv/bin/recallctl")
-    return subprocess.run([str(BIN / "recallctl"), *argv[1:]], input=stdin,
-                          capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run(
+        [str(BIN / "recallctl"), *argv[1:]],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
 
 
 def run_with_stdin_left_open(stdin: str, env: dict[str, str]) -> tuple[int, float, str]:
@@ -79,7 +90,10 @@ def run_with_stdin_left_open(stdin: str, env: dict[str, str]) -> tuple[int, floa
     written but never closed."""
     with subprocess.Popen(
         [str(BIN / "recallctl"), "--agent", AGENT, "experience", "rollup", "--hook", "--json"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env=env,
     ) as proc:
         assert proc.stdin is not None and proc.stdout is not None
@@ -98,11 +112,30 @@ def run_with_stdin_left_open(stdin: str, env: dict[str, str]) -> tuple[int, floa
 
 async def test_record_search_show_and_forget(running_daemon: DaemonProcess) -> None:
     ws = ["--workspace", "/ws/app"]
-    rec = ctl(running_daemon, *ws, "experience", "record",
-              "Fixed the login bug where an expired token was accepted after logout",
-              "--outcome", "success", "--class", "bugfix", "--strategy", "reproduce first",
-              "--tool-calls", "42", "--minutes", "17.5", "--file", "/ws/app/src/auth.py",
-              "--lesson", "Check token expiry on every request.", "--session", "s-9", "--json")
+    rec = ctl(
+        running_daemon,
+        *ws,
+        "experience",
+        "record",
+        "Fixed the login bug where an expired token was accepted after logout",
+        "--outcome",
+        "success",
+        "--class",
+        "bugfix",
+        "--strategy",
+        "reproduce first",
+        "--tool-calls",
+        "42",
+        "--minutes",
+        "17.5",
+        "--file",
+        "/ws/app/src/auth.py",
+        "--lesson",
+        "Check token expiry on every request.",
+        "--session",
+        "s-9",
+        "--json",
+    )
     assert rec.returncode == 0, rec.stderr
     recorded_reply = json.loads(rec.stdout)
     exp_id = recorded_reply["record_id"]
@@ -114,21 +147,41 @@ async def test_record_search_show_and_forget(running_daemon: DaemonProcess) -> N
     assert header.split() == ["score", "id", "status", "class", "calls", "min", "description"]
     assert row.split()[1:6] == [exp_id, "success", "bugfix", "42", "17.5"]
     assert "Fixed the login bug" in row
-    assert rest[1:] == ["lessons (confidence, support)",
-                        "  0.67    1  Check token expiry on every request."]
+    assert rest[1:] == [
+        "lessons (confidence, support)",
+        "  0.67    1  Check token expiry on every request.",
+    ]
 
-    as_json = json.loads(ctl(running_daemon, *ws, "experience", "search", "expired token login",
-                             "--limit", "1", "--json").stdout)
+    as_json = json.loads(
+        ctl(
+            running_daemon,
+            *ws,
+            "experience",
+            "search",
+            "expired token login",
+            "--limit",
+            "1",
+            "--json",
+        ).stdout
+    )
     [e] = as_json["experiences"]
-    assert (e["id"], e["class"], e["files"], e["minutes"]) == (exp_id, "bugfix", ["src/auth.py"],
-                                                               17.5)
+    assert (e["id"], e["class"], e["files"], e["minutes"]) == (
+        exp_id,
+        "bugfix",
+        ["src/auth.py"],
+        17.5,
+    )
 
     shown = ctl(running_daemon, *ws, "experience", "show", exp_id, "--query", "expired token")
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith(f"{exp_id}  success  class bugfix  agent recallctl")
-    for line in ("  strategy     reproduce first", "  effort       42 tool calls, 17.5 minutes",
-                 "  files        src/auth.py", "  session      s-9",
-                 "  0.67    1  Check token expiry on every request."):
+    for line in (
+        "  strategy     reproduce first",
+        "  effort       42 tool calls, 17.5 minutes",
+        "  files        src/auth.py",
+        "  session      s-9",
+        "  0.67    1  Check token expiry on every request.",
+    ):
         assert line in shown.stdout.splitlines()
     assert "for 'expired token': rank 1" in shown.stdout
 
@@ -166,10 +219,15 @@ async def test_bad_input_is_a_clear_failure(running_daemon: DaemonProcess, tmp_p
 def test_the_readme_ships_the_end_of_session_hooks() -> None:
     hooks = readme_rollup_hooks()
     assert set(hooks) == {"UserPromptSubmit", "SessionEnd"}
-    assert shlex.split(hooks["UserPromptSubmit"][0])[1:] == ["--agent", AGENT, "capture",
-                                                             "--quiet"]
-    assert shlex.split(hooks["SessionEnd"][0])[1:] == ["--agent", AGENT, "experience", "rollup",
-                                                       "--hook", "--quiet"]
+    assert shlex.split(hooks["UserPromptSubmit"][0])[1:] == ["--agent", AGENT, "capture", "--quiet"]
+    assert shlex.split(hooks["SessionEnd"][0])[1:] == [
+        "--agent",
+        AGENT,
+        "experience",
+        "rollup",
+        "--hook",
+        "--quiet",
+    ]
 
 
 async def test_a_recorded_session_is_rolled_up_by_the_readme_hook(
@@ -177,8 +235,14 @@ async def test_a_recorded_session_is_rolled_up_by_the_readme_hook(
 ) -> None:
     env = running_daemon.env()
     # The session's hooks captured its prompt, tool calls and turn end...
-    capture = ctl(running_daemon, "--agent", AGENT, "capture", "--quiet",
-                  stdin=recorded("claude_code_session.jsonl", checkout))
+    capture = ctl(
+        running_daemon,
+        "--agent",
+        AGENT,
+        "capture",
+        "--quiet",
+        stdin=recorded("claude_code_session.jsonl", checkout),
+    )
     assert capture.returncode == 0, capture.stderr
     # ...then Claude Code runs the SessionEnd hook with its payload on stdin.
     [command] = readme_rollup_hooks()["SessionEnd"]
@@ -187,8 +251,10 @@ async def test_a_recorded_session_is_rolled_up_by_the_readme_hook(
     assert ended.stdout == ""  # --quiet
 
     async with running_daemon.client(agent=AGENT, workspace=str(checkout)) as rc:
-        found = await rc.call(p.SearchExperience(query="nightly export job fails on staging"),
-                              p.ExperienceSearchResult)
+        found = await rc.call(
+            p.SearchExperience(query="nightly export job fails on staging"),
+            p.ExperienceSearchResult,
+        )
         [e] = found.experiences
         explained = await rc.call(p.ExplainNode(record_id=e.id), p.NodeExplained)
     assert e.description == "The nightly export job fails on staging, can you fix it?"
@@ -209,10 +275,21 @@ async def test_a_recorded_session_is_rolled_up_by_the_readme_hook(
     assert reply["why"] == "no verdict; the last tool call succeeded (1 of 5 tool calls failed)"
 
     # A person adds what the hook cannot know; the hook's next roll-up keeps it.
-    told = ctl(running_daemon, "--agent", AGENT, "--workspace", str(checkout), "experience",
-               "rollup", "--session", SESSION, "--description",
-               "Fixed the nightly export's encoding error", "--lesson",
-               "Open CSV exports with encoding='utf-8'.")
+    told = ctl(
+        running_daemon,
+        "--agent",
+        AGENT,
+        "--workspace",
+        str(checkout),
+        "experience",
+        "rollup",
+        "--session",
+        SESSION,
+        "--description",
+        "Fixed the nightly export's encoding error",
+        "--lesson",
+        "Open CSV exports with encoding='utf-8'.",
+    )
     assert told.returncode == 0, told.stderr
     assert told.stdout.splitlines()[:2] == [
         f"{e.id} updated from 7 episodes of session {SESSION}",
@@ -232,11 +309,18 @@ async def test_a_recorded_session_is_rolled_up_by_the_readme_hook(
 async def test_a_payload_on_stdin_left_open_is_read_without_waiting_for_eof(
     running_daemon: DaemonProcess, checkout: Path
 ) -> None:
-    capture = ctl(running_daemon, "--agent", AGENT, "capture", "--quiet",
-                  stdin=recorded("claude_code_session.jsonl", checkout))
+    capture = ctl(
+        running_daemon,
+        "--agent",
+        AGENT,
+        "capture",
+        "--quiet",
+        stdin=recorded("claude_code_session.jsonl", checkout),
+    )
     assert capture.returncode == 0, capture.stderr
     code, took, out = run_with_stdin_left_open(
-        recorded("claude_code_session_end.json", checkout), running_daemon.env())
+        recorded("claude_code_session_end.json", checkout), running_daemon.env()
+    )
     assert code == 0
     reply = json.loads(out)
     # It stopped reading at the end of the payload, not after waiting PAYLOAD_WAIT_S for more.
@@ -248,32 +332,59 @@ async def test_a_payload_on_stdin_left_open_is_read_without_waiting_for_eof(
 
 
 async def test_export_and_import_carry_experiences_and_their_lessons(
-    daemon_factory: Any, tmp_path: Path
+    daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
     shared = "Run the migration on a copy of production first."
     source: DaemonProcess = daemon_factory("source")
     await source.start()
     async with source.client(agent="alice", workspace="/ws/one") as rc:
-        first = await rc.call(p.RecordExperience(
-            description="Migrated the orders table to the new schema", status="success",
-            strategy="dual writes, then backfill", task_class="migration", tool_calls=31,
-            minutes=44.5, files=["db/migrations/0042_orders.py"], session="s-1",
-            lessons=[shared, "Backfill in batches of 10k rows."]), p.ExperienceRecorded)
-        second = await rc.call(p.RecordExperience(
-            description="Migration of the invoices table locked production", status="failure",
-            task_class="migration", tool_calls=12, minutes=9.0,
-            # The same lesson in other spelling: merged into the first one's text.
-            lessons=["run the migration on a copy of production first"]), p.ExperienceRecorded)
-        gone = await rc.call(p.RecordExperience(
-            description="Migration of the payments table was abandoned", status="unknown",
-            lessons=[shared]), p.ExperienceRecorded)
+        first = await rc.call(
+            p.RecordExperience(
+                description="Migrated the orders table to the new schema",
+                status="success",
+                strategy="dual writes, then backfill",
+                task_class="migration",
+                tool_calls=31,
+                minutes=44.5,
+                files=["db/migrations/0042_orders.py"],
+                session="s-1",
+                lessons=[shared, "Backfill in batches of 10k rows."],
+            ),
+            p.ExperienceRecorded,
+        )
+        second = await rc.call(
+            p.RecordExperience(
+                description="Migration of the invoices table locked production",
+                status="failure",
+                task_class="migration",
+                tool_calls=12,
+                minutes=9.0,
+                # The same lesson in other spelling: merged into the first one's text.
+                lessons=["run the migration on a copy of production first"],
+            ),
+            p.ExperienceRecorded,
+        )
+        gone = await rc.call(
+            p.RecordExperience(
+                description="Migration of the payments table was abandoned",
+                status="unknown",
+                lessons=[shared],
+            ),
+            p.ExperienceRecorded,
+        )
         await rc.call(p.ForgetExperience(record_id=gone.record_id), p.ExperienceForgotten)
-        before = await rc.call(p.SearchExperience(query="migration table", limit=20),
-                               p.ExperienceSearchResult)
+        before = await rc.call(
+            p.SearchExperience(query="migration table", limit=20), p.ExperienceSearchResult
+        )
     async with source.client(agent="bob", workspace="/ws/two") as rc:
-        await rc.call(p.RecordExperience(description="Rotated the TLS certificates",
-                                         status="success", lessons=["Check the chain."]),
-                      p.ExperienceRecorded)
+        await rc.call(
+            p.RecordExperience(
+                description="Rotated the TLS certificates",
+                status="success",
+                lessons=["Check the chain."],
+            ),
+            p.ExperienceRecorded,
+        )
     dump = tmp_path / "dump.jsonl"
     out = ctl(source, "export", "--kind", "all", "-o", str(dump))
     assert out.returncode == 0, out.stderr
@@ -284,60 +395,100 @@ async def test_export_and_import_carry_experiences_and_their_lessons(
     assert gone.record_id not in by_id
     exported = by_id[first.record_id]
     assert exported["experience"] == {
-        "class": "migration", "strategy": "dual writes, then backfill", "status": "success",
-        "tool_calls": 31, "minutes": 44.5, "files": ["db/migrations/0042_orders.py"],
-        "lessons": [{"id": first.lessons[0].id, "text": shared},
-                    {"id": first.lessons[1].id, "text": "Backfill in batches of 10k rows."}],
+        "class": "migration",
+        "strategy": "dual writes, then backfill",
+        "status": "success",
+        "tool_calls": 31,
+        "minutes": 44.5,
+        "files": ["db/migrations/0042_orders.py"],
+        "lessons": [
+            {"id": first.lessons[0].id, "text": shared},
+            {"id": first.lessons[1].id, "text": "Backfill in batches of 10k rows."},
+        ],
     }
     assert by_id[second.record_id]["experience"]["lessons"] == [
-        {"id": first.lessons[0].id, "text": shared}]
+        {"id": first.lessons[0].id, "text": shared}
+    ]
     lesson_row = by_id[first.lessons[0].id]
     assert lesson_row["kind"] == "lesson" and "experience" not in lesson_row
-    assert lesson_row["lesson"] == {"support": 2, "confidence": 0.5,
-                                    "experiences": [first.record_id, second.record_id]}
+    assert lesson_row["lesson"] == {
+        "support": 2,
+        "confidence": 0.5,
+        "experiences": [first.record_id, second.record_id],
+    }
 
     target: DaemonProcess = daemon_factory("target")
     await target.start()
     await target.status(wait_model_s=30)
     imported = ctl(target, "import", str(dump))
     assert imported.returncode == 0, imported.stderr
-    assert ("imported 3 experiences: 3 new, 0 duplicates, 0 already imported; "
-            "3 lessons rebuilt from their experiences") in imported.stderr
+    assert (
+        "imported 3 experiences: 3 new, 0 duplicates, 0 already imported; "
+        "3 lessons rebuilt from their experiences"
+    ) in imported.stderr
     again = ctl(target, "import", str(dump))
     assert again.returncode == 0 and "3 already imported" in again.stderr
 
     async with target.client(agent="alice", workspace="/ws/one") as rc:
-        after = await rc.call(p.SearchExperience(query="migration table", limit=20),
-                              p.ExperienceSearchResult)
+        after = await rc.call(
+            p.SearchExperience(query="migration table", limit=20), p.ExperienceSearchResult
+        )
     async with target.client(agent="bob", workspace="/ws/two") as rc:
-        tls = await rc.call(p.SearchExperience(query="rotated TLS certificates"),
-                            p.ExperienceSearchResult)
+        tls = await rc.call(
+            p.SearchExperience(query="rotated TLS certificates"), p.ExperienceSearchResult
+        )
 
     def same(e: p.ExperienceInfo) -> tuple[Any, ...]:
-        return (e.description, e.task_class, e.agent, e.strategy, e.status, e.tool_calls,
-                e.minutes, e.files, e.ts, e.session)
+        return (
+            e.description,
+            e.task_class,
+            e.agent,
+            e.strategy,
+            e.status,
+            e.tool_calls,
+            e.minutes,
+            e.files,
+            e.ts,
+            e.session,
+        )
 
     assert len(before.experiences) == 2
     assert [same(e) for e in after.experiences] == [same(e) for e in before.experiences]
     assert [(x.text, x.support, x.confidence) for x in after.lessons] == [
-        (x.text, x.support, x.confidence) for x in before.lessons]
+        (x.text, x.support, x.confidence) for x in before.lessons
+    ]
     assert (shared, 2, 0.5) in [(x.text, x.support, x.confidence) for x in after.lessons]
     assert [(e.agent, e.description) for e in tls.experiences] == [
-        ("bob", "Rotated the TLS certificates")]
+        ("bob", "Rotated the TLS certificates")
+    ]
     assert await target.stop() == 0
 
 
 async def test_an_experience_row_without_its_fields_is_refused(
     running_daemon: DaemonProcess,
 ) -> None:
-    lines = "\n".join([
-        json.dumps({"kind": "experience", "text": "a task with no experience fields"}),
-        json.dumps({"kind": "lesson", "text": "a lesson alone", "lesson": {"support": 1}}),
-        json.dumps({"kind": "experience", "text": "x", "workspace": "/ws/i",
-                    "experience": {"class": "general", "strategy": None, "status": "done",
-                                   "tool_calls": 0, "minutes": 0, "files": [],
-                                   "lessons": []}}),
-    ])
+    lines = "\n".join(
+        [
+            json.dumps({"kind": "experience", "text": "a task with no experience fields"}),
+            json.dumps({"kind": "lesson", "text": "a lesson alone", "lesson": {"support": 1}}),
+            json.dumps(
+                {
+                    "kind": "experience",
+                    "text": "x",
+                    "workspace": "/ws/i",
+                    "experience": {
+                        "class": "general",
+                        "strategy": None,
+                        "status": "done",
+                        "tool_calls": 0,
+                        "minutes": 0,
+                        "files": [],
+                        "lessons": [],
+                    },
+                }
+            ),
+        ]
+    )
     out = ctl(running_daemon, "import", "-", stdin=lines)
     assert out.returncode == 1
     assert "line 1: an experience row needs its 'experience' fields" in out.stderr

@@ -26,8 +26,9 @@ async def running_daemon(running_daemon: DaemonProcess) -> DaemonProcess:
 
 async def capture(rc: RecallClient, summary: str, at: float, **fields: Any) -> str:
     fields.setdefault("session_id", "s1")
-    reply = await rc.call(p.CaptureEpisode(summary=summary, ts=T0 + at, **fields),
-                          p.EpisodeCaptured)
+    reply = await rc.call(
+        p.CaptureEpisode(summary=summary, ts=T0 + at, **fields), p.EpisodeCaptured
+    )
     return reply.record_id
 
 
@@ -35,18 +36,55 @@ async def a_session(rc: RecallClient, session: str = "s1") -> list[str]:
     """A prompt, five tool calls (one failed) over ten minutes, and the end of the turn."""
     s = {"session_id": session}
     return [
-        await capture(rc, "prompt: The nightly export job fails on staging, fix it", 0,
-                      episode_type="prompt", source="user", **s),
-        await capture(rc, "Read: /ws/shop/jobs/export.py -> ok", 30, tool="Read",
-                      files=["/ws/shop/jobs/export.py"], **s),
-        await capture(rc, "Read: /usr/lib/python3.11/csv.py -> ok", 60, tool="Read",
-                      files=["/usr/lib/python3.11/csv.py"], **s),
-        await capture(rc, "Bash: python -m jobs.export -> failed: UnicodeEncodeError", 120,
-                      tool="Bash", status="error", error_code="exit_1", **s),
-        await capture(rc, "Edit: /ws/shop/jobs/export.py -> ok", 300, tool="Edit",
-                      files=["/ws/shop/jobs/export.py"], **s),
-        await capture(rc, "Write: tests/test_export.py -> ok", 420, tool="Write",
-                      files=["tests/test_export.py"], **s),
+        await capture(
+            rc,
+            "prompt: The nightly export job fails on staging, fix it",
+            0,
+            episode_type="prompt",
+            source="user",
+            **s,
+        ),
+        await capture(
+            rc,
+            "Read: /ws/shop/jobs/export.py -> ok",
+            30,
+            tool="Read",
+            files=["/ws/shop/jobs/export.py"],
+            **s,
+        ),
+        await capture(
+            rc,
+            "Read: /usr/lib/python3.11/csv.py -> ok",
+            60,
+            tool="Read",
+            files=["/usr/lib/python3.11/csv.py"],
+            **s,
+        ),
+        await capture(
+            rc,
+            "Bash: python -m jobs.export -> failed: UnicodeEncodeError",
+            120,
+            tool="Bash",
+            status="error",
+            error_code="exit_1",
+            **s,
+        ),
+        await capture(
+            rc,
+            "Edit: /ws/shop/jobs/export.py -> ok",
+            300,
+            tool="Edit",
+            files=["/ws/shop/jobs/export.py"],
+            **s,
+        ),
+        await capture(
+            rc,
+            "Write: tests/test_export.py -> ok",
+            420,
+            tool="Write",
+            files=["tests/test_export.py"],
+            **s,
+        ),
         await capture(rc, "turn ended", 600, episode_type="turn_end", **s),
     ]
 
@@ -110,13 +148,18 @@ async def test_given_fields_win_and_are_kept_by_later_roll_ups(
         await a_session(rc)
         await roll_up(rc)
         given = await roll_up(
-            rc, description="Fixed the export job's encoding on staging", status="failure",
-            strategy="reproduce locally, then force utf-8", task_class="bugfix",
+            rc,
+            description="Fixed the export job's encoding on staging",
+            status="failure",
+            strategy="reproduce locally, then force utf-8",
+            task_class="bugfix",
             lessons=["Open CSV exports with encoding='utf-8'.", "Reproduce with staging data."],
         )
         hook = await roll_up(rc)  # a later hook gives nothing
-        more = await roll_up(rc, lessons=["open csv exports with encoding = 'utf-8'",
-                                          "Check the locale of cron jobs."])
+        more = await roll_up(
+            rc,
+            lessons=["open csv exports with encoding = 'utf-8'", "Check the locale of cron jobs."],
+        )
         found = await search(rc, "export job encoding")
     for reply in (given, hook, more):
         e = reply.experience
@@ -152,11 +195,25 @@ async def test_the_sessions_verdict_decides_the_status(running_daemon: DaemonPro
     assert succeeded.experience is not None and succeeded.experience.status == "success"
 
 
-def _ep(tool: str | None = "Bash", status: str = "ok", episode_type: str = "tool_call",
-        task_result: float | None = None, verdict_at: float | None = None) -> SessionEpisode:
-    return SessionEpisode(ts=0.0, agent="a", text="t", eligibility="eligible",
-                          episode_type=episode_type, tool=tool, status=status,
-                          task_result=task_result, verdict_at=verdict_at, files=[])
+def _ep(
+    tool: str | None = "Bash",
+    status: str = "ok",
+    episode_type: str = "tool_call",
+    task_result: float | None = None,
+    verdict_at: float | None = None,
+) -> SessionEpisode:
+    return SessionEpisode(
+        ts=0.0,
+        agent="a",
+        text="t",
+        eligibility="eligible",
+        episode_type=episode_type,
+        tool=tool,
+        status=status,
+        task_result=task_result,
+        verdict_at=verdict_at,
+        files=[],
+    )
 
 
 @pytest.mark.parametrize(
@@ -168,8 +225,13 @@ def _ep(tool: str | None = "Bash", status: str = "ok", episode_type: str = "tool
         ([_ep(status="error"), _ep(status="timeout"), _ep()], "unknown"),
         ([_ep(status="error"), _ep()], "success"),  # half failed, the last succeeded
         ([_ep(), _ep(tool=None, episode_type="turn_end", status="error")], "failure"),
-        ([_ep(status="error", task_result=0.9, verdict_at=1),
-          _ep(task_result=0.1, verdict_at=2)], "failure"),  # the latest verdict counts
+        (
+            [
+                _ep(status="error", task_result=0.9, verdict_at=1),
+                _ep(task_result=0.1, verdict_at=2),
+            ],
+            "failure",
+        ),  # the latest verdict counts
         ([_ep(status="error", task_result=0.5)], "success"),
     ],
 )
@@ -190,7 +252,8 @@ async def test_a_session_without_episodes_is_not_found(running_daemon: DaemonPro
             await roll_up(elsewhere)
     assert unknown.value.code == not_theirs.value.code == other_workspace.value.code == "not_found"
     assert "no captured episodes of session no-such-session in workspace /ws/shop" in (
-        unknown.value.message)
+        unknown.value.message
+    )
     assert "by agent 'someone-else'" in not_theirs.value.message
 
 
@@ -209,12 +272,12 @@ async def test_a_forgotten_roll_up_is_not_recorded_again(running_daemon: DaemonP
 async def test_secrets_never_reach_the_experience(running_daemon: DaemonProcess) -> None:
     secret = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
     async with running_daemon.client(agent=AGENT, workspace=WS) as rc:
-        await capture(rc, f"prompt: push with token {secret} to the fork", 0,
-                      episode_type="prompt")
+        await capture(rc, f"prompt: push with token {secret} to the fork", 0, episode_type="prompt")
         await capture(rc, "Bash: git push -> ok", 60, tool="Bash")
         derived = await roll_up(rc)
-        given = await roll_up(rc, description=f"Pushed using {secret}",
-                              strategy=f"GITHUB_TOKEN={secret} git push")
+        given = await roll_up(
+            rc, description=f"Pushed using {secret}", strategy=f"GITHUB_TOKEN={secret} git push"
+        )
     for reply in (derived, given):
         assert reply.experience is not None
         assert secret not in reply.experience.description

@@ -9,7 +9,7 @@ from typing import Any
 from mcp import Client
 
 from .conftest import DaemonProcess
-from .test_mcp_shim import shim
+from .test_mcp_shim import shim, text_of
 from .test_memories import settled
 
 DESCRIPTION = "Moved the nightly backup job from cron to a systemd timer with persistent catch-up"
@@ -28,7 +28,7 @@ async def refused(client: Client, name: str, args: dict[str, Any]) -> str:
     # A protocol error would raise here; a tool error comes back as a result.
     result = await client.call_tool(name, args)
     assert result.is_error, result.structured_content
-    return result.content[0].text  # type: ignore[union-attr]
+    return text_of(result)
 
 
 async def test_every_tool_lists_a_closed_input_schema(running_daemon: DaemonProcess) -> None:
@@ -48,14 +48,19 @@ async def test_record_experience_with_outcome_is_refused_and_stores_nothing(
     report = await running_daemon.status(wait_model_s=30)
     assert report.model.state == "ready", report.model.reason
     async with Client(shim(str(running_daemon.socket), "--workspace", "/ws/strict")) as client:
-        message = await refused(client, "record_experience",
-                                {"description": DESCRIPTION, "outcome": "success"})
+        message = await refused(
+            client, "record_experience", {"description": DESCRIPTION, "outcome": "success"}
+        )
         after_refusal = await ok(client, "search_experience", {"query": QUERY})
         # The Python name of ``class`` was ignored the same way.
-        by_python_name = await refused(client, "record_experience",
-                                       {"description": DESCRIPTION, "task_class": "ops"})
-        recorded = await ok(client, "record_experience",
-                            {"description": DESCRIPTION, "status": "success", "class": "ops"})
+        by_python_name = await refused(
+            client, "record_experience", {"description": DESCRIPTION, "task_class": "ops"}
+        )
+        recorded = await ok(
+            client,
+            "record_experience",
+            {"description": DESCRIPTION, "status": "success", "class": "ops"},
+        )
         found = await ok(client, "search_experience", {"query": QUERY})
 
     assert message.startswith(
@@ -92,8 +97,9 @@ async def test_declared_arguments_and_documented_aliases_still_work(
         stored = await ok(client, "memory_store", note)
         await settled(running_daemon)
         by_top_k = await ok(client, "memory_search", {"query": "nightly backup timer", "top_k": 1})
-        by_max_results = await ok(client, "memory_search",
-                                  {"query": "nightly backup timer", "max_results": 1})
+        by_max_results = await ok(
+            client, "memory_search", {"query": "nightly backup timer", "max_results": 1}
+        )
         shown = await ok(client, "memory_show", {"id": stored["id"]})
         episodes = await ok(client, "work_search", {"verbosity": "terse", "k": 5})
 

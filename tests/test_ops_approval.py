@@ -11,15 +11,19 @@ from mcp import Client
 from recall_client import protocol as p
 from recall_client.client import RemoteError
 
-from .conftest import BIN, DaemonProcess
-from .test_mcp_shim import shim
+from .conftest import BIN, DaemonFactory, DaemonProcess
+from .test_mcp_shim import shim, text_of
 
 GATED = {"RECALLD_REQUIRE_APPROVAL": "1"}
 
 
 def ctl(d: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "recallctl"), "--socket", str(d.socket), *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [str(BIN / "recallctl"), "--socket", str(d.socket), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 async def test_off_by_default_every_workspace_is_served(running_daemon: DaemonProcess) -> None:
@@ -31,7 +35,9 @@ async def test_off_by_default_every_workspace_is_served(running_daemon: DaemonPr
     assert listing["require_approval"] is False
 
 
-async def test_an_unapproved_workspace_gets_an_error_that_says_how_to_approve(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_an_unapproved_workspace_gets_an_error_that_says_how_to_approve(
+    daemon_factory: DaemonFactory,
+) -> None:
     d: DaemonProcess = daemon_factory(extra_env=GATED)
     await d.start()
     async with d.client(workspace="/ws/new project") as rc:
@@ -47,7 +53,9 @@ async def test_an_unapproved_workspace_gets_an_error_that_says_how_to_approve(da
     assert await d.stop() == 0
 
 
-async def test_approve_list_revoke_and_the_approval_survives_a_restart(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_approve_list_revoke_and_the_approval_survives_a_restart(
+    daemon_factory: DaemonFactory,
+) -> None:
     d: DaemonProcess = daemon_factory(extra_env=GATED)
     await d.start()
     async with d.client(workspace="/ws/app") as rc:
@@ -61,7 +69,10 @@ async def test_approve_list_revoke_and_the_approval_survives_a_restart(daemon_fa
     out = ctl(d, "workspace", "approve", "/ws/app")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "approved /ws/app"
-    assert ctl(d, "workspace", "approve", "/ws/app").stdout.strip() == "approved /ws/app (already approved)"
+    assert (
+        ctl(d, "workspace", "approve", "/ws/app").stdout.strip()
+        == "approved /ws/app (already approved)"
+    )
     async with d.client(workspace="/ws/app") as rc:
         stored = await rc.call(p.MemoryStore(text="after approval"), p.Stored)
         # A request may not reach into another, unapproved workspace through its override.
@@ -85,7 +96,9 @@ async def test_approve_list_revoke_and_the_approval_survives_a_restart(daemon_fa
     assert await d.stop() == 0
 
 
-async def test_approve_takes_a_path_to_its_git_root_like_the_shim(daemon_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_approve_takes_a_path_to_its_git_root_like_the_shim(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
     (repo / "src" / "pkg").mkdir(parents=True)
@@ -98,13 +111,15 @@ async def test_approve_takes_a_path_to_its_git_root_like_the_shim(daemon_factory
     assert await d.stop() == 0
 
 
-async def test_an_mcp_tool_in_an_unapproved_workspace_fails_with_the_approve_command(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_an_mcp_tool_in_an_unapproved_workspace_fails_with_the_approve_command(
+    daemon_factory: DaemonFactory,
+) -> None:
     d: DaemonProcess = daemon_factory(extra_env=GATED)
     await d.start()
     async with Client(shim(str(d.socket), "--workspace", "/ws/agent")) as client:
         result = await client.call_tool("memory_search", {"query": "anything"})
         assert result.is_error
-        text = result.content[0].text
+        text = text_of(result)
         assert "forbidden" in text and "recallctl workspace approve /ws/agent" in text
         assert ctl(d, "workspace", "approve", "--exact", "/ws/agent").returncode == 0
         result = await client.call_tool("memory_store", {"text": "now it is approved"})

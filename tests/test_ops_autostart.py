@@ -17,18 +17,18 @@ from recall_client.paths import read_admin_token
 
 from .conftest import BIN
 from .sdnotify import pid_alive, wait_pid_exit
+from .test_mcp_shim import shim_env, text_of
 
 SHIMS = 4
 
 
 def shim_params(sock: Path, agent: str, **extra: str) -> StdioServerParameters:
-    env = {k: v for k, v in os.environ.items() if k in (
-        "PATH", "HOME", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME",
-    )}
+    env = shim_env()
     # What the started daemon inherits: a fast embedder, this test's data dir.
     env.update(RECALLD_SOCKET=str(sock), RECALLD_EMBEDDER="hash", **extra)
-    return StdioServerParameters(command=str(BIN / "recall-mcp"),
-                                 args=["--agent", agent, "--workspace", "/ws/auto"], env=env)
+    return StdioServerParameters(
+        command=str(BIN / "recall-mcp"), args=["--agent", agent, "--workspace", "/ws/auto"], env=env
+    )
 
 
 def log_file() -> Path:
@@ -59,12 +59,14 @@ async def test_racing_shims_start_exactly_one_daemon(tmp_path: Path) -> None:
             await tg_ready.wait()  # every shim is up before any tool call: a real race
             with anyio.fail_after(60):
                 result = await client.call_tool(
-                    "memory_store", {"text": f"agent {n} was here", "tags": ["race"]})
+                    "memory_store", {"text": f"agent {n} was here", "tags": ["race"]}
+                )
             assert not result.is_error, result.content
             results[f"agent-{n}"] = result.structured_content or {}
             if len(results) == SHIMS:
-                async with connect(agent="observer", path=sock,
-                                   admin_token=read_admin_token()) as rc:
+                async with connect(
+                    agent="observer", path=sock, admin_token=read_admin_token()
+                ) as rc:
                     report = (await rc.call(p.Status(), p.StatusResult)).report
                 agents_seen.extend(report.agents)
                 ready.set()
@@ -113,14 +115,14 @@ async def test_autostart_off_by_env_or_config_starts_nothing(tmp_path: Path) -> 
     sock = tmp_path / "run" / "recalld" / "recalld.sock"
     async with Client(shim_params(sock, "no-auto", RECALLD_AUTOSTART="0")) as client:
         result = await client.call_tool("memory_search", {"query": "anything"})
-    assert result.is_error and "not answering" in result.content[0].text
+    assert result.is_error and "not answering" in text_of(result)
 
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "recalld" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text("autostart = false\n")
     async with Client(shim_params(sock, "no-auto")) as client:
         result = await client.call_tool("memory_search", {"query": "anything"})
-    assert result.is_error and "not answering" in result.content[0].text
+    assert result.is_error and "not answering" in text_of(result)
     assert not sock.exists()
     assert not log_file().exists()
 
@@ -134,7 +136,7 @@ async def test_a_daemon_that_cannot_start_is_a_clear_tool_error(tmp_path: Path) 
         with anyio.fail_after(60):
             result = await client.call_tool("memory_search", {"query": "anything"})
     assert result.is_error
-    text = result.content[0].text
+    text = text_of(result)
     assert "starting it failed" in text and "exited with code 2" in text
     assert str(log_file()) in text
     assert "queue_size" in log_file().read_text()

@@ -16,17 +16,24 @@ import pytest
 from recall_client import protocol as p
 from recall_client.progress import Progress
 
-from .conftest import BIN, DaemonProcess
+from .conftest import BIN, DaemonFactory, DaemonProcess
 from .test_daemon import _wait_embedded
 
 COMMANDS = ["export", "import", "backup", "reindex", "workspace", "doctor", "config"]
 
 
-def ctl(d: DaemonProcess | None, *args: str, stdin: str | None = None,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def ctl(
+    d: DaemonProcess | None, *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     sock = ["--socket", str(d.socket)] if d is not None else []
-    return subprocess.run([str(BIN / "recallctl"), *sock, *args], capture_output=True,
-                          text=True, timeout=120, input=stdin, env=env)
+    return subprocess.run(
+        [str(BIN / "recallctl"), *sock, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=stdin,
+        env=env,
+    )
 
 
 async def seed(d: DaemonProcess) -> list[str]:
@@ -34,9 +41,16 @@ async def seed(d: DaemonProcess) -> list[str]:
     ids = []
     async with d.client(agent="alice", workspace="/ws/one") as rc:
         for i in range(3):
-            r = await rc.call(p.MemoryStore(text=f"alice note {i} about the deploy",
-                                            tags=["deploy", f"n{i}"], source="user",
-                                            session="s1", ts=1_700_000_000 + i), p.Stored)
+            r = await rc.call(
+                p.MemoryStore(
+                    text=f"alice note {i} about the deploy",
+                    tags=["deploy", f"n{i}"],
+                    source="user",
+                    session="s1",
+                    ts=1_700_000_000 + i,
+                ),
+                p.Stored,
+            )
             ids.append(r.record_id)
     async with d.client(agent="bob", workspace="/ws/two") as rc:
         for i in range(2):
@@ -50,7 +64,9 @@ async def seed(d: DaemonProcess) -> list[str]:
 # --------------------------------------------------------------------------- export/import
 
 
-async def test_export_writes_every_memory_with_its_fields(running_daemon: DaemonProcess, tmp_path: Path) -> None:
+async def test_export_writes_every_memory_with_its_fields(
+    running_daemon: DaemonProcess, tmp_path: Path
+) -> None:
     ids = await seed(running_daemon)
     out = ctl(running_daemon, "export", "-o", str(tmp_path / "all.jsonl"))
     assert out.returncode == 0, out.stderr
@@ -58,9 +74,22 @@ async def test_export_writes_every_memory_with_its_fields(running_daemon: Daemon
     rows = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rows] == ids
     first = rows[0]
-    assert set(first) == {"id", "kind", "text", "workspace", "agent", "ts", "created_at",
-                          "updated_at", "session", "source", "tags", "trust", "eligibility",
-                          "expires_at"}
+    assert set(first) == {
+        "id",
+        "kind",
+        "text",
+        "workspace",
+        "agent",
+        "ts",
+        "created_at",
+        "updated_at",
+        "session",
+        "source",
+        "tags",
+        "trust",
+        "eligibility",
+        "expires_at",
+    }
     assert first["kind"] == "memory" and first["agent"] == "alice"
     assert first["workspace"] == "/ws/one" and first["tags"] == ["deploy", "n0"]
     assert first["source"] == "user" and first["session"] == "s1"
@@ -86,7 +115,9 @@ async def test_export_pages_through_many_records(running_daemon: DaemonProcess) 
     assert sorted(texts) == sorted(f"bulk record number {i}" for i in range(1200))
 
 
-async def test_import_round_trips_through_the_write_path(daemon_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_import_round_trips_through_the_write_path(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
     source: DaemonProcess = daemon_factory("source")
     await source.start()
     await seed(source)
@@ -104,11 +135,15 @@ async def test_import_round_trips_through_the_write_path(daemon_factory, tmp_pat
     assert again.returncode == 0
     assert "6 already imported" in again.stderr
 
-    before = {(r["text"], r["workspace"], r["agent"], tuple(r["tags"]), r["source"], r["ts"])
-              for r in map(json.loads, dump.read_text().splitlines())}
+    before = {
+        (r["text"], r["workspace"], r["agent"], tuple(r["tags"]), r["source"], r["ts"])
+        for r in map(json.loads, dump.read_text().splitlines())
+    }
     exported = ctl(target, "export").stdout.splitlines()
-    after = {(r["text"], r["workspace"], r["agent"], tuple(r["tags"]), r["source"], r["ts"])
-             for r in map(json.loads, exported)}
+    after = {
+        (r["text"], r["workspace"], r["agent"], tuple(r["tags"]), r["source"], r["ts"])
+        for r in map(json.loads, exported)
+    }
     assert after == before
     # Imported records are searchable in their own workspace.
     async with target.client(workspace="/ws/one") as rc:
@@ -117,15 +152,19 @@ async def test_import_round_trips_through_the_write_path(daemon_factory, tmp_pat
     assert await target.stop() == 0
 
 
-async def test_import_goes_through_redaction_and_reports_bad_lines(running_daemon: DaemonProcess) -> None:
-    lines = "\n".join([
-        json.dumps({"text": "the staging key is AKIAIOSFODNN7EXAMPLE", "workspace": "/ws/imp"}),
-        "this is not json",
-        json.dumps({"kind": "episode", "text": "an episode"}),
-        json.dumps({"text": "already expired", "expires_at": 1.0}),
-        json.dumps({"text": ""}),
-        "",
-    ])
+async def test_import_goes_through_redaction_and_reports_bad_lines(
+    running_daemon: DaemonProcess,
+) -> None:
+    lines = "\n".join(
+        [
+            json.dumps({"text": "the staging key is AKIAIOSFODNN7EXAMPLE", "workspace": "/ws/imp"}),
+            "this is not json",
+            json.dumps({"kind": "episode", "text": "an episode"}),
+            json.dumps({"text": "already expired", "expires_at": 1.0}),
+            json.dumps({"text": ""}),
+            "",
+        ]
+    )
     out = ctl(running_daemon, "import", "-", stdin=lines)
     assert out.returncode == 1
     assert "imported 1 memories: 1 new" in out.stderr
@@ -159,7 +198,9 @@ def test_the_progress_bar_draws_on_a_terminal_only() -> None:
 # --------------------------------------------------------------------------- backup
 
 
-async def test_backup_is_consistent_while_the_daemon_writes(running_daemon: DaemonProcess, tmp_path: Path) -> None:
+async def test_backup_is_consistent_while_the_daemon_writes(
+    running_daemon: DaemonProcess, tmp_path: Path
+) -> None:
     async with running_daemon.client() as rc:
         for i in range(200):
             await rc.call(p.MemoryStore(text=f"before backup {i}"), p.Stored)
@@ -198,7 +239,9 @@ async def test_backup_is_consistent_while_the_daemon_writes(running_daemon: Daem
     assert ctl(running_daemon, "backup", str(dest), "--force").returncode == 0
 
 
-async def test_a_backup_restores_into_a_working_daemon(daemon_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_a_backup_restores_into_a_working_daemon(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
     d: DaemonProcess = daemon_factory("orig")
     await d.start()
     ids = await seed(d)
@@ -236,7 +279,9 @@ async def test_doctor_passes_on_a_healthy_daemon(running_daemon: DaemonProcess) 
     assert "6 vectors" in index["detail"]
 
 
-async def test_doctor_flags_an_open_socket_and_reindex_repairs_a_model_change(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_doctor_flags_an_open_socket_and_reindex_repairs_a_model_change(
+    daemon_factory: DaemonFactory,
+) -> None:
     d: DaemonProcess = daemon_factory()
     await d.start()
     await seed(d)
@@ -268,7 +313,7 @@ async def test_doctor_flags_an_open_socket_and_reindex_repairs_a_model_change(da
     assert await d.stop() == 0
 
 
-async def test_reindex_refuses_without_a_model(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_reindex_refuses_without_a_model(daemon_factory: DaemonFactory) -> None:
     d: DaemonProcess = daemon_factory(embedder="none")
     await d.start()
     out = ctl(d, "reindex", "--wait", "0")
@@ -282,8 +327,13 @@ def test_doctor_without_a_daemon_still_checks_the_database(tmp_path: Path) -> No
     data.mkdir()
     sqlite3.connect(data / "recalld.db").execute("CREATE TABLE t (x)").connection.close()
     env = dict(os.environ, RECALLD_DATA_DIR=str(data))
-    out = subprocess.run([str(BIN / "recallctl"), "--socket", str(tmp_path / "no.sock"), "doctor"],
-                         capture_output=True, text=True, timeout=60, env=env)
+    out = subprocess.run(
+        [str(BIN / "recallctl"), "--socket", str(tmp_path / "no.sock"), "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert out.returncode == 1
     assert "FAIL  daemon" in out.stdout and "not answering" in out.stdout
     assert "ok    database" in out.stdout and "integrity_check ok" in out.stdout
@@ -340,12 +390,26 @@ def test_every_command_has_help_that_says_what_it_does(command: str) -> None:
     assert len(description) > 30
 
 
-@pytest.mark.parametrize("args", [["export"], ["import", "-"], ["reindex"],
-                                  ["workspace", "list"], ["workspace", "approve", "/x"]])
-def test_commands_needing_the_daemon_fail_clearly_without_it(tmp_path: Path, args: list[str]) -> None:
-    out = subprocess.run([str(BIN / "recallctl"), "--socket", str(tmp_path / "none.sock"), *args],
-                         capture_output=True, text=True, timeout=60,
-                         input=json.dumps({"text": "x"}))
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["export"],
+        ["import", "-"],
+        ["reindex"],
+        ["workspace", "list"],
+        ["workspace", "approve", "/x"],
+    ],
+)
+def test_commands_needing_the_daemon_fail_clearly_without_it(
+    tmp_path: Path, args: list[str]
+) -> None:
+    out = subprocess.run(
+        [str(BIN / "recallctl"), "--socket", str(tmp_path / "none.sock"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=json.dumps({"text": "x"}),
+    )
     assert out.returncode == 3
     assert "not answering" in out.stderr and str(tmp_path / "none.sock") in out.stderr
 

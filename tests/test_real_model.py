@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import anyio
 import pytest
 from recall_client import protocol as p
 
-from .conftest import DaemonProcess
+from .conftest import DaemonFactory, DaemonProcess
 
 pytestmark = pytest.mark.real_model
 
@@ -23,9 +22,11 @@ async def _wait_embedded(d: DaemonProcess, n: int) -> None:
     assert report.index.size >= n and report.index.embedding_backlog == 0, report.index
 
 
-async def test_a_paraphrase_sharing_no_word_finds_the_memory_and_survives_restart(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_a_paraphrase_sharing_no_word_finds_the_memory_and_survives_restart(
+    daemon_factory: DaemonFactory,
+) -> None:
     d: DaemonProcess = daemon_factory(embedder="minilm")
-    await d.start(timeout=60)
+    await d.start(within_s=60)
     report = await d.status(wait_model_s=120)
     assert report.model.state == "ready", report.model.reason
     assert report.model.dim == 384
@@ -42,7 +43,7 @@ async def test_a_paraphrase_sharing_no_word_finds_the_memory_and_survives_restar
     assert hybrid.hits[0].id == ids[2]
 
     assert await d.stop() == 0
-    await d.start(timeout=60)
+    await d.start(within_s=60)
     await d.status(wait_model_s=120)
     async with d.client() as rc:
         again = await rc.call(p.MemorySearch(query=PARAPHRASE), p.MemorySearchResult)
@@ -57,8 +58,12 @@ def test_the_onnx_export_matches_sentence_transformers() -> None:
     from recalld.pipeline.onnx_model import OnnxEmbedder, ensure_export
 
     path = bundled_model_path()
-    texts = ["x", "The deploy script lives in tools/deploy.sh and needs the VPN up.",
-             "a much longer sentence " * 40, "Ünïcödé and emoji 🚀 survive tokenisation"]
+    texts = [
+        "x",
+        "The deploy script lives in tools/deploy.sh and needs the VPN up.",
+        "a much longer sentence " * 40,
+        "Ünïcödé and emoji 🚀 survive tokenisation",
+    ]
     onnx = OnnxEmbedder(ensure_export(path), path)
     reference = SentenceTransformerEmbedder(path).encode(texts)
     got = onnx.encode(texts)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from .conftest import BIN, DaemonProcess
 
@@ -11,7 +12,10 @@ from .conftest import BIN, DaemonProcess
 def ctl(d: DaemonProcess, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / "recallctl"), "--socket", str(d.socket), "--workspace", "/ws/ctl", *args],
-        capture_output=True, text=True, timeout=60, input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
     )
 
 
@@ -21,7 +25,12 @@ async def test_status_json_shows_actors_model_and_records(running_daemon: Daemon
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["model"]["state"] == "ready"
-    assert sorted(a["name"] for a in report["actors"]) == ["capture", "embedding", "evaluation", "search"]
+    assert sorted(a["name"] for a in report["actors"]) == [
+        "capture",
+        "embedding",
+        "evaluation",
+        "search",
+    ]
     assert all(a["state"] == "running" for a in report["actors"])
     assert report["records"]["memory"]["total"] == 1
 
@@ -35,7 +44,9 @@ async def test_status_table_is_readable(running_daemon: DaemonProcess) -> None:
 
 
 async def test_store_from_stdin_then_search(running_daemon: DaemonProcess) -> None:
-    stored = ctl(running_daemon, "store", "-", "--tag", "ops", stdin="the VPN config is in ~/vpn/work.ovpn")
+    stored = ctl(
+        running_daemon, "store", "-", "--tag", "ops", stdin="the VPN config is in ~/vpn/work.ovpn"
+    )
     assert stored.returncode == 0, stored.stderr
     found = ctl(running_daemon, "search", "vpn config", "--json")
     assert found.returncode == 0
@@ -44,8 +55,12 @@ async def test_store_from_stdin_then_search(running_daemon: DaemonProcess) -> No
     assert hits[0]["tags"] == ["ops"]
 
 
-def test_a_missing_daemon_is_a_clear_failure(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    out = subprocess.run([str(BIN / "recallctl"), "--socket", str(tmp_path / "none.sock"), "status"],
-                         capture_output=True, text=True, timeout=60)
+def test_a_missing_daemon_is_a_clear_failure(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [str(BIN / "recallctl"), "--socket", str(tmp_path / "none.sock"), "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 3
     assert "not answering" in out.stderr

@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 from recall_client import protocol as p
-from recalld.ingest.redact import redact
 from recalld.domain.policy import TRUST_FLOOR as DEFAULT_TRUST_FLOOR
+from recalld.ingest.redact import redact
 from recalld.ingest.trust import assess
 
 from .conftest import DaemonProcess
@@ -19,8 +19,13 @@ SECRETS = {
     "slack_token": "xoxb-1234567890-0987654321-AbCdEfGhIjKl",
     "url_password": "postgres://app:Pa55w0rdX@db.internal:5432/main",
     "secret_assignment": "DATABASE_PASSWORD=hunter2hunter2",
-    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-    "private_key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----",
+    "jwt": (
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0"
+        ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+    ),
+    "private_key": (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----"
+    ),
 }
 
 
@@ -60,7 +65,9 @@ def test_a_plain_note_is_fully_trusted() -> None:
     assert assess("The build uses Python 3.11 and uv.") == (1.0, False, [])
 
 
-async def test_a_stored_secret_never_reaches_the_database_file(running_daemon: DaemonProcess) -> None:
+async def test_a_stored_secret_never_reaches_the_database_file(
+    running_daemon: DaemonProcess,
+) -> None:
     async with running_daemon.client() as rc:
         for name, secret in SECRETS.items():
             await rc.call(p.MemoryStore(text=f"{name} for staging is {secret}"), p.Stored)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import DaemonFactory
 from .test_memories import search, settled, store
 
 pytestmark = pytest.mark.real_model
@@ -25,14 +26,18 @@ def make_cross_encoder(folder: Path) -> Path:
     return folder
 
 
-async def test_a_configured_cross_encoder_reranks_and_says_so(daemon_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_a_configured_cross_encoder_reranks_and_says_so(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
     model = make_cross_encoder(tmp_path / "ce")
     d = daemon_factory(extra_env={"RECALLD_RERANK_MODEL_PATH": str(model)})
     await d.start()
     async with d.client(workspace="/ws/ce") as rc:
-        for text in ("The nightly backup job writes to the NAS share.",
-                     "Backups older than thirty days are pruned by the nightly job.",
-                     "The NAS share is mounted at /mnt/nas on every build agent."):
+        for text in (
+            "The nightly backup job writes to the NAS share.",
+            "Backups older than thirty days are pruned by the nightly job.",
+            "The NAS share is mounted at /mnt/nas on every build agent.",
+        ):
             await store(rc, text)
         await settled(d)
         reranked = await search(rc, "nightly backup job", rerank=True, explain=True, min_score=0.0)

@@ -46,13 +46,20 @@ def write(store: SqliteStore, *fns: Callable[[WriteTx, float], Any]) -> list[Any
     return [job.result for job in jobs]
 
 
-def _memory(workspace: str, text: str, session: str | None, ts: float) -> Callable[[WriteTx, float], int]:
+def _memory(
+    workspace: str, text: str, session: str | None, ts: float
+) -> Callable[[WriteTx, float], int]:
     who = Principal(agent="t", workspace=workspace, uid=0, pid=0)
 
     def store_it(tx: WriteTx, now: float) -> int:
         _reply, rowid = tx.memories.store(
-            who, p.MemoryStore(text=text, workspace=workspace, session=session, ts=ts),
-            repo=None, commit=None, trust=Assessment(1.0, False), now=now)
+            who,
+            p.MemoryStore(text=text, workspace=workspace, session=session, ts=ts),
+            repo=None,
+            commit=None,
+            trust=Assessment(1.0, False),
+            now=now,
+        )
         assert rowid is not None
         return rowid
 
@@ -120,20 +127,28 @@ def dialogue(tmp_path: Path) -> Iterator[dict[str, Any]]:
     ]
     s1 = write(store, *[_memory("/home", t, "s1", 100.0 + i) for i, t in enumerate(turns)])
     # Same timestamp twice: capture order (rowid) decides.
-    s2 = write(store, *[_memory("/home", t, "s2", 500.0)
-                        for t in ("Flying to Lisbon.", "Eat custard tarts.")])
-    [note, other] = write(store, _memory("/home", "The spare key is under the pot.", None, 50.0),
-                          _memory("/work", "A beagle visits the office.", "s1", 101.5))
+    s2 = write(
+        store,
+        *[_memory("/home", t, "s2", 500.0) for t in ("Flying to Lisbon.", "Eat custard tarts.")],
+    )
+    [note, other] = write(
+        store,
+        _memory("/home", "The spare key is under the pot.", None, 50.0),
+        _memory("/work", "A beagle visits the office.", "s1", 101.5),
+    )
     reader = store.reader()
     yield {"store": store, "reader": reader, "s1": s1, "s2": s2, "note": note, "other": other}
     store.close_reader(reader)
     store.close()
 
 
-def test_neighbours_are_the_window_around_each_record_within_its_own_session(dialogue) -> None:  # type: ignore[no-untyped-def]
+def test_neighbours_are_the_window_around_each_record_within_its_own_session(
+    dialogue: dict[str, Any],
+) -> None:
     s1, s2 = dialogue["s1"], dialogue["s2"]
-    near = session_context.neighbours(dialogue["reader"], [s1[0], s2[1], dialogue["note"]], 2,
-                                      test_order=False)
+    near = session_context.neighbours(
+        dialogue["reader"], [s1[0], s2[1], dialogue["note"]], 2, test_order=False
+    )
     assert near[s1[0]] == [s1[1], s1[2]]  # the session starts here
     assert near[s1[2]] == [s1[0], s1[1], s1[3], s1[4]]  # a neighbour's own full window
     assert near[s2[1]] == [s2[0]]  # same ts: capture order
@@ -141,7 +156,9 @@ def test_neighbours_are_the_window_around_each_record_within_its_own_session(dia
     assert dialogue["other"] not in {n for lst in near.values() for n in lst}
 
 
-def test_retrieve_finds_a_turn_through_its_context_but_never_a_hidden_one(dialogue, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_retrieve_finds_a_turn_through_its_context_but_never_a_hidden_one(
+    dialogue: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Five turns are too few for the order test to find order; here it is granted.
     monkeypatch.setattr(session_context, "ordered", lambda conn, workspace, kind: True)
     s1, reader = dialogue["s1"], dialogue["reader"]
@@ -162,13 +179,16 @@ def test_retrieve_finds_a_turn_through_its_context_but_never_a_hidden_one(dialog
     assert s1[1] not in {c.rowid for c in again}
 
 
-def test_retrieve_fuses_the_semantic_channel_under_the_same_visibility(dialogue) -> None:  # type: ignore[no-untyped-def]
+def test_retrieve_fuses_the_semantic_channel_under_the_same_visibility(
+    dialogue: dict[str, Any],
+) -> None:
     reader, store = dialogue["reader"], dialogue["store"]
     rows = reader.records.unembedded(0, 100)
     embedder = HashEmbedder()
     store.open_vectors(embedder.name, embedder.dim)
-    store.vectors_added(np.array([r for r, _ in rows], dtype=np.int64),
-                        embedder.encode([t for _, t in rows]))
+    store.vectors_added(
+        np.array([r for r, _ in rows], dtype=np.int64), embedder.encode([t for _, t in rows])
+    )
     query = "custard tarts Lisbon"
     qvec = embedder.encode([query])[0]
     found = fusion.retrieve(reader, terms.query_terms(query), qvec, visible("/home"), limit=3)
@@ -177,8 +197,23 @@ def test_retrieve_fuses_the_semantic_channel_under_the_same_visibility(dialogue)
     assert dialogue["other"] not in {c.rowid for c in found}
 
 
-TOPICS = ("beagle", "lisbon", "violin", "marathon", "sourdough", "kayak", "chess", "orchid",
-          "telescope", "pottery", "tango", "glacier", "saxophone", "vineyard", "origami")
+TOPICS = (
+    "beagle",
+    "lisbon",
+    "violin",
+    "marathon",
+    "sourdough",
+    "kayak",
+    "chess",
+    "orchid",
+    "telescope",
+    "pottery",
+    "tango",
+    "glacier",
+    "saxophone",
+    "vineyard",
+    "origami",
+)
 
 
 def _conversation(seed: int) -> list[str]:
@@ -195,8 +230,9 @@ def ordered_and_shuffled(tmp_path: Path) -> Iterator[dict[str, Any]]:
     turns = _conversation(1)
     talk = write(store, *[_memory("/talk", t, "s", 1000.0 + i) for i, t in enumerate(turns)])
     order = [int(k) for k in np.random.default_rng(2).permutation(len(turns))]
-    stored = write(store, *[_memory("/mixed", turns[k], "s", 1000.0 + i)
-                            for i, k in enumerate(order)])
+    stored = write(
+        store, *[_memory("/mixed", turns[k], "s", 1000.0 + i) for i, k in enumerate(order)]
+    )
     mixed = dict(zip(order, stored, strict=True))
     reader = store.reader()
     yield {"reader": reader, "talk": talk, "mixed": [mixed[k] for k in range(len(turns))]}
@@ -205,7 +241,7 @@ def ordered_and_shuffled(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 
 def test_the_order_test_finds_order_in_a_conversation_and_none_when_it_is_shuffled(
-    ordered_and_shuffled,  # type: ignore[no-untyped-def]
+    ordered_and_shuffled: dict[str, Any],
 ) -> None:
     reader = ordered_and_shuffled["reader"]
     talk = session_context.order_test(reader, "/talk", "memory", 0.0)
@@ -217,7 +253,9 @@ def test_the_order_test_finds_order_in_a_conversation_and_none_when_it_is_shuffl
     assert not nothing.ordered and nothing.pairs == 0
 
 
-def test_context_ranks_only_where_sessions_are_ordered(ordered_and_shuffled) -> None:  # type: ignore[no-untyped-def]
+def test_context_ranks_only_where_sessions_are_ordered(
+    ordered_and_shuffled: dict[str, Any],
+) -> None:
     reader, talk, mixed = (ordered_and_shuffled[k] for k in ("reader", "talk", "mixed"))
     words = terms.query_terms("violin great")
     for workspace, ids in (("/talk", talk), ("/mixed", mixed)):
@@ -236,9 +274,18 @@ def test_context_ranks_only_where_sessions_are_ordered(ordered_and_shuffled) -> 
 def common_words(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """60 records that all say "deploy" and "script", 20 that also say "staging", one "zebra"."""
     store = SqliteStore(tmp_path, durability="normal")
-    rows = write(store, *[
-        _memory("/w", f"the deploy script run {i}" + (" on staging" if i % 3 == 0 else ""), None,
-                float(i)) for i in range(60)])
+    rows = write(
+        store,
+        *[
+            _memory(
+                "/w",
+                f"the deploy script run {i}" + (" on staging" if i % 3 == 0 else ""),
+                None,
+                float(i),
+            )
+            for i in range(60)
+        ],
+    )
     [zebra] = write(store, _memory("/w", "the zebra deploy script", None, 60.0))
     reader = store.reader()
     yield {"reader": reader, "rows": rows, "zebra": zebra}
@@ -246,29 +293,35 @@ def common_words(tmp_path: Path) -> Iterator[dict[str, Any]]:
     store.close()
 
 
-def test_lexical_plan_is_exact_while_the_terms_fit_the_budget(common_words) -> None:  # type: ignore[no-untyped-def]
+def test_lexical_plan_is_exact_while_the_terms_fit_the_budget(common_words: dict[str, Any]) -> None:
     conn = common_words["reader"].conn
     plan = lexical_plan(conn, ["deploy", "staging", "zebra"], budget=1000)
     assert plan == LexicalPlan('"deploy" OR "staging" OR "zebra"')
     assert lexical_plan(conn, []) is None
 
 
-def test_lexical_plan_keeps_the_rare_terms_that_fit_and_drops_the_common_ones(common_words) -> None:  # type: ignore[no-untyped-def]
+def test_lexical_plan_keeps_the_rare_terms_that_fit_and_drops_the_common_ones(
+    common_words: dict[str, Any],
+) -> None:
     # df: zebra 1, staging 20, deploy 61. A budget of 30 holds zebra and staging only.
     plan = lexical_plan(common_words["reader"].conn, ["deploy", "staging", "zebra"], budget=30)
     assert plan == LexicalPlan('"staging" OR "zebra"')
-    found = fusion.retrieve(common_words["reader"], ["deploy", "zebra"], None, visible("/w"),
-                            limit=5, context_window=0)
+    found = fusion.retrieve(
+        common_words["reader"], ["deploy", "zebra"], None, visible("/w"), limit=5, context_window=0
+    )
     assert found[0].rowid == common_words["zebra"]
 
 
-def test_lexical_plan_scores_only_recent_records_when_every_term_is_common(common_words) -> None:  # type: ignore[no-untyped-def]
+def test_lexical_plan_scores_only_recent_records_when_every_term_is_common(
+    common_words: dict[str, Any],
+) -> None:
     reader = common_words["reader"]
     # Nothing holds "unicorn"; deploy and script are in all 61 records, over a budget of 10.
     plan = lexical_plan(reader.conn, ["unicorn", "deploy", "script"], budget=10)
     assert plan is not None and plan.match == '"unicorn" OR "deploy" OR "script"'
     newest = sorted([*common_words["rows"], common_words["zebra"]])[-10:]
     assert plan.min_rowid == newest[0]
-    found = fusion.retrieve(reader, ["deploy", "script"], None, visible("/w"), limit=100,
-                            context_window=0)
+    found = fusion.retrieve(
+        reader, ["deploy", "script"], None, visible("/w"), limit=100, context_window=0
+    )
     assert len(found) == 61  # the default budget holds them all

@@ -20,7 +20,7 @@ import pytest
 from recall_client import protocol as p
 from recall_client.client import connect
 
-from .conftest import BIN, REPO, DaemonProcess
+from .conftest import BIN, REPO, DaemonFactory, DaemonProcess
 from .sdnotify import NotifyListener, start_with_notify
 
 INSTALLER = REPO / "scripts" / "install-user-service"
@@ -28,8 +28,12 @@ INSTALLER = REPO / "scripts" / "install-user-service"
 
 def install(home: Path, path: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the installer for a user whose home is ``home`` (units under its ~/.config)."""
-    env = dict(os.environ, HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
-               XDG_DATA_HOME=str(home / ".local" / "share"))
+    env = dict(
+        os.environ,
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local" / "share"),
+    )
     env.pop("XDG_CACHE_HOME", None)
     if path is not None:
         env["PATH"] = path
@@ -58,8 +62,7 @@ def test_the_installer_reloads_and_enables_the_socket_when_systemd_answers(tmp_p
     fake_bin.mkdir()
     calls = tmp_path / "systemctl-calls"
     (fake_bin / "systemctl").write_text(
-        f'#!/bin/sh\necho "$*" >> {calls}\n'
-        'case "$*" in *is-active*) exit 3 ;; esac\nexit 0\n'
+        f'#!/bin/sh\necho "$*" >> {calls}\ncase "$*" in *is-active*) exit 3 ;; esac\nexit 0\n'
     )
     (fake_bin / "systemctl").chmod(0o755)
     out = install(tmp_path, path=f"{fake_bin}:{os.environ['PATH']}")
@@ -76,18 +79,33 @@ def test_the_installer_reloads_and_enables_the_socket_when_systemd_answers(tmp_p
 def test_the_installed_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
-        pytest.skip("systemd-analyze is not installed (Debian/Ubuntu: apt-get install systemd; "
-                    ".ci/run installs it)")
+        pytest.skip(
+            "systemd-analyze is not installed (Debian/Ubuntu: apt-get install systemd; "
+            ".ci/run installs it)"
+        )
     assert install(tmp_path).returncode == 0
     unit_dir = tmp_path / ".config" / "systemd" / "user"
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
-    env = dict(os.environ, HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / ".config"),
-               XDG_RUNTIME_DIR=str(runtime), SYSTEMD_LOG_LEVEL="notice")
+    env = dict(
+        os.environ,
+        HOME=str(tmp_path),
+        XDG_CONFIG_HOME=str(tmp_path / ".config"),
+        XDG_RUNTIME_DIR=str(runtime),
+        SYSTEMD_LOG_LEVEL="notice",
+    )
     out = subprocess.run(
-        [analyze, "--user", "verify", str(unit_dir / "recalld.socket"),
-         str(unit_dir / "recalld.service")],
-        env=env, capture_output=True, text=True, timeout=60,
+        [
+            analyze,
+            "--user",
+            "verify",
+            str(unit_dir / "recalld.socket"),
+            str(unit_dir / "recalld.service"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     # verify exits 0 on warnings too (an unknown key, a directive a user unit cannot use):
@@ -107,15 +125,19 @@ def test_verify_catches_a_broken_unit(tmp_path: Path) -> None:
     )
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
-    out = subprocess.run([analyze, "--user", "verify", str(unit_dir / "broken.service")],
-                         env=dict(os.environ, XDG_RUNTIME_DIR=str(runtime)),
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [analyze, "--user", "verify", str(unit_dir / "broken.service")],
+        env=dict(os.environ, XDG_RUNTIME_DIR=str(runtime)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "Restartt" in out.stderr
     assert "/nonexistent/recalld" in out.stderr
 
 
 async def test_socket_activation_starts_the_daemon_on_the_first_connection(
-    daemon_factory,  # type: ignore[no-untyped-def]
+    daemon_factory: DaemonFactory,
 ) -> None:
     activate = shutil.which("systemd-socket-activate")
     if activate is None:
@@ -124,17 +146,21 @@ async def test_socket_activation_starts_the_daemon_on_the_first_connection(
     d.socket.parent.mkdir(mode=0o700)
     notify = await NotifyListener.open(d.root / "notify.sock")
     passed_env = {
-        "RECALLD_DATA_DIR": str(d.data_dir), "RECALLD_EMBEDDER": "hash",
-        "NOTIFY_SOCKET": str(notify.path), "PYTHONUNBUFFERED": "1",
+        "RECALLD_DATA_DIR": str(d.data_dir),
+        "RECALLD_EMBEDDER": "hash",
+        "NOTIFY_SOCKET": str(notify.path),
+        "PYTHONUNBUFFERED": "1",
         "XDG_CONFIG_HOME": os.environ["XDG_CONFIG_HOME"],
         "XDG_RUNTIME_DIR": os.environ["XDG_RUNTIME_DIR"],
     }
     args = [activate, "-l", str(d.socket)]
     for key, value in passed_env.items():
         args += ["-E", f"{key}={value}"]
-    # The activator execs recalld in its own place: d.proc ends up being the daemon.
-    d.proc = subprocess.Popen([*args, str(BIN / "recalld")], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE)
+    # The activator execs recalld in its own place: d.proc ends up being the daemon. A Popen,
+    # not anyio.open_process: DaemonProcess signals, waits for and kills d.proc.
+    d.proc = subprocess.Popen(  # noqa: ASYNC220
+        [*args, str(BIN / "recalld")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     assert d.proc.stderr is not None
     stderr = d.proc.stderr.fileno()
     os.set_blocking(stderr, False)
@@ -166,25 +192,25 @@ async def test_socket_activation_starts_the_daemon_on_the_first_connection(
 
 
 async def _copy_to_log(fd: int, first: bytes, log: Path) -> None:
-    with open(log, "ab") as out:
-        out.write(first)
+    async with await anyio.open_file(log, "ab") as out:
+        await out.write(first)
         while True:
             await anyio.wait_readable(fd)
             chunk = os.read(fd, 65536)
             if not chunk:
                 return
-            out.write(chunk)
-            out.flush()
+            await out.write(chunk)
+            await out.flush()
 
 
-async def test_sd_notify_ready_status_watchdog_and_stopping(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_sd_notify_ready_status_watchdog_and_stopping(daemon_factory: DaemonFactory) -> None:
     d: DaemonProcess = daemon_factory()
     # WatchdogSec=0.3s: pings every 0.1 s, each after a probe through the writer.
     notify = await start_with_notify(d, WATCHDOG_USEC="300000")
     try:
-        await notify.until("STATUS=ready; 0 vectors indexed", timeout=10)
-        await notify.until("WATCHDOG=1", timeout=10)
-        await notify.until("WATCHDOG=1", timeout=10)
+        await notify.until("STATUS=ready; 0 vectors indexed", within_s=10)
+        await notify.until("WATCHDOG=1", within_s=10)
+        await notify.until("WATCHDOG=1", within_s=10)
         d.signal(signal.SIGTERM)
         await notify.until("STOPPING=1")
         assert await d.wait() == 0
@@ -197,15 +223,16 @@ async def test_sd_notify_ready_status_watchdog_and_stopping(daemon_factory) -> N
     assert f"MAINPID={d.proc.pid}" in lines  # type: ignore[union-attr]
     assert "STATUS=accepting; loading the embedding model" in lines
     assert lines.index("STATUS=accepting; loading the embedding model") < lines.index(
-        "STATUS=ready; 0 vectors indexed")
+        "STATUS=ready; 0 vectors indexed"
+    )
     assert lines.index("STOPPING=1") > lines.index("WATCHDOG=1")
 
 
-async def test_without_watchdog_usec_no_pings_are_sent(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_without_watchdog_usec_no_pings_are_sent(daemon_factory: DaemonFactory) -> None:
     d: DaemonProcess = daemon_factory()
     notify = await start_with_notify(d)
     try:
-        await notify.until("STATUS=ready; 0 vectors indexed", timeout=10)
+        await notify.until("STATUS=ready; 0 vectors indexed", within_s=10)
         d.signal(signal.SIGTERM)
         await notify.until("STOPPING=1")
         assert await d.wait() == 0
@@ -214,11 +241,13 @@ async def test_without_watchdog_usec_no_pings_are_sent(daemon_factory) -> None: 
     assert "WATCHDOG=1" not in notify.lines()
 
 
-async def test_a_stuck_writer_stops_the_watchdog_pings_until_it_recovers(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_a_stuck_writer_stops_the_watchdog_pings_until_it_recovers(
+    daemon_factory: DaemonFactory,
+) -> None:
     d: DaemonProcess = daemon_factory()
     notify = await start_with_notify(d, WATCHDOG_USEC="300000")
     try:
-        await notify.until("WATCHDOG=1", timeout=10)
+        await notify.until("WATCHDOG=1", within_s=10)
         # Another process takes the database's write lock: the writer's next probe blocks.
         blocker = sqlite3.connect(d.data_dir / "recalld.db", isolation_level=None, timeout=10)
         blocker.execute("BEGIN EXCLUSIVE")
@@ -233,7 +262,7 @@ async def test_a_stuck_writer_stops_the_watchdog_pings_until_it_recovers(daemon_
         # none after that, so systemd (WatchdogSec) would restart a daemon stuck like this.
         assert [t for t in pings if t > 0.35] == []
         # The writer gets the lock back; the pings resume.
-        await notify.until("WATCHDOG=1", timeout=10)
+        await notify.until("WATCHDOG=1", within_s=10)
         assert "watchdog: the writer did not commit a probe" in d.log()
         d.signal(signal.SIGTERM)
         assert await d.wait() == 0

@@ -47,8 +47,11 @@ async def ensure_daemon(sock: Path) -> bool:
     # The lock lives next to the socket: only in a directory no other user can change, and
     # never through a symlink planted there.
     ensure_private_dir(sock.parent)
-    lock = os.open(sock.parent / f".{sock.name}.start-lock",
-                   os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    lock = os.open(
+        sock.parent / f".{sock.name}.start-lock",
+        os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+    )
     try:
         # Blocks while another shim starts the daemon; that is bounded by its own timeout.
         await anyio.to_thread.run_sync(fcntl.flock, lock, fcntl.LOCK_EX)
@@ -78,8 +81,9 @@ def _open_log() -> int:
             path.replace(path.with_name(path.name + ".1"))
     except FileNotFoundError:
         pass
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
-                   0o600)
+    return os.open(
+        path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+    )
 
 
 async def _start(sock: Path) -> None:
@@ -87,8 +91,12 @@ async def _start(sock: Path) -> None:
     log_fd = _open_log()
     try:
         started = await start_daemon(
-            [*daemon_command(), "--socket", str(sock)], os.environ, stderr=log_fd,
-            timeout=STARTUP_TIMEOUT, detach=True, cwd="/",
+            [*daemon_command(), "--socket", str(sock)],
+            os.environ,
+            stderr=log_fd,
+            timeout=STARTUP_TIMEOUT,
+            detach=True,
+            cwd="/",
         )
     except DaemonStartFailed as exc:
         raise AutostartFailed(f"{exc}; see {path}") from exc

@@ -9,7 +9,7 @@ import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Required, TypedDict, TypeVar, Unpack, overload
 
 import anyio
 import msgspec
@@ -36,6 +36,9 @@ __all__ = [
 ]
 
 R = TypeVar("R", bound=p.Reply)
+
+# How long aclose waits for the reader to see the shut-down socket (it takes microseconds).
+_READER_EXIT_S = 1.0
 
 
 class DaemonUnavailable(ConnectionError):
@@ -97,9 +100,14 @@ class RecallClient:
         self._pending: dict[int, _Pending] = {}
         self._send_lock = anyio.Lock()
         self._closed = False
+        self._reader_done = anyio.Event()
         self.welcome: p.Welcome | None = None
 
-    async def call(self, request: p.Request, reply_type: type[R] = p.Reply) -> R:  # type: ignore[assignment]
+    @overload
+    async def call(self, request: p.Request) -> p.Reply: ...
+    @overload
+    async def call(self, request: p.Request, reply_type: type[R]) -> R: ...
+    async def call(self, request: p.Request, reply_type: type[p.Reply] = p.Reply) -> p.Reply:
         """Send one request and wait for its reply.
 
         Raises:
@@ -153,6 +161,7 @@ class RecallClient:
             pass
         finally:
             self._closed = True
+            self._reader_done.set()
             for slot in self._pending.values():
                 slot.event.set()
 
@@ -161,7 +170,22 @@ class RecallClient:
         return self._closed
 
     async def aclose(self) -> None:
+        """Close the connection; requests still waiting fail with DaemonUnavailable.
+
+        The socket is shut down first and the reader left to see the end of the stream
+        itself: closing (or cancelling) under a pending read races anyio's own readiness
+        callback on a UNIX socket, which then fails the event loop with InvalidStateError.
+        """
         self._closed = True
+        raw: socket.socket = self._stream.extra(SocketAttribute.raw_socket)
+        try:
+            raw.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed or never connected: nothing to wake
+        # Bounded and shielded: a reader that never started (its task group was cancelled
+        # first) never sets the event, and a caller may already be cancelled.
+        with anyio.move_on_after(_READER_EXIT_S, shield=True):
+            await self._reader_done.wait()
         await self._stream.aclose()
 
 
@@ -173,7 +197,8 @@ async def open_client(
     client: str = "",
     model: str | None = None,
     path: str | os.PathLike[str] | None = None,
-    timeout: float = 5.0,
+    # Per step: a connect that runs out of time is DaemonUnavailable, a hello TimeoutError.
+    timeout: float = 5.0,  # noqa: ASYNC109
     admin_token: str | None = None,
     session: str | None = None,
     agent_token: str | None = None,
@@ -232,7 +257,8 @@ async def connect(
     client: str = "",
     model: str | None = None,
     path: str | os.PathLike[str] | None = None,
-    timeout: float = 5.0,
+    # Passed on to open_client, which says why it is per step.
+    timeout: float = 5.0,  # noqa: ASYNC109
     admin_token: str | None = None,
     session: str | None = None,
     agent_token: str | None = None,
@@ -244,8 +270,15 @@ async def connect(
     try:
         async with anyio.create_task_group() as tg:
             rc = await open_client(
-                tg, agent=agent, workspace=workspace, client=client, model=model, path=path,
-                timeout=timeout, admin_token=admin_token, session=session,
+                tg,
+                agent=agent,
+                workspace=workspace,
+                client=client,
+                model=model,
+                path=path,
+                timeout=timeout,
+                admin_token=admin_token,
+                session=session,
                 agent_token=agent_token,
             )
             try:
@@ -257,6 +290,20 @@ async def connect(
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
+
+
+class _Hello(TypedDict, total=False):
+    """The keyword arguments of :func:`open_client` a :class:`Session` connects with."""
+
+    agent: Required[str]
+    workspace: str | None
+    client: str
+    model: str | None
+    path: str | os.PathLike[str] | None
+    timeout: float
+    admin_token: str | None
+    session: str | None
+    agent_token: str | None
 
 
 class Session:
@@ -271,8 +318,13 @@ class Session:
     """
 
     def __init__(
-        self, tg: TaskGroup, *, admin: bool = False, autostart: bool = False,
-        agent_token_file: str | None = None, **hello: object,
+        self,
+        tg: TaskGroup,
+        *,
+        admin: bool = False,
+        autostart: bool = False,
+        agent_token_file: str | None = None,
+        **hello: Unpack[_Hello],
     ) -> None:
         self._tg = tg
         self._admin = admin
@@ -293,16 +345,16 @@ class Session:
                 if self._admin and self._autostart and read_admin_token() is None:
                     await self._start_daemon()  # the daemon writes the token when it starts
                 try:
-                    self._client = await open_client(self._tg, **self._hello_args())  # type: ignore[arg-type]
+                    self._client = await open_client(self._tg, **self._hello_args())
                 except DaemonUnavailable:
                     if not self._autostart:
                         raise
                     await self._start_daemon()
-                    self._client = await open_client(self._tg, **self._hello_args())  # type: ignore[arg-type]
+                    self._client = await open_client(self._tg, **self._hello_args())
             return self._client
 
-    def _hello_args(self) -> dict[str, object]:
-        hello = dict(self._hello)
+    def _hello_args(self) -> _Hello:
+        hello = self._hello.copy()
         if self._admin:
             token = read_admin_token()
             if token is None:
@@ -327,10 +379,15 @@ class Session:
         try:
             await ensure_daemon(sock)
         except (AutostartFailed, OSError) as exc:
-            raise DaemonUnavailable(f"recalld is not answering at {sock} and starting it "
-                                    f"failed: {exc}") from exc
+            raise DaemonUnavailable(
+                f"recalld is not answering at {sock} and starting it failed: {exc}"
+            ) from exc
 
-    async def call(self, request: p.Request, reply_type: type[R] = p.Reply) -> R:  # type: ignore[assignment]
+    @overload
+    async def call(self, request: p.Request) -> p.Reply: ...
+    @overload
+    async def call(self, request: p.Request, reply_type: type[R]) -> R: ...
+    async def call(self, request: p.Request, reply_type: type[p.Reply] = p.Reply) -> p.Reply:
         """Like :meth:`RecallClient.call`, reconnecting once if the connection had dropped."""
         client = await self._ensure()
         try:

@@ -13,8 +13,8 @@ import msgspec
 from . import __version__, ctl_experience, ctl_ops
 from . import protocol as p
 from .client import DaemonUnavailable, RecallClient, RemoteError, connect
-from .episode_input import InputError, episodes_from_text
 from .ctl_hello import hello_tokens
+from .episode_input import InputError, episodes_from_text
 
 __all__ = ["main"]
 
@@ -34,7 +34,6 @@ def render_status(report: p.StatusReport) -> str:
     if m.reason:
         model += f" ({m.reason})"
     lat = report.search_latency_ms
-    fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
     lines = [
         f"recalld {report.version}  state {report.state}  pid {report.pid}  "
         f"up {_duration(report.uptime_s)}",
@@ -42,7 +41,7 @@ def render_status(report: p.StatusReport) -> str:
         f"data     {report.data_dir}",
         f"model    {model}",
         f"search   {'hybrid (lexical + semantic)' if report.semantic_search else 'lexical only'}"
-        f"  latency p50 {fmt(lat.p50)} ms  p90 {fmt(lat.p90)} ms  p99 {fmt(lat.p99)} ms",
+        f"  latency p50 {_ms(lat.p50)} ms  p90 {_ms(lat.p90)} ms  p99 {_ms(lat.p99)} ms",
         f"index    {report.index.type or 'not open'}  {report.index.size} vectors"
         f"  embedding backlog {report.index.embedding_backlog}",
         "",
@@ -54,24 +53,33 @@ def render_status(report: p.StatusReport) -> str:
             f"{a.processed:>12}{a.per_s:>9.1f}{a.errors:>8}"
         )
         if a.commit_failures or a.last_error:
-            lines.append(f"{'':<12}{a.commit_failures} failed commits; last error: "
-                         f"{a.last_error or '-'}")
+            lines.append(
+                f"{'':<12}{a.commit_failures} failed commits; last error: {a.last_error or '-'}"
+            )
     lines.append("")
     if report.records:
-        lines.append("records  " + "; ".join(
-            f"{kind}: {counts['total']} ("
-            + ", ".join(f"{k} {v}" for k, v in counts.items() if k != "total") + ")"
-            for kind, counts in sorted(report.records.items())
-        ))
+        lines.append(
+            "records  "
+            + "; ".join(
+                f"{kind}: {counts['total']} ("
+                + ", ".join(f"{k} {v}" for k, v in counts.items() if k != "total")
+                + ")"
+                for kind, counts in sorted(report.records.items())
+            )
+        )
     else:
         lines.append("records  none")
     lines.append(f"agents   {len(report.agents)} connected")
-    for a in report.agents:
+    for agent in report.agents:
         lines.append(
-            f"  {a.agent:<20} {a.client or '-':<12} pid {a.pid:<8} "
-            f"{a.requests} requests  {a.workspace}"
+            f"  {agent.agent:<20} {agent.client or '-':<12} pid {agent.pid:<8} "
+            f"{agent.requests} requests  {agent.workspace}"
         )
     return "\n".join(lines)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def _duration(seconds: float) -> str:
@@ -100,8 +108,9 @@ async def _status(rc: RecallClient, args: argparse.Namespace) -> int:
 
 async def _search(rc: RecallClient, args: argparse.Namespace) -> int:
     reply = await rc.call(
-        p.MemorySearch(query=args.query, limit=args.limit, mode=args.mode,
-                       workspace=args.workspace_filter),
+        p.MemorySearch(
+            query=args.query, limit=args.limit, mode=args.mode, workspace=args.workspace_filter
+        ),
         p.MemorySearchResult,
     )
     if args.json:
@@ -143,8 +152,15 @@ async def _capture(rc: RecallClient, args: argparse.Namespace) -> int:
         if args.json:
             sys.stdout.write(_json.encode(reply).decode() + "\n")
         elif not args.quiet:
-            flags = [f for f, on in (("duplicate", reply.duplicate), ("replayed", reply.replayed),
-                                     ("blocked", reply.blocked)) if on]
+            flags = [
+                f
+                for f, on in (
+                    ("duplicate", reply.duplicate),
+                    ("replayed", reply.replayed),
+                    ("blocked", reply.blocked),
+                )
+                if on
+            ]
             if reply.redacted:
                 flags.append("redacted " + ",".join(reply.redacted))
             print(reply.record_id + (f" ({'; '.join(flags)})" if flags else ""))
@@ -154,19 +170,30 @@ async def _capture(rc: RecallClient, args: argparse.Namespace) -> int:
 async def _work_search(rc: RecallClient, args: argparse.Namespace) -> int:
     reply = await rc.call(
         p.WorkSearch(
-            query=args.query, tool=args.tool, session_id=args.session, since=args.since,
-            until=args.until, k=args.k, min_trust=args.min_trust,
-            include_pending=args.include_pending, any_caller=args.any_caller,
-            semantic=args.semantic, response_format=args.format,
+            query=args.query,
+            tool=args.tool,
+            session_id=args.session,
+            since=args.since,
+            until=args.until,
+            k=args.k,
+            min_trust=args.min_trust,
+            include_pending=args.include_pending,
+            any_caller=args.any_caller,
+            semantic=args.semantic,
+            response_format=args.format,
         ),
         p.WorkSearchResult,
     )
     if args.json:
         # The seed's output shape, the same as the work_search tool's structuredContent.
-        _print_json({
-            "available": reply.available, "message": reply.message, "floor": reply.floor,
-            "results": reply.results,
-        })
+        _print_json(
+            {
+                "available": reply.available,
+                "message": reply.message,
+                "floor": reply.floor,
+                "results": reply.results,
+            }
+        )
         return 0
     print(reply.message or "")
     for ep in reply.results:
@@ -178,15 +205,20 @@ async def _work_search(rc: RecallClient, args: argparse.Namespace) -> int:
 
 async def _work_result(rc: RecallClient, args: argparse.Namespace) -> int:
     reply = await rc.call(
-        p.WorkResult(task_result=args.task_result, episode_id=args.episode,
-                     session_id=args.session, any_caller=args.any_caller),
+        p.WorkResult(
+            task_result=args.task_result,
+            episode_id=args.episode,
+            session_id=args.session,
+            any_caller=args.any_caller,
+        ),
         p.VerdictSet,
     )
     if args.json:
         _print_json(reply)
     else:
-        print(f"verdict {reply.task_result:g} on {reply.matched} episode(s), "
-              f"{reply.updated} changed")
+        print(
+            f"verdict {reply.task_result:g} on {reply.matched} episode(s), {reply.updated} changed"
+        )
     return 0
 
 
@@ -202,8 +234,10 @@ async def _forget(rc: RecallClient, args: argparse.Namespace) -> int:
         if args.json:
             sys.stdout.write(_json.encode(reply).decode() + "\n")
         else:
-            print(f"{reply.record_id} ({reply.kind}) "
-                  + ("was already forgotten" if reply.already else "forgotten"))
+            print(
+                f"{reply.record_id} ({reply.kind}) "
+                + ("was already forgotten" if reply.already else "forgotten")
+            )
     return code
 
 
@@ -219,41 +253,67 @@ def _parser() -> argparse.ArgumentParser:
         prog="recallctl",
         description="Status and admin client for the recalld memory daemon.",
     )
-    ap.add_argument("--socket", help="daemon socket (default: $RECALLD_SOCKET, else "
-                    "$XDG_RUNTIME_DIR/recalld/recalld.sock)")
+    ap.add_argument(
+        "--socket",
+        help="daemon socket (default: $RECALLD_SOCKET, else $XDG_RUNTIME_DIR/recalld/recalld.sock)",
+    )
     ap.add_argument("--agent", default="recallctl", help="agent name to act as")
     ap.add_argument("--workspace", help="workspace (default: git root of the working directory)")
-    ap.add_argument("--no-admin", action="store_true",
-                    help="do not present the admin token (act as a plain agent, without "
-                    "the admin:workspace scope)")
-    ap.add_argument("--agent-token-file", metavar="FILE",
-                    help="present this agent's credential (as `recallctl agent add` wrote "
-                    "it); needed with --no-admin once --agent's name has one")
+    ap.add_argument(
+        "--no-admin",
+        action="store_true",
+        help="do not present the admin token (act as a plain agent, without "
+        "the admin:workspace scope)",
+    )
+    ap.add_argument(
+        "--agent-token-file",
+        metavar="FILE",
+        help="present this agent's credential (as `recallctl agent add` wrote "
+        "it); needed with --no-admin once --agent's name has one",
+    )
     ap.add_argument("--version", action="version", version=f"recallctl {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    st = sub.add_parser("status", help="show the daemon's state",
-                        description="Show state, model, actor queues, records, index, "
-                        "connected agents and search latency.")
+    st = sub.add_parser(
+        "status",
+        help="show the daemon's state",
+        description="Show state, model, actor queues, records, index, "
+        "connected agents and search latency.",
+    )
     st.add_argument("--json", action="store_true", help="print the report as JSON")
     st.add_argument("--watch", action="store_true", help="refresh until interrupted")
     st.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
-    st.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                    help="wait up to SECONDS for the embedding model to be ready first")
+    st.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait up to SECONDS for the embedding model to be ready first",
+    )
     st.set_defaults(run=_status)
 
-    se = sub.add_parser("search", help="search memories of a workspace",
-                        description="Search memories lexically and by meaning.")
+    se = sub.add_parser(
+        "search",
+        help="search memories of a workspace",
+        description="Search memories lexically and by meaning.",
+    )
     se.add_argument("query")
     se.add_argument("--limit", type=int, default=5)
     se.add_argument("--mode", choices=["keyword", "bm25", "hybrid"], default="hybrid")
-    se.add_argument("--in", dest="workspace_filter", metavar="WORKSPACE",
-                    help="search this workspace instead of the current one")
+    se.add_argument(
+        "--in",
+        dest="workspace_filter",
+        metavar="WORKSPACE",
+        help="search this workspace instead of the current one",
+    )
     se.add_argument("--json", action="store_true")
     se.set_defaults(run=_search)
 
-    so = sub.add_parser("store", help="store one memory",
-                        description="Store one memory; TEXT '-' reads it from stdin.")
+    so = sub.add_parser(
+        "store",
+        help="store one memory",
+        description="Store one memory; TEXT '-' reads it from stdin.",
+    )
     so.add_argument("text")
     so.add_argument("--tag", action="append", help="a tag (repeatable)")
     so.add_argument("--source")
@@ -261,7 +321,8 @@ def _parser() -> argparse.ArgumentParser:
     so.set_defaults(run=_store)
 
     ca = sub.add_parser(
-        "capture", help="record work episodes from stdin (for agent hooks)",
+        "capture",
+        help="record work episodes from stdin (for agent hooks)",
         description="Read one JSON object, a JSON array or JSON Lines from stdin and record "
         "each as a work episode of --agent. An object with hook_event_name is an agent host's "
         "hook payload (Claude Code: PostToolUse, PostToolUseFailure, Stop, ...); any other "
@@ -269,14 +330,21 @@ def _parser() -> argparse.ArgumentParser:
         "duration_ms, result_size, episode_type, tags, task_result, ts, ...). Exit 0 when all "
         "were recorded, 1 when any was not, 3 when the daemon is not running.",
     )
-    ca.add_argument("--quiet", "-q", action="store_true",
-                    help="print nothing on success (hooks whose stdout reaches the model)")
+    ca.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="print nothing on success (hooks whose stdout reaches the model)",
+    )
     ca.add_argument("--json", action="store_true", help="one JSON reply per episode")
     ca.set_defaults(run=_capture)
 
-    ws = sub.add_parser("work-search", help="search work episodes (work_search)",
-                        description="Search this agent's work episodes under the reader "
-                        "contract; without a query, list the newest.")
+    ws = sub.add_parser(
+        "work-search",
+        help="search work episodes (work_search)",
+        description="Search this agent's work episodes under the reader "
+        "contract; without a query, list the newest.",
+    )
     ws.add_argument("query", nargs="?")
     ws.add_argument("--tool")
     ws.add_argument("--session")
@@ -285,28 +353,38 @@ def _parser() -> argparse.ArgumentParser:
     ws.add_argument("-k", type=int, default=20)
     ws.add_argument("--min-trust", type=_unit, default=0.3)
     ws.add_argument("--include-pending", action="store_true")
-    ws.add_argument("--any-caller", action="store_true",
-                    help="every agent's episodes (needs the admin token)")
+    ws.add_argument(
+        "--any-caller", action="store_true", help="every agent's episodes (needs the admin token)"
+    )
     ws.add_argument("--semantic", action="store_true")
     ws.add_argument("--format", choices=["concise", "detailed"])
     ws.add_argument("--json", action="store_true")
     ws.set_defaults(run=_work_search)
 
-    wr = sub.add_parser("work-result", help="set the verdict of an episode or a session",
-                        description="Set task_result (0 = failed .. 1 = succeeded) on one "
-                        "episode or on every episode of a session.")
+    wr = sub.add_parser(
+        "work-result",
+        help="set the verdict of an episode or a session",
+        description="Set task_result (0 = failed .. 1 = succeeded) on one "
+        "episode or on every episode of a session.",
+    )
     target = wr.add_mutually_exclusive_group(required=True)
     target.add_argument("--episode", metavar="ID")
     target.add_argument("--session", metavar="SESSION_ID")
     wr.add_argument("task_result", type=_unit)
-    wr.add_argument("--any-caller", action="store_true",
-                    help="judge another agent's episodes (needs the admin token)")
+    wr.add_argument(
+        "--any-caller",
+        action="store_true",
+        help="judge another agent's episodes (needs the admin token)",
+    )
     wr.add_argument("--json", action="store_true")
     wr.set_defaults(run=_work_result)
 
-    fo = sub.add_parser("forget", help="tombstone records by id",
-                        description="Tombstone each record: it never surfaces in a search "
-                        "again and its vector leaves the index.")
+    fo = sub.add_parser(
+        "forget",
+        help="tombstone records by id",
+        description="Tombstone each record: it never surfaces in a search "
+        "again and its vector leaves the index.",
+    )
     fo.add_argument("ids", nargs="+", metavar="ID")
     fo.add_argument("--json", action="store_true")
     fo.set_defaults(run=_forget)
@@ -327,8 +405,13 @@ def main(argv: list[str] | None = None) -> None:
         command: Callable[[RecallClient, argparse.Namespace], Awaitable[int]] = args.run
         # recallctl is the user's own admin client: it acts with admin:workspace whenever it
         # can read the daemon's admin token, unless told not to.
-        async with connect(agent=args.agent, workspace=args.workspace, client="recallctl",
-                           path=args.socket, **hello_tokens(args)) as rc:
+        async with connect(
+            agent=args.agent,
+            workspace=args.workspace,
+            client="recallctl",
+            path=args.socket,
+            **hello_tokens(args),
+        ) as rc:
             return await command(rc, args)
 
     try:

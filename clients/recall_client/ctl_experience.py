@@ -19,8 +19,8 @@ import msgspec
 
 from . import protocol as p
 from .client import RecallClient, connect
-from .episode_input import InputError, session_from_hook
 from .ctl_hello import hello_tokens
+from .episode_input import InputError, session_from_hook
 
 __all__ = ["add_commands"]
 
@@ -73,19 +73,23 @@ def _experience_lines(e: p.ExperienceInfo) -> list[str]:
 
 
 async def _search(rc: RecallClient, args: argparse.Namespace) -> int:
-    reply = await rc.call(p.SearchExperience(query=args.query, limit=args.limit),
-                          p.ExperienceSearchResult)
+    reply = await rc.call(
+        p.SearchExperience(query=args.query, limit=args.limit), p.ExperienceSearchResult
+    )
     if args.json:
         _print_json(reply)
         return 0
     if not reply.experiences:
         print("no similar experiences")
         return 0
-    print(f"{'score':>6}  {'id':<22} {'status':<8} {'class':<10} {'calls':>5} {'min':>6}  "
-          "description")
+    print(
+        f"{'score':>6}  {'id':<22} {'status':<8} {'class':<10} {'calls':>5} {'min':>6}  description"
+    )
     for e in reply.experiences:
-        print(f"{e.score:6.3f}  {e.id:<22} {e.status:<8} {_clip(e.task_class, 10):<10} "
-              f"{e.tool_calls:>5} {e.minutes:>6g}  {_clip(e.description, _DESCRIPTION_SHOWN)}")
+        print(
+            f"{e.score:6.3f}  {e.id:<22} {e.status:<8} {_clip(e.task_class, 10):<10} "
+            f"{e.tool_calls:>5} {e.minutes:>6g}  {_clip(e.description, _DESCRIPTION_SHOWN)}"
+        )
     if reply.lessons:
         print("\nlessons (confidence, support)")
         print("\n".join(_lesson_lines(reply.lessons)))
@@ -123,8 +127,10 @@ async def _forget(rc: RecallClient, args: argparse.Namespace) -> int:
     elif reply.already_forgotten:
         print(f"{reply.record_id} was already forgotten")
     else:
-        print(f"{reply.record_id} forgotten ({reply.lessons_weakened} lessons weakened, "
-              f"{reply.lessons_retired} retired)")
+        print(
+            f"{reply.record_id} forgotten ({reply.lessons_weakened} lessons weakened, "
+            f"{reply.lessons_retired} retired)"
+        )
     return 0
 
 
@@ -132,9 +138,15 @@ async def _record(rc: RecallClient, args: argparse.Namespace) -> int:
     description = args.description if args.description != "-" else sys.stdin.read().strip()
     reply = await rc.call(
         p.RecordExperience(
-            description=description, status=args.outcome, strategy=args.strategy,
-            task_class=args.task_class, tool_calls=args.tool_calls, minutes=args.minutes,
-            files=args.file or [], lessons=args.lesson or [], session=args.session,
+            description=description,
+            status=args.outcome,
+            strategy=args.strategy,
+            task_class=args.task_class,
+            tool_calls=args.tool_calls,
+            minutes=args.minutes,
+            files=args.file or [],
+            lessons=args.lesson or [],
+            session=args.session,
         ),
         p.ExperienceRecorded,
     )
@@ -161,15 +173,27 @@ async def _rollup(args: argparse.Namespace) -> int:
         session = session or hooked
         workspace = hook_workspace or workspace
     if session is None:
-        print("recallctl experience rollup: give --session ID, or pipe a hook payload "
-              "(with session_id) on stdin", file=sys.stderr)
+        print(
+            "recallctl experience rollup: give --session ID, or pipe a hook payload "
+            "(with session_id) on stdin",
+            file=sys.stderr,
+        )
         return 1
-    async with connect(agent=args.agent, workspace=workspace, client="recallctl",
-                       path=args.socket, **hello_tokens(args)) as rc:
+    async with connect(
+        agent=args.agent,
+        workspace=workspace,
+        client="recallctl",
+        path=args.socket,
+        **hello_tokens(args),
+    ) as rc:
         reply = await rc.call(
             p.RollUpExperience(
-                session=session, description=args.description, status=args.outcome,
-                strategy=args.strategy, task_class=args.task_class, lessons=args.lesson or [],
+                session=session,
+                description=args.description,
+                status=args.outcome,
+                strategy=args.strategy,
+                task_class=args.task_class,
+                lessons=args.lesson or [],
             ),
             p.ExperienceRolledUp,
         )
@@ -215,8 +239,10 @@ def _payload(text: str) -> Any:
 
 def _rolled_up(reply: p.ExperienceRolledUp) -> str:
     if reply.forgotten or reply.experience is None:
-        return (f"{reply.record_id}: the experience of session {reply.session} was forgotten; "
-                "nothing recorded")
+        return (
+            f"{reply.record_id}: the experience of session {reply.session} was forgotten; "
+            "nothing recorded"
+        )
     e = reply.experience
     done = "created" if reply.created else "updated"
     lines = [
@@ -233,86 +259,128 @@ def _rolled_up(reply: p.ExperienceRolledUp) -> str:
 
 
 def _outcome(ap: argparse.ArgumentParser, default: str | None) -> None:
-    ap.add_argument("--outcome", choices=["success", "failure", "unknown"], default=default,
-                    help="how the task went" + (f" (default: {default})" if default else
-                                                " (default: computed from the episodes)"))
+    ap.add_argument(
+        "--outcome",
+        choices=["success", "failure", "unknown"],
+        default=default,
+        help="how the task went"
+        + (f" (default: {default})" if default else " (default: computed from the episodes)"),
+    )
 
 
 def add_commands(sub: Any) -> None:
     """Register ``recallctl experience`` and its subcommands."""
     ex = sub.add_parser(
-        "experience", help="search, show, record, forget and roll up experiences",
+        "experience",
+        help="search, show, record, forget and roll up experiences",
         description="Experiences are finished tasks of a workspace with their outcome and "
         "lessons (search_experience, explain_node, record_experience, forget_experience). "
         "'rollup' records the experience of a session from its captured episodes, for an "
-        "agent host's end-of-session hook.")
+        "agent host's end-of-session hook.",
+    )
     ex_sub = ex.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    se = ex_sub.add_parser("search", help="past tasks similar to QUERY, and their lessons",
-                           description="Experiences of this workspace similar to QUERY by "
-                           "words and meaning, best first, and the lessons they support. "
-                           "Nothing is listed when nothing is similar enough.")
+    se = ex_sub.add_parser(
+        "search",
+        help="past tasks similar to QUERY, and their lessons",
+        description="Experiences of this workspace similar to QUERY by "
+        "words and meaning, best first, and the lessons they support. "
+        "Nothing is listed when nothing is similar enough.",
+    )
     se.add_argument("query")
     se.add_argument("--limit", type=int, default=5, help="1-20 (default 5)")
     se.add_argument("--json", action="store_true", help="print the reply as JSON")
     se.set_defaults(run=_search)
 
-    sh = ex_sub.add_parser("show", help="one experience in full (explain_node)",
-                           description="One experience with its files, the episodes of its "
-                           "session and its lessons; with --query, why it ranked for it.")
+    sh = ex_sub.add_parser(
+        "show",
+        help="one experience in full (explain_node)",
+        description="One experience with its files, the episodes of its "
+        "session and its lessons; with --query, why it ranked for it.",
+    )
     sh.add_argument("id", metavar="ID")
     sh.add_argument("--query", help="explain the ranking for this query")
     sh.add_argument("--json", action="store_true", help="print the reply as JSON")
     sh.set_defaults(run=_show)
 
-    fo = ex_sub.add_parser("forget", help="tombstone an experience",
-                           description="Tombstone one experience: it never surfaces again, "
-                           "its lessons lose its support, and a lesson it alone supported is "
-                           "retired.")
+    fo = ex_sub.add_parser(
+        "forget",
+        help="tombstone an experience",
+        description="Tombstone one experience: it never surfaces again, "
+        "its lessons lose its support, and a lesson it alone supported is "
+        "retired.",
+    )
     fo.add_argument("id", metavar="ID")
     fo.add_argument("--json", action="store_true", help="print the reply as JSON")
     fo.set_defaults(run=_forget)
 
-    rec = ex_sub.add_parser("record", help="record a finished task",
-                            description="Record one finished task with its outcome and "
-                            "lessons (record_experience); DESCRIPTION '-' reads it from stdin. "
-                            "Secrets are redacted before storage; a lesson that says the same "
-                            "as a stored one is merged into it.")
+    rec = ex_sub.add_parser(
+        "record",
+        help="record a finished task",
+        description="Record one finished task with its outcome and "
+        "lessons (record_experience); DESCRIPTION '-' reads it from stdin. "
+        "Secrets are redacted before storage; a lesson that says the same "
+        "as a stored one is merged into it.",
+    )
     rec.add_argument("description")
     _outcome(rec, "unknown")
     rec.add_argument("--strategy", help="how the task was approached")
-    rec.add_argument("--class", dest="task_class", default="general",
-                     help="task class, e.g. bugfix, feature, ops (default: general)")
+    rec.add_argument(
+        "--class",
+        dest="task_class",
+        default="general",
+        help="task class, e.g. bugfix, feature, ops (default: general)",
+    )
     rec.add_argument("--tool-calls", type=int, default=0)
     rec.add_argument("--minutes", type=float, default=0.0)
-    rec.add_argument("--file", action="append", metavar="PATH",
-                     help="a file the task touched, inside the workspace (repeatable)")
+    rec.add_argument(
+        "--file",
+        action="append",
+        metavar="PATH",
+        help="a file the task touched, inside the workspace (repeatable)",
+    )
     rec.add_argument("--lesson", action="append", metavar="TEXT", help="a lesson (repeatable)")
     rec.add_argument("--session", help="the session that did the task")
     rec.add_argument("--json", action="store_true", help="print the reply as JSON")
     rec.set_defaults(run=_record)
 
     ro = ex_sub.add_parser(
-        "rollup", help="record a session's experience from its episodes (for hooks)",
+        "rollup",
+        help="record a session's experience from its episodes (for hooks)",
         description="Record the experience of a session from the episodes captured for it "
         "(recallctl capture): tool calls, minutes, files, status and, unless given, the "
         "description are computed by the daemon. A session has one experience: rolling it up "
         "again updates it, keeping what was given before. With --hook, or without --session "
         "and with stdin piped, stdin is an agent host's hook payload (Claude Code: Stop, "
         "SessionEnd): its session_id, and the git root of its cwd as the workspace. Exit 0 "
-        "when recorded, 1 when refused (e.g. no episodes), 3 when the daemon is not running.")
+        "when recorded, 1 when refused (e.g. no episodes), 3 when the daemon is not running.",
+    )
     ro.add_argument("--session", metavar="ID", help="the session to roll up")
-    ro.add_argument("--hook", action="store_true",
-                    help="read a hook payload (session_id, cwd) from stdin")
-    ro.add_argument("--description", help="what the task was (default: the session's first "
-                    "prompt, else its tool calls)")
+    ro.add_argument(
+        "--hook", action="store_true", help="read a hook payload (session_id, cwd) from stdin"
+    )
+    ro.add_argument(
+        "--description",
+        help="what the task was (default: the session's first prompt, else its tool calls)",
+    )
     _outcome(ro, None)
     ro.add_argument("--strategy", help="how the task was approached")
-    ro.add_argument("--class", dest="task_class",
-                    help="task class, e.g. bugfix, feature, ops (default: general)")
-    ro.add_argument("--lesson", action="append", metavar="TEXT",
-                    help="a lesson (repeatable); added to those given before")
-    ro.add_argument("--quiet", "-q", action="store_true",
-                    help="print nothing on success (hooks whose stdout reaches the model)")
+    ro.add_argument(
+        "--class",
+        dest="task_class",
+        help="task class, e.g. bugfix, feature, ops (default: general)",
+    )
+    ro.add_argument(
+        "--lesson",
+        action="append",
+        metavar="TEXT",
+        help="a lesson (repeatable); added to those given before",
+    )
+    ro.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="print nothing on success (hooks whose stdout reaches the model)",
+    )
     ro.add_argument("--json", action="store_true", help="print the reply as JSON")
     ro.set_defaults(local=_rollup)

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TypedDict
 
 from .paths import read_admin_token, read_token_file
 
-__all__ = ["hello_tokens"]
+__all__ = ["HelloTokens", "hello_tokens"]
 
 
-def hello_tokens(args: argparse.Namespace) -> dict[str, str | None]:
+class HelloTokens(TypedDict):
+    """The credential keyword arguments of :func:`recall_client.client.connect`."""
+
+    admin_token: str | None
+    agent_token: str | None
+
+
+def hello_tokens(args: argparse.Namespace) -> HelloTokens:
     """``admin_token`` and ``agent_token`` for :func:`recall_client.client.connect`.
 
     recallctl is the user's own admin client: it presents the admin token whenever it can

@@ -43,8 +43,13 @@ def _say(message: str) -> None:
 
 
 def _connect(args: argparse.Namespace, agent: str | None = None) -> Any:
-    return connect(agent=agent or args.agent, workspace=args.workspace, client="recallctl",
-                   path=args.socket, **hello_tokens(args))
+    return connect(
+        agent=agent or args.agent,
+        workspace=args.workspace,
+        client="recallctl",
+        path=args.socket,
+        **hello_tokens(args),
+    )
 
 
 # --------------------------------------------------------------------------- export
@@ -58,8 +63,7 @@ def create_private(path: Path) -> int:
         FileExistsError: ``path`` exists.
         OSError: it cannot be created.
     """
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                   0o600)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
 
 
 def _publish(partial: Path, dest: Path, force: bool) -> None:
@@ -114,8 +118,9 @@ async def _export(args: argparse.Namespace) -> int:
         if partial:
             out.close()
             partial.unlink(missing_ok=True)
-    _say(f"exported {count} {'records' if kind is None else kind + ' records'}"
-         f" to {dest or 'stdout'}")
+    _say(
+        f"exported {count} {'records' if kind is None else kind + ' records'} to {dest or 'stdout'}"
+    )
     return 0
 
 
@@ -178,17 +183,30 @@ def _import_request(row: _ImportLine, ttl: float | None) -> p.Request:
     key = f"import:{row.id}" if row.id else None
     if row.kind == "memory":
         return p.MemoryStore(
-            text=row.text, tags=row.tags, source=row.source, session=row.session, ts=row.ts,
-            ttl_s=ttl, workspace=row.workspace, idempotency_key=key,
+            text=row.text,
+            tags=row.tags,
+            source=row.source,
+            session=row.session,
+            ts=row.ts,
+            ttl_s=ttl,
+            workspace=row.workspace,
+            idempotency_key=key,
         )
     e = row.experience
     assert e is not None
     # Its lessons merge again into one stored lesson per text, so each lesson comes back
     # with the support (and confidence) the exported experiences gave it.
     return p.RecordExperience(
-        description=row.text, status=e.status, strategy=e.strategy, task_class=e.task_class,
-        tool_calls=e.tool_calls, minutes=e.minutes, files=e.files,
-        lessons=[lesson.text for lesson in e.lessons], session=row.session, ts=row.ts,
+        description=row.text,
+        status=e.status,
+        strategy=e.strategy,
+        task_class=e.task_class,
+        tool_calls=e.tool_calls,
+        minutes=e.minutes,
+        files=e.files,
+        lessons=[lesson.text for lesson in e.lessons],
+        session=row.session,
+        ts=row.ts,
         idempotency_key=key,
     )
 
@@ -197,8 +215,10 @@ def _unimportable(row: _ImportLine) -> str | None:
     if row.kind == "experience" and row.experience is None:
         return "an experience row needs its 'experience' fields (as export writes them)"
     if row.kind not in ("memory", "experience"):
-        return (f"kind {row.kind!r} cannot be imported (only memories and experiences; "
-                "lessons come back with their experiences)")
+        return (
+            f"kind {row.kind!r} cannot be imported (only memories and experiences; "
+            "lessons come back with their experiences)"
+        )
     return None
 
 
@@ -219,8 +239,12 @@ async def _import(args: argparse.Namespace) -> int:
             async with connecting:
                 if (agent, workspace) not in clients:
                     clients[agent, workspace] = await open_client(
-                        tg, agent=agent, workspace=workspace or args.workspace,
-                        client="recallctl", path=args.socket, **hello_tokens(args),
+                        tg,
+                        agent=agent,
+                        workspace=workspace or args.workspace,
+                        client="recallctl",
+                        path=args.socket,
+                        **hello_tokens(args),
                     )
                 return clients[agent, workspace]
 
@@ -282,11 +306,12 @@ async def _import(args: argparse.Namespace) -> int:
         for rc in clients.values():
             await rc.aclose()
     bar.close()
-    lessons = (f"; {stats.lessons} lessons rebuilt from their experiences"
-               if stats.lessons else "")
-    _say(f"imported {stats.imported()}: {stats.new} new, {stats.duplicate} duplicates, "
-         f"{stats.replayed} already imported{lessons}; {stats.expired} expired skipped; "
-         f"{len(stats.failed)} failed")
+    lessons = f"; {stats.lessons} lessons rebuilt from their experiences" if stats.lessons else ""
+    _say(
+        f"imported {stats.imported()}: {stats.new} new, {stats.duplicate} duplicates, "
+        f"{stats.replayed} already imported{lessons}; {stats.expired} expired skipped; "
+        f"{len(stats.failed)} failed"
+    )
     for message in stats.failed[:MAX_REPORTED_ERRORS]:
         _say(f"  {message}")
     if len(stats.failed) > MAX_REPORTED_ERRORS:
@@ -379,8 +404,7 @@ async def _reindex(args: argparse.Namespace) -> int:
             # A vector is committed before it reaches the index: done when both agree (or, if
             # some record cannot be embedded, when nothing has moved for a while).
             idle_polls = idle_polls + 1 if backlog == 0 else 0
-            if backlog == 0 and (report.index.size >= started.queued
-                                 or idle_polls > 50):
+            if backlog == 0 and (report.index.size >= started.queued or idle_polls > 50):
                 break
             await anyio.sleep(args.interval)
         bar.close()
@@ -418,8 +442,11 @@ async def _workspace(args: argparse.Namespace) -> int:
                     print(f"  {r.workspace}  ({r.refused} requests)")
             return 0
         workspace = _workspace_path(args.path, args.exact)
-        request: p.Request = (p.WorkspaceApprove(workspace=workspace) if args.action == "approve"
-                              else p.WorkspaceRevoke(workspace=workspace))
+        request: p.Request = (
+            p.WorkspaceApprove(workspace=workspace)
+            if args.action == "approve"
+            else p.WorkspaceRevoke(workspace=workspace)
+        )
         changed = await rc.call(request, p.WorkspaceChanged)
     if args.action == "approve":
         print(f"approved {changed.workspace}" + ("" if changed.changed else " (already approved)"))
@@ -465,8 +492,11 @@ async def _agent(args: argparse.Namespace) -> int:
             return 0
         if args.action == "revoke":
             changed = await rc.call(p.AgentRevoke(agent=args.name), p.AgentChanged)
-            print(f"revoked the credential of {changed.agent}"
-                  if changed.changed else f"{changed.agent} had no credential")
+            print(
+                f"revoked the credential of {changed.agent}"
+                if changed.changed
+                else f"{changed.agent} had no credential"
+            )
             return 0
         try:
             dest = _token_path(args.name, args.output)
@@ -476,8 +506,9 @@ async def _agent(args: argparse.Namespace) -> int:
         if not args.rotate and (dest.exists() or dest.is_symlink()):
             _say(f"recallctl agent add: {dest} exists; pass --rotate to replace the credential")
             return 1
-        enrolled = await rc.call(p.AgentEnroll(agent=args.name, rotate=args.rotate),
-                                 p.AgentEnrolled)
+        enrolled = await rc.call(
+            p.AgentEnroll(agent=args.name, rotate=args.rotate), p.AgentEnrolled
+        )
     await anyio.to_thread.run_sync(_write_token, dest, enrolled.token, args.rotate)
     what = "replaced" if enrolled.rotated else "created"
     print(f"{what} the credential of agent {enrolled.agent} in {dest} (0600)")
@@ -497,11 +528,14 @@ async def _doctor(args: argparse.Namespace) -> int:
     try:
         async with _connect(args) as rc:
             status = (await rc.call(p.Status(), p.StatusResult)).report
-            checks.append(p.DoctorCheck(
-                name="daemon", ok=True,
-                detail=f"recalld {status.version} pid {status.pid}, {status.state}, "
-                f"up {status.uptime_s:.0f}s",
-            ))
+            checks.append(
+                p.DoctorCheck(
+                    name="daemon",
+                    ok=True,
+                    detail=f"recalld {status.version} pid {status.pid}, {status.state}, "
+                    f"up {status.uptime_s:.0f}s",
+                )
+            )
             with anyio.fail_after(args.wait + 120):
                 result = await rc.call(p.Doctor(wait_model_s=args.wait), p.DoctorResult)
             checks.extend(result.checks)
@@ -509,8 +543,9 @@ async def _doctor(args: argparse.Namespace) -> int:
         checks.append(p.DoctorCheck(name="daemon", ok=False, detail=str(exc)))
         checks.append(await anyio.to_thread.run_sync(_check_database_offline, paths.data_dir()))
         for name in ("model", "index"):
-            checks.append(p.DoctorCheck(name=name, ok=False,
-                                        detail="not checked: the daemon is not running"))
+            checks.append(
+                p.DoctorCheck(name=name, ok=False, detail="not checked: the daemon is not running")
+            )
     if args.json:
         _print_json({"ok": all(c.ok for c in checks), "checks": checks})
     else:
@@ -551,10 +586,13 @@ def _check_socket(sock: Path) -> p.DoctorCheck:
         return fail(f"mode {st.st_mode & 0o777:04o}, should be 0600: other users could connect")
     parent = sock.parent.stat()
     if parent.st_uid != os.getuid() or parent.st_mode & 0o077:
-        return fail(f"its directory has mode {parent.st_mode & 0o777:04o} "
-                    f"(owner uid {parent.st_uid}); should be 0700 and yours")
-    return p.DoctorCheck(name="socket", ok=True,
-                         detail=f"{sock} (0600, directory 0700, owned by you)")
+        return fail(
+            f"its directory has mode {parent.st_mode & 0o777:04o} "
+            f"(owner uid {parent.st_uid}); should be 0700 and yours"
+        )
+    return p.DoctorCheck(
+        name="socket", ok=True, detail=f"{sock} (0600, directory 0700, owned by you)"
+    )
 
 
 def _check_database_offline(data_dir: Path) -> p.DoctorCheck:
@@ -569,8 +607,9 @@ def _check_database_offline(data_dir: Path) -> p.DoctorCheck:
     finally:
         conn.close()
     if problems != ["ok"]:
-        return p.DoctorCheck(name="database", ok=False,
-                             detail=f"{db}: integrity_check: {'; '.join(problems)}")
+        return p.DoctorCheck(
+            name="database", ok=False, detail=f"{db}: integrity_check: {'; '.join(problems)}"
+        )
     return p.DoctorCheck(name="database", ok=True, detail=f"{db}: integrity_check ok")
 
 
@@ -593,11 +632,16 @@ async def _config(args: argparse.Namespace) -> int:
         key: (f"env {env_of[key]}" if key in env_of else "file" if key in in_file else "default")
         for key in values
     }
-    effective = {**values, "socket": str(settings.socket_path),
-                 "data_dir": str(settings.data_path)}
+    effective = {**values, "socket": str(settings.socket_path), "data_dir": str(settings.data_path)}
     if args.json:
-        _print_json({"config_file": str(path), "exists": path.exists(),
-                     "settings": effective, "sources": source})
+        _print_json(
+            {
+                "config_file": str(path),
+                "exists": path.exists(),
+                "settings": effective,
+                "sources": source,
+            }
+        )
         return 0
     print(f"# {path}{'' if path.exists() else ' (not present: defaults)'}")
     for key, value in effective.items():
@@ -612,84 +656,120 @@ async def _config(args: argparse.Namespace) -> int:
 def add_commands(sub: Any) -> None:
     """Register the operations subcommands on recallctl's subparsers."""
     ex = sub.add_parser(
-        "export", help="write records as JSON Lines",
+        "export",
+        help="write records as JSON Lines",
         description="Write every live record (default: memories) as JSON Lines, one record "
         "with all its fields per line: an experience with its class, strategy, status, "
         "tool_calls, minutes, files and lessons, a lesson with its support. A progress bar "
-        "shows on a terminal.")
-    ex.add_argument("-o", "--output", metavar="FILE",
-                    help="file to write, created 0600 (default: stdout)")
+        "shows on a terminal.",
+    )
+    ex.add_argument(
+        "-o", "--output", metavar="FILE", help="file to write, created 0600 (default: stdout)"
+    )
     ex.add_argument("--force", action="store_true", help="replace FILE if it exists")
-    ex.add_argument("--kind", default="memory",
-                    help="record kind to export (memory, experience, lesson, episode), or "
-                    "'all' (default: memory)")
-    ex.add_argument("--in", dest="workspace_filter", metavar="WORKSPACE",
-                    help="only this workspace (default: every workspace)")
+    ex.add_argument(
+        "--kind",
+        default="memory",
+        help="record kind to export (memory, experience, lesson, episode), or "
+        "'all' (default: memory)",
+    )
+    ex.add_argument(
+        "--in",
+        dest="workspace_filter",
+        metavar="WORKSPACE",
+        help="only this workspace (default: every workspace)",
+    )
     ex.set_defaults(local=_export)
 
     im = sub.add_parser(
-        "import", help="store memories and experiences from JSON Lines",
+        "import",
+        help="store memories and experiences from JSON Lines",
         description="Store each JSON Lines memory or experience (as `recallctl export` writes "
         "them; a memory needs only 'text') through the normal write path: redacted, "
         "trust-scored, deduplicated, an experience's lessons merged again (lesson rows are "
         "rebuilt from the experiences that support them). Importing a file twice stores "
-        "nothing new. Exits 1 if any line failed.")
+        "nothing new. Exits 1 if any line failed.",
+    )
     im.add_argument("file", help="JSON Lines file, or - for stdin")
     im.set_defaults(local=_import)
 
     bk = sub.add_parser(
-        "backup", help="copy the database, consistent while the daemon runs",
+        "backup",
+        help="copy the database, consistent while the daemon runs",
         description="Copy the SQLite database with SQLite's online backup API (one read "
         "transaction: a consistent snapshot while the daemon goes on writing). The vector "
         "index is not copied: recalld rebuilds it from the database. To restore, stop "
-        "recalld and put the file in the data dir as recalld.db.")
+        "recalld and put the file in the data dir as recalld.db.",
+    )
     bk.add_argument("dest", help="file to write")
     bk.add_argument("--force", action="store_true", help="replace DEST if it exists")
     bk.set_defaults(local=_backup)
 
     ri = sub.add_parser(
-        "reindex", help="re-embed every record (e.g. after a model change)",
+        "reindex",
+        help="re-embed every record (e.g. after a model change)",
         description="Queue every record for embedding with the daemon's current model and "
         "show progress until done. Searches stay semantic meanwhile (old vectors serve until "
-        "replaced).")
+        "replaced).",
+    )
     ri.add_argument("--no-wait", action="store_true", help="return once queued")
-    ri.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
-                    help="wait up to SECONDS for the model to load first (default 60)")
+    ri.add_argument(
+        "--wait",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="wait up to SECONDS for the model to load first (default 60)",
+    )
     ri.add_argument("--interval", type=float, default=0.25, help=argparse.SUPPRESS)
     ri.set_defaults(local=_reindex)
 
     ws = sub.add_parser(
-        "workspace", help="approve, revoke or list workspaces",
+        "workspace",
+        help="approve, revoke or list workspaces",
         description="With require_approval = true in the config, recalld serves only "
-        "approved workspaces; agents elsewhere get an error naming this command.")
+        "approved workspaces; agents elsewhere get an error naming this command.",
+    )
     ws_sub = ws.add_subparsers(dest="action", required=True, metavar="ACTION")
     for action, text in (("approve", "approve a workspace"), ("revoke", "withdraw an approval")):
-        a = ws_sub.add_parser(action, help=text, description=f"{text[0].upper()}{text[1:]}. "
-                              "PATH is taken to its git root, as recall-mcp does.")
+        a = ws_sub.add_parser(
+            action,
+            help=text,
+            description=f"{text[0].upper()}{text[1:]}. "
+            "PATH is taken to its git root, as recall-mcp does.",
+        )
         a.add_argument("path", metavar="PATH")
-        a.add_argument("--exact", action="store_true",
-                       help="use PATH as given, not its git root")
-    ls = ws_sub.add_parser("list", help="list approved and refused workspaces",
-                           description="List approved workspaces, and those refused since "
-                           "the daemon started.")
+        a.add_argument("--exact", action="store_true", help="use PATH as given, not its git root")
+    ls = ws_sub.add_parser(
+        "list",
+        help="list approved and refused workspaces",
+        description="List approved workspaces, and those refused since the daemon started.",
+    )
     ls.add_argument("--json", action="store_true", help="print JSON")
     ws.set_defaults(local=_workspace)
 
     ag = sub.add_parser(
-        "agent", help="give agent names their own credentials",
+        "agent",
+        help="give agent names their own credentials",
         description="An agent name with a credential can be claimed only with its token "
         "(or the admin token): recall-mcp presents it with --agent-token-file. This makes "
         "the agent partition a real boundary between agents that cannot read each other's "
-        "token files (sandboxed ones); it does not stop a process that can read them.")
+        "token files (sandboxed ones); it does not stop a process that can read them.",
+    )
     ag_sub = ag.add_subparsers(dest="action", required=True, metavar="ACTION")
-    add = ag_sub.add_parser("add", help="create a credential for an agent name",
-                            description="Create a credential for NAME and write its token "
-                            "to a 0600 file (default: $XDG_CONFIG_HOME/recalld/agents/"
-                            "NAME.token).")
+    add = ag_sub.add_parser(
+        "add",
+        help="create a credential for an agent name",
+        description="Create a credential for NAME and write its token "
+        "to a 0600 file (default: $XDG_CONFIG_HOME/recalld/agents/"
+        "NAME.token).",
+    )
     add.add_argument("name", metavar="NAME")
     add.add_argument("-o", "--output", metavar="FILE", help="where to write the token")
-    add.add_argument("--rotate", action="store_true",
-                     help="replace an existing credential (the old token stops working)")
+    add.add_argument(
+        "--rotate",
+        action="store_true",
+        help="replace an existing credential (the old token stops working)",
+    )
     rv = ag_sub.add_parser("revoke", help="remove an agent name's credential")
     rv.add_argument("name", metavar="NAME")
     al = ag_sub.add_parser("list", help="list the agent names that have a credential")
@@ -697,19 +777,28 @@ def add_commands(sub: Any) -> None:
     ag.set_defaults(local=_agent)
 
     dr = sub.add_parser(
-        "doctor", help="check the socket, database, index and model",
+        "doctor",
+        help="check the socket, database, index and model",
         description="Check the config, the socket and its permissions, that the daemon "
         "answers, PRAGMA integrity_check, that the vector index matches SQLite, that the "
-        "model loaded, and that the writer commits. Exits 1 if any check fails.")
+        "model loaded, and that the writer commits. Exits 1 if any check fails.",
+    )
     dr.add_argument("--json", action="store_true", help="print JSON")
-    dr.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
-                    help="wait up to SECONDS for a loading model (default 30)")
+    dr.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="wait up to SECONDS for a loading model (default 30)",
+    )
     dr.set_defaults(local=_doctor)
 
     cf = sub.add_parser(
-        "config", help="print the effective config",
+        "config",
+        help="print the effective config",
         description="Print every setting as the daemon would see it (config.toml, then "
         "environment overrides) and where each value comes from. Exits 1 if the config "
-        "is invalid.")
+        "is invalid.",
+    )
     cf.add_argument("--json", action="store_true", help="print JSON")
     cf.set_defaults(local=_config)

@@ -40,8 +40,17 @@ _DETAIL_MAX = 240
 
 # tool_input keys that say what a call was about, most telling first.
 _INPUT_KEYS = (
-    "command", "file_path", "notebook_path", "path", "pattern", "url", "query", "description",
-    "prompt", "skill", "subagent_type",
+    "command",
+    "file_path",
+    "notebook_path",
+    "path",
+    "pattern",
+    "url",
+    "query",
+    "description",
+    "prompt",
+    "skill",
+    "subagent_type",
 )
 # tool_input keys that name a file the call read or wrote (Read, Edit, Write, MultiEdit,
 # NotebookEdit); a session's roll-up lists them as the experience's files.
@@ -92,8 +101,10 @@ def episodes_from_text(text: str) -> list[p.CaptureEpisode | InputError]:
                 objects.append((f"line {n}", InputError(f"line {n}: not JSON ({exc.msg})")))
     else:
         items = whole if isinstance(whole, list) else [whole]
-        objects = [(f"item {n}" if isinstance(whole, list) else "input", obj)
-                   for n, obj in enumerate(items, 1)]
+        objects = [
+            (f"item {n}" if isinstance(whole, list) else "input", obj)
+            for n, obj in enumerate(items, 1)
+        ]
     out: list[p.CaptureEpisode | InputError] = []
     for where, obj in objects:
         if isinstance(obj, InputError):
@@ -181,8 +192,10 @@ def session_from_hook(obj: Any) -> tuple[str, str | None]:
         InputError: not a hook payload, or one without a session_id.
     """
     if not isinstance(obj, dict) or "hook_event_name" not in obj:
-        raise InputError("expected an agent host's hook payload: a JSON object with "
-                         "hook_event_name and session_id")
+        raise InputError(
+            "expected an agent host's hook payload: a JSON object with "
+            "hook_event_name and session_id"
+        )
     session = _text(obj.get("session_id"))
     if session is None:
         raise InputError("the hook payload has no session_id")
@@ -229,9 +242,14 @@ def _outcome(event: str, payload: dict[str, Any], response: Any) -> tuple[bool, 
             return True, "interrupted", _gist(error) or "interrupted"
         return True, _exit_code(error) or "tool_error", _gist(error)
     if isinstance(response, dict):
-        code = next((response[k] for k in ("exit_code", "exitCode", "returnCode", "return_code")
-                     if isinstance(response.get(k), int) and not isinstance(response.get(k), bool)),
-                    None)
+        code = next(
+            (
+                response[k]
+                for k in ("exit_code", "exitCode", "returnCode", "return_code")
+                if isinstance(response.get(k), int) and not isinstance(response.get(k), bool)
+            ),
+            None,
+        )
         error = response.get("error")
         if response.get("interrupted") is True:
             return True, "interrupted", _gist(response.get("stderr")) or "interrupted"
@@ -273,16 +291,31 @@ def _describe_input(tool_input: Any) -> str:
 
 def _event_summary(event: str, payload: dict[str, Any]) -> str:
     detail = next(
-        (line for key in ("last_assistant_message", "prompt", "message", "reason", "source",
-                          "trigger", "error")
-         if (line := _first_line(payload.get(key), _DETAIL_MAX * 2))),
+        (
+            line
+            for key in (
+                "last_assistant_message",
+                "prompt",
+                "message",
+                "reason",
+                "source",
+                "trigger",
+                "error",
+            )
+            if (line := _first_line(payload.get(key), _DETAIL_MAX * 2))
+        ),
         "",
     )
     label = {
-        "Stop": "turn ended", "StopFailure": "turn failed", "SubagentStop": "subagent finished",
-        "SessionStart": "session started", "SessionEnd": "session ended",
-        "UserPromptSubmit": "prompt", "PreCompact": "context compaction",
-        "PostCompact": "context compacted", "Notification": "notification",
+        "Stop": "turn ended",
+        "StopFailure": "turn failed",
+        "SubagentStop": "subagent finished",
+        "SessionStart": "session started",
+        "SessionEnd": "session ended",
+        "UserPromptSubmit": "prompt",
+        "PreCompact": "context compaction",
+        "PostCompact": "context compacted",
+        "Notification": "notification",
     }.get(event, event)
     return f"{label}: {detail}" if detail else label
 

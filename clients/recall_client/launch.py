@@ -41,8 +41,14 @@ def daemon_command() -> list[str]:
 
 
 async def start_daemon(
-    command: Sequence[str], env: Mapping[str, str], *, stderr: int, timeout: float,
-    detach: bool = False, cwd: str | None = None,
+    command: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    stderr: int,
+    # Not a caller's deadline: a daemon silent this long is DaemonStartFailed, left running.
+    timeout: float,  # noqa: ASYNC109
+    detach: bool = False,
+    cwd: str | None = None,
 ) -> Started:
     """Start ``command`` and return once it has reported READY=1.
 
@@ -63,8 +69,14 @@ async def start_daemon(
         # Not anyio.open_process: a detached daemon must outlive its starter, and an asyncio
         # subprocess transport kills its process when it is closed.
         proc = subprocess.Popen(  # noqa: ASYNC220
-            list(command), env=child_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=stderr, start_new_session=detach, close_fds=True, cwd=cwd,
+            list(command),
+            env=child_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=detach,
+            close_fds=True,
+            cwd=cwd,
         )
         messages: list[str] = []
         exited = os.pidfd_open(proc.pid)
@@ -80,7 +92,8 @@ async def start_daemon(
                     except BlockingIOError:
                         if proc.poll() is not None:
                             raise DaemonStartFailed(
-                                f"recalld exited with code {proc.returncode} at start") from None
+                                f"recalld exited with code {proc.returncode} at start"
+                            ) from None
                         continue
                     messages.append(message)
                     if "READY=1" in message.split("\n"):

@@ -58,8 +58,10 @@ def _refuse_unknown(tool: str, arguments: Mapping[str, Any], schema: Mapping[str
     unknown = [name for name in arguments if name not in known]
     if unknown:
         noun = "argument" if len(unknown) == 1 else "arguments"
-        raise ToolError(f"unknown {noun} {', '.join(map(repr, unknown))}; "
-                        f"{tool} takes: {', '.join(known) or 'no arguments'}")
+        raise ToolError(
+            f"unknown {noun} {', '.join(map(repr, unknown))}; "
+            f"{tool} takes: {', '.join(known) or 'no arguments'}"
+        )
 
 
 def tool_error(exc: Exception) -> ToolError:

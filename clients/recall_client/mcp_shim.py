@@ -17,12 +17,17 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 
 from . import __version__
 from .client import Session
 from .paths import autostart_enabled, find_workspace
+
+if TYPE_CHECKING:
+    # Only for the annotation: importing it loads the MCP SDK, which build_server defers.
+    from .mcp_common import StrictMCPServer
 
 __all__ = ["ShimConfig", "build_server", "main"]
 
@@ -51,7 +56,7 @@ class ShimConfig:
     agent_token_file: str | None = None
 
 
-def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
+def build_server(config: ShimConfig) -> StrictMCPServer[None]:
     """The MCP server with every recalld tool registered (imports the SDK, ~1 s)."""
     from . import mcp_experience, mcp_memory, mcp_work
     from .mcp_common import StrictMCPServer
@@ -62,8 +67,14 @@ def build_server(config: ShimConfig):  # type: ignore[no-untyped-def]
     async def lifespan(_server: object) -> AsyncIterator[None]:
         async with anyio.create_task_group() as tg:
             holder["session"] = Session(
-                tg, autostart=config.autostart, agent=config.agent, workspace=config.workspace,
-                client="recall-mcp", model=config.model, path=config.socket, admin=config.admin,
+                tg,
+                autostart=config.autostart,
+                agent=config.agent,
+                workspace=config.workspace,
+                client="recall-mcp",
+                model=config.model,
+                path=config.socket,
+                admin=config.admin,
                 agent_token_file=config.agent_token_file,
                 # One agent session per shim process, kept across reconnects.
                 session=f"mcp-{uuid.uuid4().hex}",
@@ -94,22 +105,36 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         description="MCP stdio server that forwards to the recalld daemon. An agent host "
         "(Claude Code, Cursor, Codex) spawns it; it is not meant to be run by hand.",
     )
-    ap.add_argument("--agent", default=os.environ.get("RECALL_AGENT"),
-                    help="this agent's name (default: $RECALL_AGENT, else 'agent')")
-    ap.add_argument("--model", default=os.environ.get("RECALL_MODEL"),
-                    help="the model driving the agent, recorded with what it writes "
-                    "(default: $RECALL_MODEL)")
-    ap.add_argument("--workspace", help="workspace path (default: the git root of the "
-                    "working directory)")
-    ap.add_argument("--socket", help="daemon socket (default: $RECALLD_SOCKET, else "
-                    "$XDG_RUNTIME_DIR/recalld/recalld.sock)")
-    ap.add_argument("--admin", action="store_true",
-                    help="present the daemon's admin token ($XDG_CONFIG_HOME/recalld/"
-                    "admin.token) for the admin:workspace scope, e.g. work_search any_caller")
-    ap.add_argument("--agent-token-file", default=os.environ.get("RECALL_AGENT_TOKEN_FILE"),
-                    metavar="FILE",
-                    help="this agent's credential, as `recallctl agent add` wrote it "
-                    "(default: $RECALL_AGENT_TOKEN_FILE); required once the name has one")
+    ap.add_argument(
+        "--agent",
+        default=os.environ.get("RECALL_AGENT"),
+        help="this agent's name (default: $RECALL_AGENT, else 'agent')",
+    )
+    ap.add_argument(
+        "--model",
+        default=os.environ.get("RECALL_MODEL"),
+        help="the model driving the agent, recorded with what it writes (default: $RECALL_MODEL)",
+    )
+    ap.add_argument(
+        "--workspace", help="workspace path (default: the git root of the working directory)"
+    )
+    ap.add_argument(
+        "--socket",
+        help="daemon socket (default: $RECALLD_SOCKET, else $XDG_RUNTIME_DIR/recalld/recalld.sock)",
+    )
+    ap.add_argument(
+        "--admin",
+        action="store_true",
+        help="present the daemon's admin token ($XDG_CONFIG_HOME/recalld/"
+        "admin.token) for the admin:workspace scope, e.g. work_search any_caller",
+    )
+    ap.add_argument(
+        "--agent-token-file",
+        default=os.environ.get("RECALL_AGENT_TOKEN_FILE"),
+        metavar="FILE",
+        help="this agent's credential, as `recallctl agent add` wrote it "
+        "(default: $RECALL_AGENT_TOKEN_FILE); required once the name has one",
+    )
     ap.add_argument("--version", action="version", version=f"recall-mcp {__version__}")
     return ap.parse_args(argv)
 
@@ -117,7 +142,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     logging.basicConfig(
-        stream=sys.stderr, level=os.environ.get("RECALL_MCP_LOG_LEVEL", "WARNING"),
+        stream=sys.stderr,
+        level=os.environ.get("RECALL_MCP_LOG_LEVEL", "WARNING"),
         format="recall-mcp %(levelname)s %(name)s: %(message)s",
     )
     config = ShimConfig(

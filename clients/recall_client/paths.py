@@ -173,8 +173,9 @@ def read_token_file(path: Path) -> str:
         raise PermissionError(f"cannot read the agent token file {path}: {exc}") from exc
     with os.fdopen(fd) as fh:
         if os.fstat(fh.fileno()).st_mode & 0o077:
-            raise PermissionError(f"the agent token file {path} is readable by others; "
-                                  f"run: chmod 600 {path}")
+            raise PermissionError(
+                f"the agent token file {path} is readable by others; run: chmod 600 {path}"
+            )
         token = fh.read().strip()
     if not token:
         raise PermissionError(f"the agent token file {path} is empty")

@@ -10,6 +10,7 @@ The daemon imports this module; nothing redefines these shapes.
 
 from __future__ import annotations
 
+import enum
 import struct
 from typing import Annotated, Any, Literal
 
@@ -17,8 +18,10 @@ import msgspec
 from msgspec import Meta, Struct
 
 __all__ = [
+    "FREE_TEXT",
     "MAX_EXPERIENCE_FILES",
     "MAX_FRAME",
+    "OPAQUE",
     "PROTOCOL_VERSION",
     "ActorStatus",
     "AgentChanged",
@@ -50,7 +53,6 @@ __all__ = [
     "ExperienceRolledUp",
     "ExperienceSearchResult",
     "ExperienceStatus",
-    "FREE_TEXT",
     "ExplainNode",
     "Export",
     "ExportPage",
@@ -86,7 +88,6 @@ __all__ = [
     "ModelStatus",
     "NegativeOutcome",
     "NodeExplained",
-    "OPAQUE",
     "PathDrift",
     "Ping",
     "Pong",
@@ -95,11 +96,11 @@ __all__ = [
     "RecordedLesson",
     "RecordedUse",
     "RefusedWorkspace",
-    "RollUpExperience",
     "Reindex",
     "ReindexStarted",
     "Reply",
     "Request",
+    "RollUpExperience",
     "RunState",
     "SearchExperience",
     "Status",
@@ -569,15 +570,37 @@ class AgentList(Request, tag="agent_list"):
 
 
 OpsRequests = (
-    Export | Reindex | Doctor | WorkspaceApprove | WorkspaceRevoke | WorkspaceList
-    | AgentEnroll | AgentRevoke | AgentList
+    Export
+    | Reindex
+    | Doctor
+    | WorkspaceApprove
+    | WorkspaceRevoke
+    | WorkspaceList
+    | AgentEnroll
+    | AgentRevoke
+    | AgentList
 )
 
 Requests = (
-    Hello | Ping | MemoryStore | MemorySearch | MemoryUpdate | MemoryVerify | MemoryShow
-    | MemoryRecordUse | MemoryFactResolve | Status
-    | CaptureEpisode | WorkSearch | WorkResult | Forget
-    | RecordExperience | SearchExperience | ExplainNode | ForgetExperience | GetExecutionContext
+    Hello
+    | Ping
+    | MemoryStore
+    | MemorySearch
+    | MemoryUpdate
+    | MemoryVerify
+    | MemoryShow
+    | MemoryRecordUse
+    | MemoryFactResolve
+    | Status
+    | CaptureEpisode
+    | WorkSearch
+    | WorkResult
+    | Forget
+    | RecordExperience
+    | SearchExperience
+    | ExplainNode
+    | ForgetExperience
+    | GetExecutionContext
     | RollUpExperience
     | OpsRequests
 )
@@ -867,7 +890,13 @@ class MemoryShown(Reply, tag="memory_shown"):
     memory: MemoryDetail
 
 
-RunState = Literal["starting", "running", "stopping", "stopped"]
+class RunState(enum.StrEnum):
+    """Where the daemon is in its life (a str: ``report.state == "running"`` holds)."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
 
 
 class ActorStatus(Struct, kw_only=True):
@@ -1247,7 +1276,6 @@ class WorkspaceListResult(Reply, tag="workspace_list_result"):
     refused: list[RefusedWorkspace] = []
 
 
-
 class AgentEnrolled(Reply, tag="agent_enrolled"):
     agent: str
     # The credential: give it to this agent's launcher only (recall-mcp --agent-token-file).
@@ -1275,16 +1303,38 @@ class AgentListResult(Reply, tag="agent_list_result"):
 
 
 OpsReplies = (
-    ExportPage | ReindexStarted | DoctorResult | WorkspaceChanged | WorkspaceListResult
-    | AgentEnrolled | AgentChanged | AgentListResult
+    ExportPage
+    | ReindexStarted
+    | DoctorResult
+    | WorkspaceChanged
+    | WorkspaceListResult
+    | AgentEnrolled
+    | AgentChanged
+    | AgentListResult
 )
 
 Replies = (
-    Error | Welcome | Pong | Stored | MemoryStored | MemoryChanged | UseRecorded | FactResolved
-    | MemorySearchResult | MemoryShown | StatusResult
-    | EpisodeCaptured | WorkSearchResult | VerdictSet | Forgotten
-    | ExperienceRecorded | ExperienceSearchResult | NodeExplained | ExperienceForgotten
-    | ExecutionContext | ExperienceRolledUp
+    Error
+    | Welcome
+    | Pong
+    | Stored
+    | MemoryStored
+    | MemoryChanged
+    | UseRecorded
+    | FactResolved
+    | MemorySearchResult
+    | MemoryShown
+    | StatusResult
+    | EpisodeCaptured
+    | WorkSearchResult
+    | VerdictSet
+    | Forgotten
+    | ExperienceRecorded
+    | ExperienceSearchResult
+    | NodeExplained
+    | ExperienceForgotten
+    | ExecutionContext
+    | ExperienceRolledUp
     | OpsReplies
 )
 
@@ -1325,12 +1375,12 @@ def decode_request(body: bytes) -> Request:
         msgspec.DecodeError: not msgpack at all.
         msgspec.ValidationError: msgpack, but not a valid request (unknown op, bad field).
     """
-    return _request_decoder.decode(body)  # type: ignore[no-any-return]
+    return _request_decoder.decode(body)
 
 
 def decode_reply(body: bytes) -> Reply:
     """Decode a reply body. Raises msgspec.DecodeError or msgspec.ValidationError."""
-    return _reply_decoder.decode(body)  # type: ignore[no-any-return]
+    return _reply_decoder.decode(body)
 
 
 def peek_request_id(body: bytes) -> int:

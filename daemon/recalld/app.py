@@ -14,7 +14,6 @@ report gets :class:`StatusParts`; both are built here from the parts.
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import socket
@@ -54,7 +53,7 @@ from .retrieval.search_actor import SearchActor
 from .store.port import Reader
 from .store.sqlite import SqliteStore
 
-__all__ = ["Daemon", "RunState", "SocketInUse"]
+__all__ = ["Daemon", "SocketInUse"]
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +70,6 @@ SUBMIT_TIMEOUT = 5.0
 INDEX_CHANGES = 1024
 
 
-class RunState(enum.Enum):
-    STARTING = "starting"
-    RUNNING = "running"
-    STOPPING = "stopping"
-    STOPPED = "stopped"
-
-
 class SocketInUse(RuntimeError):
     """Another daemon already answers on the socket."""
 
@@ -85,7 +77,7 @@ class SocketInUse(RuntimeError):
 class Daemon:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.state = RunState.STARTING
+        self.state = p.RunState.STARTING
         self.started_at = time.time()
         self.model = Model(settings.embedder, settings.model_path, settings.embed_backend)
         self.socket_path = settings.socket_path
@@ -127,11 +119,15 @@ class Daemon:
             self.admin_token = ensure_admin_token(self.admin_token_path)
             startup = store.reader()
             try:
-                approvals = Approvals(p.WorkspaceApproval(
-                    workspace=a.workspace, approved_at=a.approved_at, approved_by=a.approved_by)
-                    for a in startup.ops.approvals())
+                approvals = Approvals(
+                    p.WorkspaceApproval(
+                        workspace=a.workspace, approved_at=a.approved_at, approved_by=a.approved_by
+                    )
+                    for a in startup.ops.approvals()
+                )
                 credentials = AgentCredentials(
-                    (c.agent, c.token_digest, c.created_at) for c in startup.ops.credentials())
+                    (c.agent, c.token_digest, c.created_at) for c in startup.ops.credentials()
+                )
             finally:
                 store.close_reader(startup)
             for reader in (eval_reader := store.reader(), embed_reader := store.reader()):
@@ -141,17 +137,24 @@ class Daemon:
             eval_send, eval_recv = anyio.create_memory_object_stream[list[int]](256)
             embed_send, embed_recv = anyio.create_memory_object_stream[list[int]](256)
             change_send, change_recv = anyio.create_memory_object_stream[IndexChange](INDEX_CHANGES)
-            self.writer = WriterActor(store, jobs_recv, eval_send, change_send, batch=s.capture_batch)
+            self.writer = WriterActor(
+                store, jobs_recv, eval_send, change_send, batch=s.capture_batch
+            )
             self.keeper = IndexKeeper(store, change_recv)
             # Every sender of the writer's queue is a named clone, closed at shutdown, so the
             # writer's loop ends by itself once all of them are closed and its queue is empty.
             self._queues = [WriteQueue(jobs_send, SUBMIT_TIMEOUT)]
             self._queues += [WriteQueue(jobs_send.clone(), SUBMIT_TIMEOUT) for _ in range(2)]
             clients, evaluation_queue, embedding_queue = self._queues
-            self.evaluation = EvaluationActor(eval_recv, embed_send, eval_reader,
-                                              evaluation_queue.submit)
+            self.evaluation = EvaluationActor(
+                eval_recv, embed_send, eval_reader, evaluation_queue.submit
+            )
             self.embedding = EmbeddingActor(
-                self.model, embed_recv, embed_reader, embedding_queue.submit, batch=s.embed_batch,
+                self.model,
+                embed_recv,
+                embed_reader,
+                embedding_queue.submit,
+                batch=s.embed_batch,
                 last_client_write=lambda: self.writer.last_client_write,
                 next_client_write=self.writer.next_client_write,
             )
@@ -159,28 +162,49 @@ class Daemon:
             self.search = SearchActor(store, workers=s.search_workers, queue_size=s.queue_size)
             self._watch_settledness()
             intake = Intake(clients.submit, self.model, self._semantic)
-            memory = MemoryReader(MemorySearchConfig(
-                mode=s.search_mode, bm25=s.bm25, rerank=s.rerank,
-                rerank_model_path=s.rerank_model_path,
-            ))
+            memory = MemoryReader(
+                MemorySearchConfig(
+                    mode=s.search_mode,
+                    bm25=s.bm25,
+                    rerank=s.rerank,
+                    rerank_model_path=s.rerank_model_path,
+                )
+            )
             self.services = Services(
-                settings=lambda: self.settings, read=self.search.read, read_aside=self._read_aside,
-                write=intake.write, submit=clients.submit, embed_query=self.model.embed_query,
-                semantic=self._semantic, model=self.model, memory=memory, approvals=approvals,
-                credentials=credentials, report=self._report, wait_warm=self._wait_warm,
-                wait_settled=self._wait_settled, wake_embedding=self.wake_embedding,
-                index_ids=self._index_ids, index_status=store.index_status,
+                settings=lambda: self.settings,
+                read=self.search.read,
+                read_aside=self._read_aside,
+                write=intake.write,
+                submit=clients.submit,
+                embed_query=self.model.embed_query,
+                semantic=self._semantic,
+                model=self.model,
+                memory=memory,
+                approvals=approvals,
+                credentials=credentials,
+                report=self._report,
+                wait_warm=self._wait_warm,
+                wait_settled=self._wait_settled,
+                wake_embedding=self.wake_embedding,
+                index_ids=self._index_ids,
+                index_status=store.index_status,
             )
             self.server = Server(
-                self.services, version=__version__, admin_token=lambda: self.admin_token,
-                stopping=lambda: self.state is RunState.STOPPING,
+                self.services,
+                version=__version__,
+                admin_token=lambda: self.admin_token,
+                stopping=lambda: self.state is p.RunState.STOPPING,
             )
             await self._serve(stack, listener_socket, task_status)
-        self.state = RunState.STOPPED
+        self.state = p.RunState.STOPPED
         log.info("recalld stopped")
 
-    async def _serve(self, stack: AsyncExitStack, listener_socket: socket.socket | None,
-                     task_status: TaskStatus[None]) -> None:
+    async def _serve(
+        self,
+        stack: AsyncExitStack,
+        listener_socket: socket.socket | None,
+        task_status: TaskStatus[None],
+    ) -> None:
         root = await stack.enter_async_context(anyio.create_task_group())
         background = anyio.CancelScope()
 
@@ -194,7 +218,9 @@ class Daemon:
 
         writer_done, keeper_done = anyio.Event(), anyio.Event()
 
-        async def run_until(actor: Any, done: anyio.Event, *, task_status: TaskStatus[None]) -> None:
+        async def run_until(
+            actor: Any, done: anyio.Event, *, task_status: TaskStatus[None]
+        ) -> None:
             try:
                 await actor.run(task_status=task_status)
             finally:
@@ -217,11 +243,11 @@ class Daemon:
                 # No longer accepting; open connections finish until cancelled below.
 
         await root.start(accept, name="listener")
-        self.state = RunState.RUNNING
-        systemd.notify(f"READY=1\nSTATUS=accepting on {self.socket_path}; model loading\n"
-                       f"MAINPID={os.getpid()}")
-        log.info("recalld %s accepting on %s (pid %d)", __version__, self.socket_path,
-                 os.getpid())
+        self.state = p.RunState.RUNNING
+        systemd.notify(
+            f"READY=1\nSTATUS=accepting on {self.socket_path}; model loading\nMAINPID={os.getpid()}"
+        )
+        log.info("recalld %s accepting on %s (pid %d)", __version__, self.socket_path, os.getpid())
         task_status.started()
 
         # Background work is cancelled first at shutdown; all of it resumes from the store.
@@ -234,19 +260,23 @@ class Daemon:
         await self._stop.wait()
 
         # ---- shutdown: the head of the pipeline closes first
-        self.state = RunState.STOPPING
+        self.state = p.RunState.STOPPING
         accepting.cancel()
         await listener.aclose()
         self._remove_socket()
         systemd.notify("STOPPING=1\nSTATUS=draining in-flight requests")
-        log.info("stopping: no new connections; draining %d in-flight requests",
-                 self.server.inflight())
+        log.info(
+            "stopping: no new connections; draining %d in-flight requests", self.server.inflight()
+        )
         with anyio.move_on_after(self.settings.drain_timeout_s) as drain:
             await self.server.wait_idle()
         if drain.cancelled_caught:
-            log.warning("drain deadline (%.0fs) passed with %d requests in flight; "
-                        "closing their connections", self.settings.drain_timeout_s,
-                        self.server.inflight())
+            log.warning(
+                "drain deadline (%.0fs) passed with %d requests in flight; "
+                "closing their connections",
+                self.settings.drain_timeout_s,
+                self.server.inflight(),
+            )
         self._connections.cancel()
         background.cancel()
         # The writer commits what is queued (the open batches), then its loop ends; the
@@ -264,8 +294,11 @@ class Daemon:
             except Exception as exc:
                 # Disk full or the like: the store holds every vector, so this costs only a
                 # rebuild at the next start; it must not turn a clean stop into a crash.
-                log.error("index snapshot failed (%s); the index will be rebuilt from the "
-                          "store at the next start", exc)
+                log.error(
+                    "index snapshot failed (%s); the index will be rebuilt from the "
+                    "store at the next start",
+                    exc,
+                )
         root.cancel_scope.cancel()
 
     def _watch_settledness(self) -> None:
@@ -390,14 +423,14 @@ class Daemon:
     async def _index_ids(self) -> np.ndarray:
         return await anyio.to_thread.run_sync(self.store.index_ids)
 
-    async def _wait_warm(self, timeout: float) -> None:
-        with anyio.move_on_after(timeout):
+    async def _wait_warm(self, within_s: float) -> None:
+        with anyio.move_on_after(within_s):
             await self.warm.wait()
 
-    async def _wait_settled(self, timeout: float) -> bool:
+    async def _wait_settled(self, within_s: float) -> bool:
         """Wait for the pipeline to settle, then check the store agrees: a nudge dropped on
         a full queue leaves a backlog no actor is looking at, so wake the embedding actor."""
-        deadline = anyio.current_time() + timeout
+        deadline = anyio.current_time() + within_s
         while True:
             if not await self.settled.wait(max(0.0, deadline - anyio.current_time())):
                 return False
@@ -411,14 +444,17 @@ class Daemon:
 
     async def _report(self, who: Principal) -> p.StatusReport:
         parts = StatusParts(
-            version=__version__, started_at=self.started_at,
-            socket=lambda: str(self.socket_path), data_dir=str(self.data_dir),
-            state=lambda: self.state.value,  # type: ignore[return-value,arg-type]
+            version=__version__,
+            started_at=self.started_at,
+            socket=lambda: str(self.socket_path),
+            data_dir=str(self.data_dir),
+            state=lambda: self.state,
             model=self.model,
             actors=[self.writer, self.evaluation, self.embedding, self.search],
             keeper=self.keeper,
             connections=lambda: list(self.server.connections.values()),
-            latency=self.search.latency_percentiles, index=self.store.index_status,
+            latency=self.search.latency_percentiles,
+            index=self.store.index_status,
             counts=lambda: self._read_aside(lambda r: r.records.counts()),
             settled=self.settled.now,
         )

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import anyio
 from recall_client import paths
+from recall_client.protocol import RunState
 
-from . import __version__
-from . import systemd
-from .app import Daemon, RunState, SocketInUse
+from . import __version__, systemd
+from .app import Daemon, SocketInUse
 from .config import ConfigError, Settings, load_settings
 
 __all__ = ["main"]
@@ -49,9 +49,7 @@ def setup_logging(level: str) -> None:
         # journald adds its own timestamps.
         handler.setFormatter(_JournalFormatter("%(name)s: %(message)s"))
     else:
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
-        )
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -62,14 +60,24 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         prog="recalld",
         description="Run the recalld memory daemon in the foreground. Logs go to stderr.",
     )
-    ap.add_argument("--socket", help="Unix socket to listen on (default: $RECALLD_SOCKET, "
-                    "else $XDG_RUNTIME_DIR/recalld/recalld.sock)")
-    ap.add_argument("--data-dir", help="where the database and index live (default: "
-                    "$RECALLD_DATA_DIR, else $XDG_DATA_HOME/recalld)")
-    ap.add_argument("--embedder", choices=["minilm", "hash", "none"],
-                    help="embedding model (default minilm: the bundled all-MiniLM-L6-v2)")
-    ap.add_argument("--config", type=Path, help="config file (default "
-                    "$XDG_CONFIG_HOME/recalld/config.toml)")
+    ap.add_argument(
+        "--socket",
+        help="Unix socket to listen on (default: $RECALLD_SOCKET, "
+        "else $XDG_RUNTIME_DIR/recalld/recalld.sock)",
+    )
+    ap.add_argument(
+        "--data-dir",
+        help="where the database and index live (default: "
+        "$RECALLD_DATA_DIR, else $XDG_DATA_HOME/recalld)",
+    )
+    ap.add_argument(
+        "--embedder",
+        choices=["minilm", "hash", "none"],
+        help="embedding model (default minilm: the bundled all-MiniLM-L6-v2)",
+    )
+    ap.add_argument(
+        "--config", type=Path, help="config file (default $XDG_CONFIG_HOME/recalld/config.toml)"
+    )
     ap.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     ap.add_argument("--version", action="version", version=f"recalld {__version__}")
     return ap.parse_args(argv)
@@ -81,15 +89,25 @@ async def _run(settings: Settings, config: Path | None, overrides: dict[str, obj
     passed = systemd.listen_fds()
     forced = anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_handle_signals, daemon, tg.cancel_scope, forced, config, overrides,
-                      name="signal handler")
+        tg.start_soon(
+            _handle_signals,
+            daemon,
+            tg.cancel_scope,
+            forced,
+            config,
+            overrides,
+            name="signal handler",
+        )
         await daemon.run(listener_socket=passed[0] if passed else None)
         tg.cancel_scope.cancel()
     return forced.is_set()
 
 
 async def _handle_signals(
-    daemon: Daemon, scope: anyio.CancelScope, forced: anyio.Event, config: Path | None,
+    daemon: Daemon,
+    scope: anyio.CancelScope,
+    forced: anyio.Event,
+    config: Path | None,
     overrides: dict[str, object],
 ) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
@@ -129,9 +147,12 @@ def _reload(daemon: Daemon, config: Path | None, overrides: dict[str, object]) -
     else:
         logging.getLogger().setLevel(fresh.log_level)
         pending = daemon.reload(fresh)
-        log.info("SIGHUP: config reloaded (log_level %s, require_approval %s)%s",
-                 fresh.log_level, fresh.require_approval,
-                 f"; {', '.join(pending)} apply at the next start" if pending else "")
+        log.info(
+            "SIGHUP: config reloaded (log_level %s, require_approval %s)%s",
+            fresh.log_level,
+            fresh.require_approval,
+            f"; {', '.join(pending)} apply at the next start" if pending else "",
+        )
     systemd.notify("READY=1\nSTATUS=config reloaded")
 
 
@@ -147,7 +168,9 @@ def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     # Command-line options win over the file and the environment, at reload too.
     overrides: dict[str, object] = {
-        "socket": args.socket, "data_dir": args.data_dir, "embedder": args.embedder,
+        "socket": args.socket,
+        "data_dir": args.data_dir,
+        "embedder": args.embedder,
         "log_level": args.log_level,
     }
     try:
@@ -161,8 +184,14 @@ def main(argv: list[str] | None = None) -> None:
     forced = False
     try:
         # uvloop roughly doubles socket round trips per second over the default loop.
-        forced = anyio.run(_run, settings, args.config, overrides, backend="asyncio",
-                           backend_options={"use_uvloop": _have_uvloop()})
+        forced = anyio.run(
+            _run,
+            settings,
+            args.config,
+            overrides,
+            backend="asyncio",
+            backend_options={"use_uvloop": _have_uvloop()},
+        )
     except* (SocketInUse, paths.InsecureDirectory) as group:
         leaf: BaseException = group
         while isinstance(leaf, BaseExceptionGroup):  # nested task groups nest the error
@@ -183,8 +212,9 @@ def main(argv: list[str] | None = None) -> None:
             stuck.append(thread)
     if stuck:
         # Everything that matters (database, index snapshot) is closed by now.
-        log.warning("leaving %d worker threads behind: %s", len(stuck),
-                    ", ".join(t.name for t in stuck))
+        log.warning(
+            "leaving %d worker threads behind: %s", len(stuck), ", ".join(t.name for t in stuck)
+        )
         logging.shutdown()
         os._exit(code)
     raise SystemExit(code)

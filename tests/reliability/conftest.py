@@ -32,9 +32,17 @@ def other_user() -> Iterator[tuple[int, int]]:
     except KeyError:
         try:
             subprocess.run(
-                ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                 PEER_USER],
-                check=True, capture_output=True, timeout=30,
+                [
+                    "useradd",
+                    "--system",
+                    "--no-create-home",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                    PEER_USER,
+                ],
+                check=True,
+                capture_output=True,
+                timeout=30,
             )
         except (OSError, subprocess.CalledProcessError):
             # No useradd here: the kernel needs no passwd entry to run as a uid.

@@ -45,9 +45,15 @@ def _b64(raw: bytes) -> str:
 
 def _jwt() -> str:
     header = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=").decode()
-    payload = base64.urlsafe_b64encode(
-        f'{{"sub":"{_g(HEX, 12)}","role":"service_role","exp":{_rng.randrange(2**31)}}}'.encode()
-    ).rstrip(b"=").decode()
+    payload = (
+        base64.urlsafe_b64encode(
+            (
+                f'{{"sub":"{_g(HEX, 12)}","role":"service_role","exp":{_rng.randrange(2**31)}}}'
+            ).encode()
+        )
+        .rstrip(b"=")
+        .decode()
+    )
     return f"{header}.{payload}.{_g(URLSAFE, 43)}"
 
 
@@ -80,16 +86,28 @@ def _corpus() -> list[Secret]:
     k, sec = _aws_key(), _aws_secret()
     add("aws env pair", f"export AWS_ACCESS_KEY_ID={k}\nexport AWS_SECRET_ACCESS_KEY={sec}", k, sec)
     k, sec = _aws_key(), _aws_secret()
-    add("aws credentials file",
+    add(
+        "aws credentials file",
         f"[default]\naws_access_key_id = {k}\naws_secret_access_key = {sec}\nregion = eu-west-1",
-        k, sec)
+        k,
+        sec,
+    )
     k, sec = _aws_key(), _aws_secret()
-    add("aws secret in prose",
-        f"CI uses key {k} and its secret is {sec} (from the vault entry ci/aws).", k, sec)
+    add(
+        "aws secret in prose",
+        f"CI uses key {k} and its secret is {sec} (from the vault entry ci/aws).",
+        k,
+        sec,
+    )
     k, sec, tok = _aws_key("ASIA"), _aws_secret(), "FwoGZXIvYXdzE" + _g(B64, 180)
-    add("aws sts json",
+    add(
+        "aws sts json",
         f'{{"Credentials": {{"AccessKeyId": "{k}", "SecretAccessKey": "{sec}", '
-        f'"SessionToken": "{tok}", "Expiration": "2026-12-01T10:00:00Z"}}}}', k, sec, tok)
+        f'"SessionToken": "{tok}", "Expiration": "2026-12-01T10:00:00Z"}}}}',
+        k,
+        sec,
+        tok,
+    )
     tok = "IQoJb3JpZ2luX2VjE" + _g(B64, 200)
     add("aws session token env", f"AWS_SESSION_TOKEN={tok}", tok)
 
@@ -99,11 +117,13 @@ def _corpus() -> list[Secret]:
     t = "github_pat_11" + _g(UP + DIG, 20) + "_" + _g(ALNUM, 59)
     add("github fine-grained pat", f"GH_TOKEN={t}", t)
     t = "gho_" + _g(ALNUM, 36)
-    add("github oauth token",
-        f"✓ Logged in to github.com account dev (keyring)\n  - Token: {t}", t)
+    add("github oauth token", f"✓ Logged in to github.com account dev (keyring)\n  - Token: {t}", t)
     t = "ghs_" + _g(ALNUM, 36)
-    add("github app token in a remote",
-        f"git remote set-url origin https://x-access-token:{t}@github.com/acme/api.git", t)
+    add(
+        "github app token in a remote",
+        f"git remote set-url origin https://x-access-token:{t}@github.com/acme/api.git",
+        t,
+    )
     t = "ghr_" + _g(ALNUM, 76)
     add("github refresh token", f"refresh_token={t}", t)
 
@@ -111,8 +131,7 @@ def _corpus() -> list[Secret]:
     t = "glpat-" + _g(URLSAFE, 20)
     add("gitlab pat in a clone url", f"git clone https://oauth2:{t}@gitlab.com/acme/infra.git", t)
     t = "glrt-" + _g(URLSAFE, 20)
-    add("gitlab runner token",
-        f"gitlab-runner register --url https://gitlab.com --token {t}", t)
+    add("gitlab runner token", f"gitlab-runner register --url https://gitlab.com --token {t}", t)
     t = "gldt-" + _g(URLSAFE, 20)
     add("gitlab deploy token", f"deploy token for the registry: {t}", t)
 
@@ -148,24 +167,39 @@ def _corpus() -> list[Secret]:
 
     # ---- Google
     t = "AIza" + _g(URLSAFE, 35)
-    add("google api key in a url",
-        f"https://maps.googleapis.com/maps/api/geocode/json?address=Berlin&key={t}", t)
+    add(
+        "google api key in a url",
+        f"https://maps.googleapis.com/maps/api/geocode/json?address=Berlin&key={t}",
+        t,
+    )
     t = "ya29." + _g(URLSAFE, 150)
-    add("google oauth token",
-        f'curl -H "Authorization: Bearer {t}" https://www.googleapis.com/drive/v3/files', t)
+    add(
+        "google oauth token",
+        f'curl -H "Authorization: Bearer {t}" https://www.googleapis.com/drive/v3/files',
+        t,
+    )
     t = "GOCSPX-" + _g(URLSAFE, 28)
-    add("google oauth client secret",
-        f"client id 1234-abc.apps.googleusercontent.com, client secret {t}", t)
+    add(
+        "google oauth client secret",
+        f"client id 1234-abc.apps.googleusercontent.com, client secret {t}",
+        t,
+    )
     pem, body = _pem("PRIVATE KEY")
-    add("gcp service account json",
+    add(
+        "gcp service account json",
         '{"type": "service_account", "project_id": "acme-prod", "private_key": "'
         + pem.replace("\n", "\\n")
         + '\\n", "client_email": "ci@acme-prod.iam.gserviceaccount.com"}',
-        *body)
+        *body,
+    )
 
     # ---- Private keys
-    for label in ("RSA PRIVATE KEY", "OPENSSH PRIVATE KEY", "EC PRIVATE KEY",
-                  "ENCRYPTED PRIVATE KEY"):
+    for label in (
+        "RSA PRIVATE KEY",
+        "OPENSSH PRIVATE KEY",
+        "EC PRIVATE KEY",
+        "ENCRYPTED PRIVATE KEY",
+    ):
         pem, body = _pem(label)
         add(label.lower(), f"{label.lower()} for the bastion:\n{pem}\n", *body)
     pem, body = _pem("PGP PRIVATE KEY BLOCK")
@@ -174,10 +208,13 @@ def _corpus() -> list[Secret]:
     cut = pem.rsplit("\n", 2)[0]  # pasted without its END line
     add("private key pasted without its end", f"here is the deploy key:\n{cut}", *body[:-1])
     priv = _g(B64, 44)
-    add("putty key",
+    add(
+        "putty key",
         "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: deploy\nPublic-Lines: 2\n"
         f"AAAAC3NzaC1lZDI1NTE5AAAAI{_g(B64, 40)}\n{_g(B64, 20)}\nPrivate-Lines: 1\n{priv}\n"
-        f"Private-MAC: {_g(HEX, 64)}", priv)
+        f"Private-MAC: {_g(HEX, 64)}",
+        priv,
+    )
 
     # ---- JWTs
     t = _jwt()
@@ -191,38 +228,59 @@ def _corpus() -> list[Secret]:
     pw = _pw()
     add("postgres url", f"DATABASE_URL=postgres://app:{pw}@db.internal:5432/app", pw)
     pw = _pw() + "%40" + _pw(8)
-    add("postgres url, encoded",
-        f"SQLALCHEMY_DATABASE_URI = 'postgresql+psycopg2://report:{pw}@10.0.3.7/analytics'", pw)
+    add(
+        "postgres url, encoded",
+        f"SQLALCHEMY_DATABASE_URI = 'postgresql+psycopg2://report:{pw}@10.0.3.7/analytics'",
+        pw,
+    )
     pw = _pw()
     add("mysql url", f"mysql://root:{pw}@localhost:3306/orders", pw)
     pw = _pw()
-    add("mongodb srv",
-        f"mongodb+srv://svc:{pw}@cluster0.ab1cd.mongodb.net/?retryWrites=true&w=majority", pw)
+    add(
+        "mongodb srv",
+        f"mongodb+srv://svc:{pw}@cluster0.ab1cd.mongodb.net/?retryWrites=true&w=majority",
+        pw,
+    )
     pw = _pw()
     add("redis without a user", f"REDIS_URL=redis://:{pw}@cache.internal:6379/0", pw)
     pw = _pw()
     add("amqp url", f"broker: amqp://worker:{pw}@rabbit.internal:5672/jobs", pw)
     pw = _pw()
-    add("sql server connection string",
+    add(
+        "sql server connection string",
         "Server=tcp:acme.database.windows.net,1433;Initial Catalog=orders;User ID=orders_app;"
-        f"Password={pw};Encrypt=True;", pw)
+        f"Password={pw};Encrypt=True;",
+        pw,
+    )
     t = _b64(_rng.randbytes(64))
-    add("azure storage connection string",
+    add(
+        "azure storage connection string",
         f"DefaultEndpointsProtocol=https;AccountName=acmebackups;AccountKey={t};"
-        "EndpointSuffix=core.windows.net", t)
+        "EndpointSuffix=core.windows.net",
+        t,
+    )
     pw = _pw()
     add("jdbc url", f"jdbc:postgresql://db.prod:5432/app?user=app&password={pw}&ssl=true", pw)
     t = _g(B64, 43).replace("+", "%2B").replace("/", "%2F") + "%3D"
-    add("azure sas url",
+    add(
+        "azure sas url",
         "https://acme.blob.core.windows.net/backups/db.bak?sv=2022-11-02&ss=b&srt=o&sp=r"
-        f"&se=2026-12-31T00:00:00Z&sig={t}", t)
+        f"&se=2026-12-31T00:00:00Z&sig={t}",
+        t,
+    )
     pw = _pw()
-    add("libpq keywords",
-        f"psql 'host=db.internal port=5432 dbname=app user=app password={pw} sslmode=require'", pw)
+    add(
+        "libpq keywords",
+        f"psql 'host=db.internal port=5432 dbname=app user=app password={pw} sslmode=require'",
+        pw,
+    )
 
     # ---- .env lines
-    add("quoted passphrase", 'DB_PASSWORD="correct horse battery staple"',
-        "correct horse battery staple")
+    add(
+        "quoted passphrase",
+        'DB_PASSWORD="correct horse battery staple"',
+        "correct horse battery staple",
+    )
     t = "django-insecure-" + _g(LO + DIG + "!@#$%^&*(-_=+)", 50)
     add("django secret key", f"SECRET_KEY='{t}'", t)
     t = _b64(_rng.randbytes(32))
@@ -256,8 +314,11 @@ def _corpus() -> list[Secret]:
     t = "dckr_pat_" + _g(URLSAFE, 27)
     add("docker login", f"docker login -u acme -p {t} docker.io", t)
     pw = _pw()
-    add("--password flag",
-        f"mongosh --username admin --password {pw} --authenticationDatabase admin", pw)
+    add(
+        "--password flag",
+        f"mongosh --username admin --password {pw} --authenticationDatabase admin",
+        pw,
+    )
     pw = _pw()
     add("netrc", f"machine api.heroku.com\n  login dev@acme.io\n  password {pw}", pw)
     pw = _pw()
@@ -279,13 +340,15 @@ def _corpus() -> list[Secret]:
     t = f"{_rng.randrange(10**8, 10**10)}:AA{_g(URLSAFE, 33)}"
     add("telegram bot token", f"https://api.telegram.org/bot{t}/sendMessage?chat_id=42", t)
     t = _g(URLSAFE, 68)
-    add("discord webhook",
-        f"https://discord.com/api/webhooks/{_g(DIG, 18)}/{t}", t)
+    add("discord webhook", f"https://discord.com/api/webhooks/{_g(DIG, 18)}/{t}", t)
     t = "hvs." + _g(URLSAFE, 90)
     add("vault token", f"vault login {t}", t)
     t = "AGE-SECRET-KEY-1" + _g(UP + DIG, 58)
-    add("age identity",
-        f"# created: 2026-01-01T00:00:00Z\n# public key: age1{_g(LO + DIG, 58)}\n{t}", t)
+    add(
+        "age identity",
+        f"# created: 2026-01-01T00:00:00Z\n# public key: age1{_g(LO + DIG, 58)}\n{t}",
+        t,
+    )
     t = "lin_api_" + _g(ALNUM, 40)
     add("linear key", f"linear personal key {t}", t)
     t = "dapi" + _g(HEX, 32)
@@ -303,8 +366,11 @@ def _corpus() -> list[Secret]:
     t = f"{_g(ALNUM, 3)}8Q~{_g(URLSAFE + '~.', 34)}"
     add("azure ad client secret", f"app registration client secret value: {t}", t)
     t = _b64(_pw(16).encode())
-    add("kubernetes secret manifest",
-        f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ndata:\n  password: {t}\n", t)
+    add(
+        "kubernetes secret manifest",
+        f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ndata:\n  password: {t}\n",
+        t,
+    )
     pw = _pw()
     add("yaml password", f"database:\n  user: app\n  password: {pw}\n  host: db.internal\n", pw)
     return s
@@ -349,7 +415,7 @@ PROSE: list[str] = [
     "Basic authentication is disabled on the public endpoints.",
     "The bearer of this role may approve production deploys.",
     "Run `mysql -u root -p` and type the password when asked.",
-    "curl -u \"$USER:$TOKEN\" https://api.internal/health",
+    'curl -u "$USER:$TOKEN" https://api.internal/health',
     "pytest -k 'not slow' -p no:cacheprovider",
     "Set password_min_length: 12 and password_max_age: 90d in the policy.",
     "The key: value pairs in config.yaml override the defaults.",

@@ -8,10 +8,11 @@ from __future__ import annotations
 import random
 import sqlite3
 import struct
-from collections import Counter
+from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import cast
 
 import anyio
 import msgspec
@@ -41,8 +42,9 @@ __all__ = [
     "wait_index_agrees",
 ]
 
-# Counts every reliability test adds to; printed at the end of the run (see conftest.py).
-FIGURES: Counter[str] = Counter()
+# Counts (and a few timings) every reliability test adds to; printed at the end of the run
+# (see conftest.py). Counts stay ints: the factory is int.
+FIGURES: defaultdict[str, float] = defaultdict(int)
 
 _WORDS = (
     "deploy cache postgres replica migration index vector socket retry timeout queue "
@@ -156,8 +158,9 @@ async def retry_unacknowledged(
     for agent in sorted({a.agent for a in retried}):
         async with connect(agent=agent, workspace=workspace, path=socket) as rc:
             for attempt in (a for a in retried if a.agent == agent):
-                reply = await rc.call(attempt.write.request(attempt.text, attempt.key),
-                                      attempt.write.reply)
+                reply = await rc.call(
+                    attempt.write.request(attempt.text, attempt.key), attempt.write.reply
+                )
                 replayed += bool(getattr(reply, "replayed", False))
                 ledger.answered(attempt, attempt.write.record_id(reply))
     return len(retried), replayed
@@ -171,8 +174,17 @@ async def crash_trial(
     Returns :func:`retry_unacknowledged`'s (retried, already committed)."""
     under_way = anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(partial(capture_load, d.socket, ledger, clients=clients, run=run,
-                              first_ack=under_way, seed=rng.randrange(2**32)))
+        tg.start_soon(
+            partial(
+                capture_load,
+                d.socket,
+                ledger,
+                clients=clients,
+                run=run,
+                first_ack=under_way,
+                seed=rng.randrange(2**32),
+            )
+        )
         # At a random moment once the load is under way (on a busy machine, connecting
         # alone can take longer than the whole window).
         with anyio.fail_after(60):
@@ -242,7 +254,8 @@ def snapshot_ids(data_dir: Path) -> set[int]:
     """The ids in the FAISS snapshot on disk (the daemon writes it on a clean stop)."""
     import faiss
 
-    index = faiss.read_index(str(data_dir / "index.faiss"))
+    # While small (as in every test here) the snapshot is a flat IndexIDMap2.
+    index = cast(faiss.IndexIDMap2, faiss.read_index(str(data_dir / "index.faiss")))
     return {int(i) for i in faiss.vector_to_array(index.id_map)}
 
 
@@ -277,8 +290,9 @@ class RawConnection:
     async def open(cls, d: DaemonProcess, *, hello: bool = True) -> RawConnection:
         conn = cls(await anyio.connect_unix(d.socket))
         if hello:
-            await conn.send(p.frame(p.Hello(id=1, version=p.PROTOCOL_VERSION, agent="raw",
-                                            workspace="/ws/raw")))
+            await conn.send(
+                p.frame(p.Hello(id=1, version=p.PROTOCOL_VERSION, agent="raw", workspace="/ws/raw"))
+            )
             welcome = await conn.reply()
             assert isinstance(welcome, p.Welcome), welcome
         return conn
@@ -295,10 +309,14 @@ class RawConnection:
             with anyio.fail_after(within_s):
                 (size,) = p.HEADER.unpack(await self._reader.receive_exactly(p.HEADER.size))
                 body = await self._reader.receive_exactly(size)
-        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
-                ConnectionResetError):
+        except (
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.BrokenResourceError,
+            ConnectionResetError,
+        ):
             return None
-        return msgspec.msgpack.decode(body, type=p.Replies)  # type: ignore[arg-type]
+        return msgspec.msgpack.decode(body, type=p.Replies)
 
     async def closed_by_peer(self, within_s: float) -> bool:
         """Read (and drop) until the daemon hangs up; False if it has not within ``within_s``."""

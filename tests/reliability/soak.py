@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Literal
 
 import anyio
 from recall_client import protocol as p
@@ -45,6 +46,8 @@ from .harness import (
 from .writes import SOCKET_WRITES
 
 __all__ = ["main"]
+
+SEARCH_MODES: tuple[Literal["hybrid", "bm25", "keyword"], ...] = ("hybrid", "bm25", "keyword")
 
 
 def say(line: str) -> None:
@@ -68,8 +71,10 @@ async def crash_phase(root: Path, trials: int, clients: int, seed: int) -> bool:
             r, c = await crash_trial(d, ledger, rng, run=f"s{trial}", clients=clients)
             retried += r
             replayed += c
-            say(f"trial {trial + 1:3}/{trials}: {len(ledger.acked) - before:5} acknowledged, "
-                f"{r:3} unanswered retried ({c} had committed); all present exactly once")
+            say(
+                f"trial {trial + 1:3}/{trials}: {len(ledger.acked) - before:5} acknowledged, "
+                f"{r:3} unanswered retried ({c} had committed); all present exactly once"
+            )
         assert await d.stop() == 0
         assert integrity(d.data_dir) == "ok"
     except AssertionError as exc:
@@ -77,9 +82,11 @@ async def crash_phase(root: Path, trials: int, clients: int, seed: int) -> bool:
         return False
     finally:
         d.kill()
-    say(f"crash: {trials} trials, {clients} clients, {len(ledger.acked)} acknowledged writes "
+    say(
+        f"crash: {trials} trials, {clients} clients, {len(ledger.acked)} acknowledged writes "
         f"checked, {retried} unanswered retried ({replayed} had committed), "
-        f"{time.monotonic() - started:.0f}s: OK")
+        f"{time.monotonic() - started:.0f}s: OK"
+    )
     return True
 
 
@@ -114,10 +121,11 @@ class Mix:
                     duplicate = attempt.write.name == "memory_store" and rng.random() < 0.5
                     kind = "duplicate" if duplicate else "replayed"
                 i += 1
-                key = None if kind == "duplicate" else attempt.key
+                sent_key = None if kind == "duplicate" else attempt.key
                 try:
-                    reply = await rc.call(attempt.write.request(attempt.text, key),
-                                          attempt.write.reply)
+                    reply = await rc.call(
+                        attempt.write.request(attempt.text, sent_key), attempt.write.reply
+                    )
                 except RemoteError as exc:
                     self.counts[f"error {exc.code}"] += 1
                     continue
@@ -132,10 +140,12 @@ class Mix:
         async with self.d.client(agent=f"soak-s{n}", workspace="/ws/soak") as rc:
             while not self.stop.is_set():
                 query = " ".join(rng.sample(words, min(3, len(words))))
-                mode = rng.choice(["hybrid", "bm25", "keyword"])
+                mode = rng.choice(SEARCH_MODES)
                 try:
-                    await rc.call(p.MemorySearch(query=query, mode=mode, limit=rng.randint(1, 50)),
-                                  p.MemorySearchResult)
+                    await rc.call(
+                        p.MemorySearch(query=query, mode=mode, limit=rng.randint(1, 50)),
+                        p.MemorySearchResult,
+                    )
                 except RemoteError as exc:
                     self.counts[f"error {exc.code}"] += 1
                     continue
@@ -169,8 +179,10 @@ def _rss_anon_kib(pid: int) -> int:
 
 
 async def rss_phase(root: Path, args: argparse.Namespace) -> bool:
-    say(f"== rss: {args.minutes:g} minutes of mixed load, {args.clients} writers, "
-        f"{args.searchers} searchers, new records up to {args.records}, embedder {args.embedder}")
+    say(
+        f"== rss: {args.minutes:g} minutes of mixed load, {args.clients} writers, "
+        f"{args.searchers} searchers, new records up to {args.records}, embedder {args.embedder}"
+    )
     d = DaemonProcess(root=root / "rss", embedder=args.embedder)
     d.root.mkdir()
     mix = Mix(d, args.records, args.seed)
@@ -183,9 +195,11 @@ async def rss_phase(root: Path, args: argparse.Namespace) -> bool:
         assert d.proc is not None
         pid = d.proc.pid
         deadline = time.monotonic() + args.minutes * 60
-        say(f"{'min':>6} {'rss MiB':>8} {'anon MiB':>9} {'db MiB':>7} {'records':>8} "
+        say(
+            f"{'min':>6} {'rss MiB':>8} {'anon MiB':>9} {'db MiB':>7} {'records':>8} "
             f"{'vectors':>8} "
-            f"{'writes/s':>9} {'search/s':>9} {'conn/s':>7} {'errors':>7}")
+            f"{'writes/s':>9} {'search/s':>9} {'conn/s':>7} {'errors':>7}"
+        )
 
         async def sampler() -> None:
             started = last_t = time.monotonic()
@@ -196,8 +210,9 @@ async def rss_phase(root: Path, args: argparse.Namespace) -> bool:
                 rss = rss_kib(pid)
                 # The data has stopped growing once the writers only replay and every
                 # record has its vector: from there on, RSS must stay flat beyond caches.
-                settled = (len(mix.ledger.acked) >= mix.records
-                           and report.index.embedding_backlog == 0)
+                settled = (
+                    len(mix.ledger.acked) >= mix.records and report.index.embedding_backlog == 0
+                )
                 samples.append(((now - started) / 60, rss, settled))
                 span = now - last_t
                 # No rates on the first line: there is no interval yet.
@@ -208,11 +223,13 @@ async def rss_phase(root: Path, args: argparse.Namespace) -> bool:
                 errors = sum(v for k, v in mix.counts.items() if k.startswith("error"))
                 records = report.records.get("memory", {}).get("total", 0)
                 db = sum(f.stat().st_size for f in d.data_dir.glob("recalld.db*")) / 2**20
-                say(f"{(now - started) / 60:6.1f} {rss / 1024:8.1f} "
+                say(
+                    f"{(now - started) / 60:6.1f} {rss / 1024:8.1f} "
                     f"{_rss_anon_kib(pid) / 1024:9.1f} {db:7.1f} {records:8} "
                     f"{report.index.size:8} "
                     f"{writes:9.1f} {rate.get('searches', 0):9.1f} "
-                    f"{rate.get('connections', 0) + rate.get('garbage frames', 0):7.1f} {errors:7}")
+                    f"{rate.get('connections', 0) + rate.get('garbage frames', 0):7.1f} {errors:7}"
+                )
                 last, last_t = Counter(mix.counts), now
                 if now >= deadline:
                     mix.stop.set()
@@ -244,20 +261,26 @@ async def rss_phase(root: Path, args: argparse.Namespace) -> bool:
     if len(samples) >= 2:
         rss = [kib for _, kib, _ in samples]
         flat = [(t, kib) for t, kib, settled in samples if settled]
-        say(f"rss: start {rss[0] / 1024:.1f} MiB, end {rss[-1] / 1024:.1f} MiB, "
-            f"max {max(rss) / 1024:.1f} MiB")
+        say(
+            f"rss: start {rss[0] / 1024:.1f} MiB, end {rss[-1] / 1024:.1f} MiB, "
+            f"max {max(rss) / 1024:.1f} MiB"
+        )
         # Judged only over a stretch long enough to show a trend: the last quarter of the
         # run at least (a slow machine reaches the record cap late; then run longer).
         if not flat or flat[0][0] > samples[-1][0] * 3 / 4:
-            say("rss: FAILED: the data was still growing in the last quarter of the run; "
-                "run longer (--minutes) or write fewer records (--records)")
+            say(
+                "rss: FAILED: the data was still growing in the last quarter of the run; "
+                "run longer (--minutes) or write fewer records (--records)"
+            )
             ok = False
         else:
-            tail = [kib for _, kib in flat[-max(1, len(flat) // 4):]]
+            tail = [kib for _, kib in flat[-max(1, len(flat) // 4) :]]
             growth = (statistics.median(tail) - flat[0][1]) / 1024
-            say(f"rss: data settled at {flat[0][0]:.1f} min with {flat[0][1] / 1024:.1f} MiB; "
+            say(
+                f"rss: data settled at {flat[0][0]:.1f} min with {flat[0][1] / 1024:.1f} MiB; "
                 f"growth since {growth:+.1f} MiB over {samples[-1][0] - flat[0][0]:.1f} min "
-                f"(allowed {args.max_growth_mib} MiB)")
+                f"(allowed {args.max_growth_mib} MiB)"
+            )
             if growth > args.max_growth_mib:
                 say("rss: FAILED: memory keeps growing once the data has stopped")
                 ok = False
@@ -275,13 +298,25 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--crash-trials", type=int, default=25, help="kill -9 trials (0: skip)")
     ap.add_argument("--clients", type=int, default=16, help="capture clients in both phases")
     ap.add_argument("--searchers", type=int, default=8, help="search clients in the RSS phase")
-    ap.add_argument("--records", type=int, default=20_000,
-                    help="new records the RSS phase writes before it only replays")
+    ap.add_argument(
+        "--records",
+        type=int,
+        default=20_000,
+        help="new records the RSS phase writes before it only replays",
+    )
     ap.add_argument("--interval", type=float, default=30.0, help="seconds between RSS samples")
-    ap.add_argument("--max-growth-mib", type=float, default=32.0,
-                    help="RSS growth allowed once the data has stopped growing")
-    ap.add_argument("--embedder", choices=["hash", "minilm"], default="hash",
-                    help="hash (default) keeps the model out of the picture; minilm adds it")
+    ap.add_argument(
+        "--max-growth-mib",
+        type=float,
+        default=32.0,
+        help="RSS growth allowed once the data has stopped growing",
+    )
+    ap.add_argument(
+        "--embedder",
+        choices=["hash", "minilm"],
+        default="hash",
+        help="hash (default) keeps the model out of the picture; minilm adds it",
+    )
     ap.add_argument("--seed", type=int, default=None, help="seed for a replayable run")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs and logs")
     args = ap.parse_args(argv)

@@ -36,7 +36,7 @@ async def test_64_clients_mixing_captures_and_searches_lose_and_double_nothing(
                 reply = await rc.call(write.request(attempt.text, key), write.reply)
                 ledger.answered(attempt, write.record_id(reply))
                 # Acknowledged means searchable at once, from the search workers' connections.
-                found = await rc.call(write.search(unique_word(key)))
+                found: p.Reply = await rc.call(write.search(unique_word(key)))
                 assert write.record_id(reply) in write.hit_ids(found), key
                 query = " ".join(rng.sample(attempt.text.split(), 3))
                 await rc.call(p.MemorySearch(query=query, mode="hybrid"), p.MemorySearchResult)
@@ -72,9 +72,11 @@ async def test_one_idempotency_key_sent_at_once_from_many_connections_writes_onc
 
     async def send() -> None:
         async with running_daemon.client(agent="twin", workspace="/ws/twin") as rc:
-            replies.append(await rc.call(
-                p.MemoryStore(text="retry-safe capture", idempotency_key="same-key"), p.Stored
-            ))
+            replies.append(
+                await rc.call(
+                    p.MemoryStore(text="retry-safe capture", idempotency_key="same-key"), p.Stored
+                )
+            )
 
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:

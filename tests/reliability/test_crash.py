@@ -6,13 +6,16 @@ from __future__ import annotations
 import os
 import random
 
+from ..conftest import DaemonFactory
 from .harness import FIGURES, Ledger, crash_trial, integrity, snapshot_ids, vector_ids
 
 TRIALS = 3
 CLIENTS = 16
 
 
-async def test_acknowledged_writes_survive_kill_9_exactly_once(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_acknowledged_writes_survive_kill_9_exactly_once(
+    daemon_factory: DaemonFactory,
+) -> None:
     seed = int(os.environ.get("RECALLD_TEST_SEED", random.randrange(2**32)))
     print(f"seed {seed} (set RECALLD_TEST_SEED to replay)")
     rng = random.Random(seed)

@@ -13,12 +13,14 @@ import msgspec
 import pytest
 from recall_client import protocol as p
 
-from ..conftest import DaemonProcess
+from ..conftest import DaemonFactory, DaemonProcess
 from .harness import FIGURES, snapshot_ids, vector_ids, wait_index_agrees
 
 RECORDS = 40
-TEXTS = [f"index note {i}: the {w} job retries with backoff" for i, w in
-         enumerate(["nightly", "hourly", "weekly", "deploy", "backup"] * (RECORDS // 5))]
+TEXTS = [
+    f"index note {i}: the {w} job retries with backoff"
+    for i, w in enumerate(["nightly", "hourly", "weekly", "deploy", "backup"] * (RECORDS // 5))
+]
 
 
 def _missing(data: Path) -> None:
@@ -96,7 +98,9 @@ def healthy_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
 async def test_a_damaged_snapshot_is_rebuilt_from_sqlite(
-    daemon_factory, healthy_data: Path, damage: str  # type: ignore[no-untyped-def]
+    daemon_factory: DaemonFactory,
+    healthy_data: Path,
+    damage: str,
 ) -> None:
     d: DaemonProcess = daemon_factory()
     shutil.copytree(healthy_data, d.data_dir)

@@ -18,9 +18,9 @@ from pathlib import Path
 import anyio
 import pytest
 from recall_client import protocol as p
-from recall_client.client import RemoteError
+from recall_client.client import RecallClient, RemoteError
 
-from ..conftest import DaemonProcess
+from ..conftest import DaemonFactory, DaemonProcess
 from .harness import FIGURES, Attempt, Ledger, check_ledger, integrity, wait_index_agrees
 from .writes import SOCKET_WRITES
 
@@ -59,8 +59,11 @@ class SmallDisk:
         else:
             assert self.pid is not None
             try:
-                resource.prlimit(self.pid, resource.RLIMIT_FSIZE,
-                                 (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+                resource.prlimit(
+                    self.pid,
+                    resource.RLIMIT_FSIZE,
+                    (resource.RLIM_INFINITY, resource.RLIM_INFINITY),
+                )
             except ProcessLookupError:
                 pass  # it has exited; the limit went with it
 
@@ -74,8 +77,12 @@ def small_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Small
     mount.mkdir()
     if os.getuid() != 0:
         pytest.skip("mounting a small tmpfs needs root (the fsize variant still runs)")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(mount)],
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
@@ -85,7 +92,8 @@ def small_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Small
 
 
 async def test_a_full_disk_fails_captures_as_unavailable_and_corrupts_nothing(
-    daemon_factory, small_disk: SmallDisk  # type: ignore[no-untyped-def]
+    daemon_factory: DaemonFactory,
+    small_disk: SmallDisk,
 ) -> None:
     d: DaemonProcess = daemon_factory(extra_env={"RECALLD_DATA_DIR": str(small_disk.data_dir)})
     await d.start()
@@ -94,7 +102,7 @@ async def test_a_full_disk_fails_captures_as_unavailable_and_corrupts_nothing(
     ledger = Ledger()
     n = iter(range(10**6))
 
-    async def capture(rc) -> Attempt:  # type: ignore[no-untyped-def]
+    async def capture(rc: RecallClient) -> Attempt:
         i = next(n)
         text = f"disk note {i}: the runner cache is pruned weekly"
         attempt = Attempt(WRITE, "filler", text, f"k{i}")
@@ -118,8 +126,9 @@ async def test_a_full_disk_fails_captures_as_unavailable_and_corrupts_nothing(
         FIGURES[f"disk full ({small_disk.how}): writes before the refusals"] = len(ledger.acked)
 
         # Reads and status go on while the disk is full.
-        found = await rc.call(p.MemorySearch(query="runner cache", mode="bm25"),
-                              p.MemorySearchResult)
+        found = await rc.call(
+            p.MemorySearch(query="runner cache", mode="bm25"), p.MemorySearchResult
+        )
         assert found.hits
         assert (await d.status()).state == "running"
 
@@ -137,7 +146,8 @@ async def test_a_full_disk_fails_captures_as_unavailable_and_corrupts_nothing(
 
 
 async def test_a_daemon_stopped_on_a_full_disk_exits_cleanly_and_rebuilds_its_index(
-    daemon_factory, small_disk: SmallDisk  # type: ignore[no-untyped-def]
+    daemon_factory: DaemonFactory,
+    small_disk: SmallDisk,
 ) -> None:
     d: DaemonProcess = daemon_factory(extra_env={"RECALLD_DATA_DIR": str(small_disk.data_dir)})
     await d.start()

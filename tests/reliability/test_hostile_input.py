@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from recall_client import protocol as p
 
-from ..conftest import DaemonProcess
+from ..conftest import DaemonFactory, DaemonProcess
 from .harness import FIGURES, RawConnection
 
 ERROR_CODES = set(get_args(p.ErrorCode))
@@ -30,11 +30,16 @@ OPS: dict[str, tuple[str, ...]] = {
 }
 
 
-def examples(n: int) -> Any:
+def examples(n: int) -> settings:
     return settings(
-        max_examples=n, deadline=None, database=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                               HealthCheck.data_too_large],
+        max_examples=n,
+        deadline=None,
+        database=None,
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+        ],
     )
 
 
@@ -46,8 +51,10 @@ class Bystander:
         self.sock.settimeout(10)
         self.sock.connect(path)
         self.ids = 1
-        self._call(p.Hello(id=1, version=p.PROTOCOL_VERSION, agent="bystander",
-                           workspace="/ws/bystander"), p.Welcome)
+        self._call(
+            p.Hello(id=1, version=p.PROTOCOL_VERSION, agent="bystander", workspace="/ws/bystander"),
+            p.Welcome,
+        )
 
     def _exactly(self, n: int) -> bytes:
         data = b""
@@ -69,7 +76,7 @@ class Bystander:
 
 
 @pytest.fixture
-async def hostile_daemon(daemon_factory) -> AsyncIterator[DaemonProcess]:  # type: ignore[no-untyped-def]
+async def hostile_daemon(daemon_factory: DaemonFactory) -> AsyncIterator[DaemonProcess]:
     # A short frame timeout: a frame cut short is given up on quickly.
     d = daemon_factory(extra_env={"RECALLD_FRAME_TIMEOUT_S": "1"})
     await d.start()
@@ -113,10 +120,15 @@ def framed(body: bytes) -> bytes:
 
 
 msgpack_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats()
-    | st.text(max_size=50) | st.binary(max_size=50),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=50)
+    | st.binary(max_size=50),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -126,9 +138,9 @@ def requests_with_wrong_fields(draw: st.DrawFn) -> tuple[int, bytes]:
     """A known op whose fields hold anything at all (often the wrong type)."""
     op = draw(st.sampled_from(sorted(OPS)))
     rid = draw(st.integers(0, 2**53))
-    fields = draw(st.dictionaries(
-        st.sampled_from(OPS[op]) | st.text(max_size=12), msgpack_values, max_size=5
-    ))
+    fields = draw(
+        st.dictionaries(st.sampled_from(OPS[op]) | st.text(max_size=12), msgpack_values, max_size=5)
+    )
     fields = {k: v for k, v in fields.items() if k not in ("op", "id")}
     return rid, msgspec.msgpack.encode({"op": op, "id": rid, **fields})
 
@@ -142,8 +154,9 @@ valid_requests = st.one_of(
 
 @examples(150)
 @given(data=st.binary(min_size=1, max_size=4096))
-async def test_random_bytes_get_typed_errors(hostile_daemon: DaemonProcess, bystander: Bystander,
-                                             data: bytes) -> None:
+async def test_random_bytes_get_typed_errors(
+    hostile_daemon: DaemonProcess, bystander: Bystander, data: bytes
+) -> None:
     await send_and_read(hostile_daemon, data)
     bystander.ping()
 
@@ -208,8 +221,9 @@ async def test_wrong_types_and_unknown_fields_get_invalid_request_with_the_id(
 
 @examples(60)
 @given(op=st.text(max_size=200).filter(lambda s: s not in OPS), rid=st.integers(0, 2**53))
-async def test_unknown_ops_get_invalid_request(hostile_daemon: DaemonProcess,
-                                               bystander: Bystander, op: str, rid: int) -> None:
+async def test_unknown_ops_get_invalid_request(
+    hostile_daemon: DaemonProcess, bystander: Bystander, op: str, rid: int
+) -> None:
     body = msgspec.msgpack.encode({"op": op, "id": rid})
     replies = await send_and_read(hostile_daemon, framed(body))
     assert len(replies) == 1 and isinstance(replies[0], p.Error)
@@ -246,8 +260,11 @@ async def test_huge_strings_are_refused_without_being_echoed(
 
 
 @examples(40)
-@given(depth=st.integers(1, 300_000), kind=st.sampled_from([b"\x91", b"\x81\xa1k"]),
-       first=st.booleans())
+@given(
+    depth=st.integers(1, 300_000),
+    kind=st.sampled_from([b"\x91", b"\x81\xa1k"]),
+    first=st.booleans(),
+)
 async def test_deep_nesting_is_refused_not_recursed_into(
     hostile_daemon: DaemonProcess, bystander: Bystander, depth: int, kind: bytes, first: bool
 ) -> None:
@@ -268,8 +285,9 @@ async def test_deep_nesting_is_refused_not_recursed_into(
     bad=st.binary(min_size=1, max_size=30).filter(lambda b: not _is_utf8(b)),
     where=st.sampled_from(["op", "text", "key"]),
 )
-async def test_invalid_utf8_is_refused(hostile_daemon: DaemonProcess, bystander: Bystander,
-                                       bad: bytes, where: str) -> None:
+async def test_invalid_utf8_is_refused(
+    hostile_daemon: DaemonProcess, bystander: Bystander, bad: bytes, where: str
+) -> None:
     raw_str = b"\xd9" + bytes([len(bad)]) + bad  # msgpack str8 holding the bad bytes
     enc = msgspec.msgpack.encode
     parts = {

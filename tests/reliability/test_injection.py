@@ -38,13 +38,15 @@ async def test_stored_injections_are_kept_low_trust_and_not_served(
         served = set()
         for text in INJECTIONS + BENIGN_NOTES:
             for mode in ("bm25", "hybrid"):
-                result = await rc.call(p.MemorySearch(query=text[:200], mode=mode, limit=50),
-                                       p.MemorySearchResult)
+                result = await rc.call(
+                    p.MemorySearch(query=text[:200], mode=mode, limit=50), p.MemorySearchResult
+                )
                 served |= {hit.id for hit in result.hits}
 
     with sqlite3.connect(f"file:{d.data_dir / 'recalld.db'}?mode=ro", uri=True) as db:
-        rows = {r[0]: (r[1], r[2])
-                for r in db.execute("SELECT id, trust, eligibility FROM records")}
+        rows = {
+            r[0]: (r[1], r[2]) for r in db.execute("SELECT id, trust, eligibility FROM records")
+        }
     for text in INJECTIONS:
         trust, eligibility = rows[ids[text]]
         assert trust < DEFAULT_TRUST_FLOOR and eligibility in ("ineligible", "blocked"), text

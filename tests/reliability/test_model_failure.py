@@ -7,12 +7,12 @@ import json
 from mcp import Client
 from recall_client import protocol as p
 
-from ..conftest import DaemonProcess
+from ..conftest import DaemonFactory, DaemonProcess
 from .writes import ctl, shim_params
 
 
 async def test_without_a_model_every_path_searches_lexically_and_status_says_why(
-    daemon_factory,  # type: ignore[no-untyped-def]
+    daemon_factory: DaemonFactory,
 ) -> None:
     d: DaemonProcess = daemon_factory(
         embedder="minilm", extra_env={"RECALLD_MODEL_PATH": "/nonexistent/model"}
@@ -26,8 +26,9 @@ async def test_without_a_model_every_path_searches_lexically_and_status_says_why
     ctl(d, ws, "store", "the release checklist lives in docs/release.md")
     async with d.client(workspace=ws) as rc:
         await rc.call(p.MemoryStore(text="rotate the signing key every ninety days"), p.Stored)
-        result = await rc.call(p.MemorySearch(query="signing key rotation", mode="hybrid"),
-                               p.MemorySearchResult)
+        result = await rc.call(
+            p.MemorySearch(query="signing key rotation", mode="hybrid"), p.MemorySearchResult
+        )
     assert not result.semantic_used
     assert "signing key" in result.hits[0].text
 

@@ -75,10 +75,18 @@ def peer_python(other_user: tuple[int, int]) -> str:
     """A python the other user can run (ours may live under root's 0700 home)."""
     uid, gid = other_user
     for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if os.path.exists(candidate) and subprocess.run(
-            [candidate, "-I", "-c", "pass"], user=uid, group=gid, extra_groups=[],
-            capture_output=True, timeout=30,
-        ).returncode == 0:
+        if (
+            os.path.exists(candidate)
+            and subprocess.run(
+                [candidate, "-I", "-c", "pass"],
+                user=uid,
+                group=gid,
+                extra_groups=[],
+                capture_output=True,
+                timeout=30,
+            ).returncode
+            == 0
+        ):
             return candidate
     pytest.skip("no python the second user may run")
 
@@ -89,7 +97,12 @@ def connect_as(user: tuple[int, int], python: str, socket: Path) -> list[p.Reply
     hello = p.frame(p.Hello(id=1, version=p.PROTOCOL_VERSION, agent="intruder", workspace="/"))
     out = subprocess.run(
         [python, "-I", "-c", PEER, str(socket), hello.hex()],
-        user=uid, group=gid, extra_groups=[], capture_output=True, text=True, timeout=30,
+        user=uid,
+        group=gid,
+        extra_groups=[],
+        capture_output=True,
+        text=True,
+        timeout=30,
         cwd="/",
     )
     assert out.returncode == 0, out.stderr

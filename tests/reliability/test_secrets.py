@@ -48,9 +48,15 @@ def test_a_hook_summary_clipped_inside_a_secret_keeps_no_piece_of_it(secret: Sec
     # must not leave the head of a token that no longer looks like one.
     for pad in range(150, 240, 7):
         command = "echo " + "x" * pad + " " + " ".join(secret.text.split())
-        payload = {"session_id": "s", "cwd": "/", "hook_event_name": "PostToolUse",
-                   "tool_name": "Bash", "tool_use_id": "t", "tool_input": {"command": command},
-                   "tool_response": {"stdout": "ok"}}
+        payload = {
+            "session_id": "s",
+            "cwd": "/",
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_use_id": "t",
+            "tool_input": {"command": command},
+            "tool_response": {"stdout": "ok"},
+        }
         [episode] = episodes_from_text(json.dumps(payload))
         assert isinstance(episode, p.CaptureEpisode)
         summary = redact(episode.summary)[0].lower()
@@ -93,8 +99,10 @@ async def test_no_secret_survives_any_write_path(running_daemon: DaemonProcess) 
     stored = 0
     for path in WRITE_PATHS:
         texts = [f"[{path.name}] {s.text}" for s in SECRETS]
-        captures = ["\n\n".join(texts[i : i + path.per_capture])
-                    for i in range(0, len(texts), path.per_capture)]
+        captures = [
+            "\n\n".join(texts[i : i + path.per_capture])
+            for i in range(0, len(texts), path.per_capture)
+        ]
         await path.store(d, captures, WORKSPACE)
         stored += len(captures)
     redacted = stored
@@ -104,22 +112,32 @@ async def test_no_secret_survives_any_write_path(running_daemon: DaemonProcess) 
     async with d.client(agent="fields", workspace=WORKSPACE) as rc:
         for i, s in enumerate(short):
             core = s.cores[0]
-            await rc.call(p.MemoryStore(text=f"field check {i}", source=s.text[:128], tags=[core]),
-                          p.Stored)
-            await rc.call(p.CaptureEpisode(summary=f"field check {i}", tool=core, tags=[core],
-                                           error_code=core, source=s.text[:128]),
-                          p.EpisodeCaptured)
+            await rc.call(
+                p.MemoryStore(text=f"field check {i}", source=s.text[:128], tags=[core]), p.Stored
+            )
+            await rc.call(
+                p.CaptureEpisode(
+                    summary=f"field check {i}",
+                    tool=core,
+                    tags=[core],
+                    error_code=core,
+                    source=s.text[:128],
+                ),
+                p.EpisodeCaptured,
+            )
 
     stored += 2 * len(short)
     with sqlite3.connect(f"file:{d.data_dir / 'recalld.db'}?mode=ro", uri=True) as db:
         # One record per capture; the lessons an experience brings are records of their own.
         texts = [row[0] for row in db.execute("SELECT text FROM records WHERE kind != 'lesson'")]
         fields = "\n".join(
-            " ".join(str(v) for v in row) for row in db.execute(
+            " ".join(str(v) for v in row)
+            for row in db.execute(
                 "SELECT r.text, r.source, r.tags, r.session, e.tool, e.error_code, x.strategy,"
                 " m.subject FROM records r LEFT JOIN episodes e ON e.rowid = r.rowid"
                 " LEFT JOIN experiences x ON x.rowid = r.rowid"
-                " LEFT JOIN memory_meta m ON m.rowid = r.rowid")
+                " LEFT JOIN memory_meta m ON m.rowid = r.rowid"
+            )
         ).lower()
     assert len(texts) == stored, "a capture was lost or merged"
     # A hook payload's summary is clipped ("…") and may end before the secret did: then there
@@ -131,18 +149,29 @@ async def test_no_secret_survives_any_write_path(running_daemon: DaemonProcess) 
     # No search finds a secret, by its words or its meaning (hybrid runs both channels); the
     # episode search crosses every agent's partition and drops every floor.
     token = read_admin_token()
-    async with connect(agent="searcher", workspace=WORKSPACE, path=d.socket,
-                       admin_token=token) as rc:
+    async with connect(
+        agent="searcher", workspace=WORKSPACE, path=d.socket, admin_token=token
+    ) as rc:
         for core in CORES:
-            result = await rc.call(p.MemorySearch(query=core[:4000], mode="hybrid", limit=50),
-                                   p.MemorySearchResult)
+            result = await rc.call(
+                p.MemorySearch(query=core[:4000], mode="hybrid", limit=50), p.MemorySearchResult
+            )
             shown = [" ".join([h.text, h.snippet, h.source or "", *h.tags]) for h in result.hits]
-            work = await rc.call(p.WorkSearch(query=core[:4000], semantic=True, any_caller=True,
-                                              include_pending=True, min_trust=0.0, k=200),
-                                 p.WorkSearchResult)
+            work = await rc.call(
+                p.WorkSearch(
+                    query=core[:4000],
+                    semantic=True,
+                    any_caller=True,
+                    include_pending=True,
+                    min_trust=0.0,
+                    k=200,
+                ),
+                p.WorkSearchResult,
+            )
             shown += [msgspec.json.encode(e).decode() for e in work.results]
-            past = await rc.call(p.SearchExperience(query=core[:1000], limit=20),
-                                 p.ExperienceSearchResult)
+            past = await rc.call(
+                p.SearchExperience(query=core[:1000], limit=20), p.ExperienceSearchResult
+            )
             shown += [msgspec.json.encode(x).decode() for x in (*past.experiences, *past.lessons)]
             leaked = [s for s in shown if core.lower() in s.lower()]
             assert not leaked, f"a search found a secret: {core} in {leaked[0]}"

@@ -6,14 +6,16 @@ credentials; status and explain_node show a plain agent only what it may read.
 from __future__ import annotations
 
 import typing
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
 from mcp import Client
 from recall_client import protocol as p
-from recall_client.client import RemoteError, connect
+from recall_client.client import RecallClient, RemoteError, connect
 from recall_client.paths import read_admin_token
 
 from ..conftest import DaemonProcess
@@ -39,36 +41,65 @@ class Victim:
     use_token: str
 
     def ids(self) -> list[str]:
-        return [self.memory, self.fact, self.episode, self.blocked_episode, self.experience,
-                self.lesson]
+        return [
+            self.memory,
+            self.fact,
+            self.episode,
+            self.blocked_episode,
+            self.experience,
+            self.lesson,
+        ]
 
 
-def admin(d: DaemonProcess, workspace: str = VICTIM_WS, agent: str = "victim"):  # type: ignore[no-untyped-def]
-    return connect(agent=agent, workspace=workspace, path=d.socket,
-                   admin_token=read_admin_token())
+def admin(
+    d: DaemonProcess, workspace: str = VICTIM_WS, agent: str = "victim"
+) -> AbstractAsyncContextManager[RecallClient]:
+    return connect(agent=agent, workspace=workspace, path=d.socket, admin_token=read_admin_token())
 
 
 async def plant(d: DaemonProcess) -> Victim:
     async with d.client(agent="victim", workspace=VICTIM_WS) as rc:
-        memory = await rc.call(p.MemoryStore(text=f"the {MARK} launch phrase is kept {TELL}"),
-                               p.MemoryStored)
-        fact = await rc.call(p.MemoryStore(text=f"the {MARK} release train leaves Friday {TELL}",
-                                           kind="fact", subject="release train"), p.MemoryStored)
-        episode = await rc.call(p.CaptureEpisode(summary=f"ran the {MARK} migration {TELL}",
-                                                 session_id="victim-session", tool="Bash"),
-                                p.EpisodeCaptured)
-        blocked = await rc.call(p.CaptureEpisode(summary=f"{MARK} {HIJACK}",
-                                                 session_id="victim-session", tool="Bash"),
-                                p.EpisodeCaptured)
-        experience = await rc.call(p.RecordExperience(
-            description=f"rolled out {MARK} to production {TELL}", status="success",
-            session="victim-session", lessons=[f"{MARK} needs a canary first {TELL}"]),
-            p.ExperienceRecorded)
+        memory = await rc.call(
+            p.MemoryStore(text=f"the {MARK} launch phrase is kept {TELL}"), p.MemoryStored
+        )
+        fact = await rc.call(
+            p.MemoryStore(
+                text=f"the {MARK} release train leaves Friday {TELL}",
+                kind="fact",
+                subject="release train",
+            ),
+            p.MemoryStored,
+        )
+        episode = await rc.call(
+            p.CaptureEpisode(
+                summary=f"ran the {MARK} migration {TELL}", session_id="victim-session", tool="Bash"
+            ),
+            p.EpisodeCaptured,
+        )
+        blocked = await rc.call(
+            p.CaptureEpisode(summary=f"{MARK} {HIJACK}", session_id="victim-session", tool="Bash"),
+            p.EpisodeCaptured,
+        )
+        experience = await rc.call(
+            p.RecordExperience(
+                description=f"rolled out {MARK} to production {TELL}",
+                status="success",
+                session="victim-session",
+                lessons=[f"{MARK} needs a canary first {TELL}"],
+            ),
+            p.ExperienceRecorded,
+        )
         await settled(d, episode.record_id, blocked.record_id)
         hits = await rc.call(p.MemorySearch(query=f"{MARK} launch phrase"), p.MemorySearchResult)
-    return Victim(memory=memory.record_id, fact=fact.record_id, episode=episode.record_id,
-                  blocked_episode=blocked.record_id, experience=experience.record_id,
-                  lesson=experience.lessons[0].id, use_token=hits.hits[0].use_token)
+    return Victim(
+        memory=memory.record_id,
+        fact=fact.record_id,
+        episode=episode.record_id,
+        blocked_episode=blocked.record_id,
+        experience=experience.record_id,
+        lesson=experience.lessons[0].id,
+        use_token=hits.hits[0].use_token,
+    )
 
 
 def attacks(v: Victim) -> list[p.Request]:
@@ -97,8 +128,9 @@ def attacks(v: Victim) -> list[p.Request]:
         p.WorkResult(task_result=0.0, episode_id=v.episode),
         p.WorkResult(task_result=0.0, session_id="victim-session", any_caller=True),
         *[p.Forget(record_id=i) for i in v.ids()],
-        p.RecordExperience(description="mallory's task", lessons=[f"{MARK} needs a canary first"],
-                           status="failure"),
+        p.RecordExperience(
+            description="mallory's task", lessons=[f"{MARK} needs a canary first"], status="failure"
+        ),
         p.SearchExperience(query=f"rolled out {MARK}"),
         p.ExplainNode(record_id=v.experience, query=MARK),
         p.ForgetExperience(record_id=v.experience),
@@ -139,7 +171,7 @@ async def test_every_request_type_as_a_plain_agent_of_another_workspace(
             for req in tried:
                 name = f"{type(req).__name__}({msgspec.json.encode(req).decode()[:80]})"
                 try:
-                    reply = await rc.call(req)
+                    reply: p.Reply = await rc.call(req)
                 except RemoteError as exc:
                     assert exc.code in REFUSALS, f"{name}: {exc.code} {exc.message}"
                     outcomes[name] = exc.code
@@ -148,8 +180,19 @@ async def test_every_request_type_as_a_plain_agent_of_another_workspace(
                 outcomes[name] = type(reply).__name__
     # The crossings are refused, not merely empty.
     refused = {n for n, o in outcomes.items() if o in REFUSALS}
-    for kind in ("Export", "Reindex", "Doctor", "WorkspaceApprove", "AgentEnroll", "MemoryShow",
-                 "MemoryUpdate", "MemoryVerify", "Forget", "ForgetExperience", "ExplainNode"):
+    for kind in (
+        "Export",
+        "Reindex",
+        "Doctor",
+        "WorkspaceApprove",
+        "AgentEnroll",
+        "MemoryShow",
+        "MemoryUpdate",
+        "MemoryVerify",
+        "Forget",
+        "ForgetExperience",
+        "ExplainNode",
+    ):
         assert any(n.startswith(kind + "(") for n in refused), (kind, outcomes)
 
     # Nothing of the victim's changed.
@@ -161,8 +204,9 @@ async def test_every_request_type_as_a_plain_agent_of_another_workspace(
         assert fact.subject == "release train" and not fact.depended_on_by
         episodes = await rc.call(p.WorkSearch(query=MARK, any_caller=True), p.WorkSearchResult)
         assert [(e.id, e.task_result) for e in episodes.results] == [(v.episode, None)]
-        found = await rc.call(p.SearchExperience(query=f"rolled out {MARK}"),
-                              p.ExperienceSearchResult)
+        found = await rc.call(
+            p.SearchExperience(query=f"rolled out {MARK}"), p.ExperienceSearchResult
+        )
         assert [e.id for e in found.experiences] == [v.experience]
         assert [(x.id, x.support) for x in found.lessons] == [(v.lesson, 1)]
         approvals = await rc.call(p.WorkspaceList(), p.WorkspaceListResult)
@@ -195,8 +239,9 @@ async def test_an_enrolled_agent_name_needs_its_token(
     async with connect(agent="other", workspace=VICTIM_WS, path=d.socket) as rc:
         assert rc.welcome is not None
     with pytest.raises(RemoteError) as stray:
-        async with connect(agent="other", workspace=VICTIM_WS, path=d.socket,
-                           agent_token=enrolled.token):
+        async with connect(
+            agent="other", workspace=VICTIM_WS, path=d.socket, agent_token=enrolled.token
+        ):
             pass
     assert stray.value.code == "forbidden"
 
@@ -236,9 +281,14 @@ async def test_explain_node_shows_only_the_callers_eligible_episodes(
 ) -> None:
     d = running_daemon
     async with d.client(agent="helper", workspace=VICTIM_WS) as rc:
-        other = await rc.call(p.CaptureEpisode(summary="the helper's step in the same session",
-                                               session_id="victim-session", tool="Read"),
-                              p.EpisodeCaptured)
+        other = await rc.call(
+            p.CaptureEpisode(
+                summary="the helper's step in the same session",
+                session_id="victim-session",
+                tool="Read",
+            ),
+            p.EpisodeCaptured,
+        )
     v = await plant(d)
     await settled(d, other.record_id)
 
@@ -254,13 +304,14 @@ async def test_explain_node_shows_only_the_callers_eligible_episodes(
 
 
 async def test_recallctl_agent_add_writes_a_private_token_the_shim_presents(
-    running_daemon: DaemonProcess, tmp_path: Path,
+    running_daemon: DaemonProcess,
+    tmp_path: Path,
 ) -> None:
     d = running_daemon
     out = ctl(d, VICTIM_WS, "agent", "add", "codex")
-    token_file = Path(out.split(" in ")[1].split(" (0600)")[0])
-    assert token_file.stat().st_mode & 0o777 == 0o600
-    assert token_file.parent.stat().st_mode & 0o777 == 0o700
+    token_file = anyio.Path(out.split(" in ")[1].split(" (0600)")[0])
+    assert (await token_file.stat()).st_mode & 0o777 == 0o600
+    assert (await token_file.parent.stat()).st_mode & 0o777 == 0o700
 
     params = shim_params(d, VICTIM_WS, agent="codex")
     async with Client(params) as client:

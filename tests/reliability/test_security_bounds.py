@@ -20,12 +20,12 @@ from recall_client.client import RemoteError, connect
 from recall_client.paths import read_admin_token
 from recalld.domain import git_history
 
-from ..conftest import BIN, DaemonProcess
+from ..conftest import BIN, DaemonFactory, DaemonProcess
 from .harness import FIGURES, RawConnection
 
 
 async def test_frames_in_flight_share_one_byte_budget(
-    daemon_factory: type[DaemonProcess],
+    daemon_factory: DaemonFactory,
 ) -> None:
     d = daemon_factory(extra_env={"RECALLD_MAX_INFLIGHT_BYTES": str(p.MAX_FRAME)})
     await d.start()
@@ -48,7 +48,7 @@ async def test_frames_in_flight_share_one_byte_budget(
 
 
 async def test_refused_workspaces_are_remembered_within_a_bound(
-    daemon_factory: type[DaemonProcess],
+    daemon_factory: DaemonFactory,
 ) -> None:
     d = daemon_factory(extra_env={"RECALLD_REQUIRE_APPROVAL": "1"})
     await d.start()
@@ -84,11 +84,19 @@ def _repo_with_history(repo: Path, commits: int) -> list[str]:
             + (f"from :{i}\n" if i else "")
             + f"M 644 inline notes.txt\ndata {len(content)}\n{content}\n"
         )
-    subprocess.run(["git", "-C", str(repo), "fast-import", "--quiet"], input="".join(stream),
-                   text=True, check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "fast-import", "--quiet"],
+        input="".join(stream),
+        text=True,
+        check=True,
+    )
     subprocess.run(["git", "-C", str(repo), "checkout", "-q", "main"], check=True)
-    out = subprocess.run(["git", "-C", str(repo), "rev-list", "--reverse", "main"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["git", "-C", str(repo), "rev-list", "--reverse", "main"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.split()
 
 
@@ -102,11 +110,17 @@ async def test_history_walking_per_search_is_bounded(
         # Each memory claims another old commit as its origin: counting each from there
         # walks thousands of commits, and the cache cannot help.
         for i in range(50):
-            await rc.call(p.MemoryStore(text=f"deploy runbook step {i} for the busy service",
-                                        origin_commit=commits[i]), p.MemoryStored)
+            await rc.call(
+                p.MemoryStore(
+                    text=f"deploy runbook step {i} for the busy service", origin_commit=commits[i]
+                ),
+                p.MemoryStored,
+            )
         started = time.perf_counter()
-        found = await rc.call(p.MemorySearch(query="deploy runbook busy service", limit=50,
-                                             min_score=0), p.MemorySearchResult)
+        found = await rc.call(
+            p.MemorySearch(query="deploy runbook busy service", limit=50, min_score=0),
+            p.MemorySearchResult,
+        )
         took = time.perf_counter() - started
         shown = await rc.call(p.MemoryShow(memory_id=found.hits[-1].id), p.MemoryShown)
     counted = [h.commit_drift_count for h in found.hits if h.commit_drift_count is not None]
@@ -122,7 +136,9 @@ async def test_history_walking_per_search_is_bounded(
 def _export(d: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / "recallctl"), "--socket", str(d.socket), "export", *args],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

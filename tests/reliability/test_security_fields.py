@@ -17,9 +17,9 @@ import pytest
 from recall_client import protocol as p
 from recall_client.client import RemoteError, connect
 from recall_client.paths import read_admin_token
+from recalld.domain.scopes import READ
 from recalld.edge.registry import ROUTES
 from recalld.ingest.sanitize import sanitize
-from recalld.domain.scopes import READ
 
 from ..conftest import DaemonProcess
 from .harness import FIGURES
@@ -81,22 +81,26 @@ async def test_a_secret_in_any_field_of_any_write_request_is_not_stored(
 ) -> None:
     d = running_daemon
     token = read_admin_token()
-    async with connect(agent="owner", workspace=WORKSPACE, path=d.socket,
-                       admin_token=token) as rc:
+    async with connect(agent="owner", workspace=WORKSPACE, path=d.socket, admin_token=token) as rc:
         base = await rc.call(p.MemoryStore(text="a memory to point at"), p.MemoryStored)
-        episode = await rc.call(p.CaptureEpisode(summary="a step", session_id="s-fields"),
-                                p.EpisodeCaptured)
+        episode = await rc.call(
+            p.CaptureEpisode(summary="a step", session_id="s-fields"), p.EpisodeCaptured
+        )
         hits = await rc.call(p.MemorySearch(query="memory to point at"), p.MemorySearchResult)
         use_token = hits.hits[0].use_token
-        experience = await rc.call(p.RecordExperience(description="an experience to point at"),
-                                   p.ExperienceRecorded)
+        experience = await rc.call(
+            p.RecordExperience(description="an experience to point at"), p.ExperienceRecorded
+        )
 
         def template(cls: type[p.Request], field: str, n: int) -> dict[str, Any]:
             """Valid values for every required field of ``cls`` (``field`` aside)."""
             unique = f"variant {n}"
-            return {
-                p.MemoryStore: {"text": unique, "kind": "fact" if field == "subject" else "entry",
-                                "subject": "a subject" if field == "subject" else None},
+            templates: dict[type[p.Request], dict[str, Any]] = {
+                p.MemoryStore: {
+                    "text": unique,
+                    "kind": "fact" if field == "subject" else "entry",
+                    "subject": "a subject" if field == "subject" else None,
+                },
                 p.MemoryUpdate: {"memory_id": base.record_id, "text": unique},
                 p.MemoryVerify: {"memory_id": base.record_id},
                 p.MemoryRecordUse: {"use_token": use_token},
@@ -111,7 +115,8 @@ async def test_a_secret_in_any_field_of_any_write_request_is_not_stored(
                 p.WorkspaceRevoke: {"workspace": f"/ws/approved/{n}"},
                 p.AgentEnroll: {"agent": f"enrolled-{n}"},
                 p.AgentRevoke: {"agent": f"enrolled-{n}"},
-            }.get(cls, {})
+            }
+            return templates.get(cls, {})
 
         tried = refused = 0
         secrets: list[str] = []

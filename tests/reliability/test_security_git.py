@@ -18,17 +18,27 @@ import pytest
 from recall_client import protocol as p
 from recall_client.client import RemoteError
 
-from ..conftest import DaemonProcess
+from ..conftest import DaemonFactory, DaemonProcess
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git program")
 
 
 def git(repo: Path, *args: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@t")
-    out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                         env=env, timeout=30, check=False)
+    env.update(
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@t",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@t",
+    )
+    out = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=False,
+    )
     return out.stdout.strip()
 
 
@@ -66,19 +76,29 @@ async def test_a_partial_clone_origin_runs_nothing(
     repo, marker = trap(tmp_path)
     assert_trap_is_live(repo, marker)
     async with running_daemon.client(agent="plain", workspace=str(repo)) as rc:
-        stored = await rc.call(p.MemoryStore(text="the deploy script lives in tools/deploy.sh",
-                                             paths=["tools/deploy.sh"]), p.MemoryStored)
+        stored = await rc.call(
+            p.MemoryStore(
+                text="the deploy script lives in tools/deploy.sh", paths=["tools/deploy.sh"]
+            ),
+            p.MemoryStored,
+        )
         # recalld refuses the repository: no origin is recorded for it.
         assert stored.origin_repo is None and stored.origin_commit is None
         # Naming it as the origin is refused too: it is not a repository recalld can read.
         with pytest.raises(RemoteError) as refused:
-            await rc.call(p.MemoryStore(text="another note about deploys",
-                                        origin_repo=str(repo), origin_commit="ab" * 20),
-                          p.MemoryStored)
+            await rc.call(
+                p.MemoryStore(
+                    text="another note about deploys",
+                    origin_repo=str(repo),
+                    origin_commit="ab" * 20,
+                ),
+                p.MemoryStored,
+            )
         assert refused.value.code == "invalid_request"
         await rc.call(p.MemoryShow(memory_id=stored.record_id), p.MemoryShown)
-        hits = await rc.call(p.MemorySearch(query="deploy script", expand_top=True),
-                             p.MemorySearchResult)
+        hits = await rc.call(
+            p.MemorySearch(query="deploy script", expand_top=True), p.MemorySearchResult
+        )
         assert [h.id for h in hits.hits] == [stored.record_id]
         await rc.call(p.MemoryVerify(memory_id=stored.record_id), p.MemoryChanged)
     assert not marker.exists(), "the daemon ran the repository's sshCommand"
@@ -95,20 +115,22 @@ async def test_origin_repo_must_be_the_workspace_top_level(
     async with running_daemon.client(workspace=str(mine)) as rc:
         for claimed in (str(other), "/etc", str(tmp_path)):
             with pytest.raises(RemoteError) as refused:
-                await rc.call(p.MemoryStore(text=f"claims {claimed}", origin_repo=claimed),
-                              p.MemoryStored)
+                await rc.call(
+                    p.MemoryStore(text=f"claims {claimed}", origin_repo=claimed), p.MemoryStored
+                )
             assert refused.value.code == "invalid_request"
             assert str(mine) in refused.value.message
         # The one recalld finds itself is accepted, as given or left out.
-        given = await rc.call(p.MemoryStore(text="names its own repo", origin_repo=str(mine)),
-                              p.MemoryStored)
+        given = await rc.call(
+            p.MemoryStore(text="names its own repo", origin_repo=str(mine)), p.MemoryStored
+        )
         found = await rc.call(p.MemoryStore(text="leaves it to recalld"), p.MemoryStored)
     assert given.origin_repo == found.origin_repo == str(mine)
     assert given.origin_commit == git(mine, "rev-parse", "HEAD")
 
 
 async def test_the_daemons_own_git_environment_is_ignored(
-    daemon_factory: type[DaemonProcess], tmp_path: Path
+    daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
     # With GIT_DIR in its environment, `git rev-parse` anywhere answered for that repository.
     elsewhere = tmp_path / "elsewhere"
@@ -117,11 +139,13 @@ async def test_the_daemons_own_git_environment_is_ignored(
     git(elsewhere, "commit", "-q", "--allow-empty", "-m", "one")
     plain = tmp_path / "plain"
     plain.mkdir()
-    d = daemon_factory(extra_env={"GIT_DIR": str(elsewhere / ".git"),
-                                  "GIT_WORK_TREE": str(elsewhere)})
+    d = daemon_factory(
+        extra_env={"GIT_DIR": str(elsewhere / ".git"), "GIT_WORK_TREE": str(elsewhere)}
+    )
     await d.start()
     async with d.client(workspace=str(plain)) as rc:
-        stored = await rc.call(p.MemoryStore(text="a note in a folder with no repository"),
-                               p.MemoryStored)
+        stored = await rc.call(
+            p.MemoryStore(text="a note in a folder with no repository"), p.MemoryStored
+        )
     assert stored.origin_repo is None and stored.origin_commit is None
     assert await d.stop() == 0

@@ -35,15 +35,73 @@ BUDGET_S = 2.0
 # The pieces each rule is built from (issuer prefixes, key words, commands, separators),
 # so a repeated piece walks a rule's quantifiers the longest way.
 PIECES = [
-    "token.", "token-", "passwd.", "secret_", "api_key-", "--token", "--token_", "--",
-    "mysql ", "mysql -p", "mysqldump -p'", "curl ", "curl -u a:", "wget --user ", "https ",
-    "docker login ", "docker login -p\"", "sshpass -p ", "machine a login b ", "password ",
-    "basic ", "bearer ", '"token":', '"token": ', '"auth":"', "token=", "token: ", "x_PASS=",
-    "http://", "a://b:", "a.", "a:", "eyJ-", "eyJaaaaaaaa.", "sk-", "sk-ant-", "ghp_",
-    "glpat-", "xoxb-", "whsec_+", "glc_+", "ya29.", "hvs.", "SG.", "AccountKey=", "?sig=",
-    "-----BEGIN ", "-----BEGIN PRIVATE KEY-----", "-----END ", "PuTTY-User-Key-File-2:",
-    "+", "/", "./", "~/", "a/", "@", "\n", " \n", "\n>", "ignore ", "<|system|>",
-    "system:", "send the ", "according to ", "you must ", "curl x | ", "rm -rf ",
+    "token.",
+    "token-",
+    "passwd.",
+    "secret_",
+    "api_key-",
+    "--token",
+    "--token_",
+    "--",
+    "mysql ",
+    "mysql -p",
+    "mysqldump -p'",
+    "curl ",
+    "curl -u a:",
+    "wget --user ",
+    "https ",
+    "docker login ",
+    'docker login -p"',
+    "sshpass -p ",
+    "machine a login b ",
+    "password ",
+    "basic ",
+    "bearer ",
+    '"token":',
+    '"token": ',
+    '"auth":"',
+    "token=",
+    "token: ",
+    "x_PASS=",
+    "http://",
+    "a://b:",
+    "a.",
+    "a:",
+    "eyJ-",
+    "eyJaaaaaaaa.",
+    "sk-",
+    "sk-ant-",
+    "ghp_",
+    "glpat-",
+    "xoxb-",
+    "whsec_+",
+    "glc_+",
+    "ya29.",
+    "hvs.",
+    "SG.",
+    "AccountKey=",
+    "?sig=",
+    "-----BEGIN ",
+    "-----BEGIN PRIVATE KEY-----",
+    "-----END ",
+    "PuTTY-User-Key-File-2:",
+    "+",
+    "/",
+    "./",
+    "~/",
+    "a/",
+    "@",
+    "\n",
+    " \n",
+    "\n>",
+    "ignore ",
+    "<|system|>",
+    "system:",
+    "send the ",
+    "according to ",
+    "you must ",
+    "curl x | ",
+    "rm -rf ",
 ]
 SEPARATORS = ["", " ", "."]
 
@@ -90,7 +148,8 @@ def test_every_family_is_linear_at_the_maximum_length(scan: str) -> None:
             if part > 0.004:
                 assert full <= MAX_SPAN_GROWTH * part, (
                     f"{scan}: {unit!r} x{SPAN} length took {full / part:.1f}x ({part:.3f}s -> "
-                    f"{full:.3f}s): superlinear")
+                    f"{full:.3f}s): superlinear"
+                )
             assert full <= BUDGET_S, f"{scan}: {unit!r} at {MAX_TEXT} chars took {full:.2f}s"
             worst = max(worst, (full, repr(unit)))
     FIGURES[f"redos: {scan} slowest family at 100k chars (ms)"] = round(worst[0] * 1000)
@@ -120,7 +179,8 @@ async def test_a_pathological_text_does_not_stall_other_clients(
                     await rc.call(p.MemoryStore(text=family(unit, MAX_TEXT)), p.Stored)
                     took = time.perf_counter() - started
                     FIGURES[f"redos: memory_store of {unit!r} x 100k chars (ms)"] = round(
-                        took * 1000)
+                        took * 1000
+                    )
                     assert took < 5.0, f"storing {unit!r} took {took:.1f}s"
         stored.set()
     assert pings and max(pings) < 1.0, f"a ping waited {max(pings):.2f}s"

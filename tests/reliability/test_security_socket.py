@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -45,8 +46,9 @@ while True:
 
 def start_refused(d: DaemonProcess) -> tuple[int, str]:
     """Run the daemon expecting it to refuse to start: (exit code, its log)."""
-    proc = subprocess.run([str(BIN / "recalld")], env=d.env(), capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [str(BIN / "recalld")], env=d.env(), capture_output=True, text=True, timeout=60
+    )
     return proc.returncode, proc.stderr
 
 
@@ -96,29 +98,45 @@ def test_a_socket_directory_inside_another_users_directory_is_refused(
 
 
 async def test_clients_send_nothing_to_another_users_socket(
-    shared_root: Path, other_user: tuple[int, int], peer_python: str  # noqa: F811
+    shared_root: Path,
+    other_user: tuple[int, int],
+    peer_python: str,  # noqa: F811
 ) -> None:
     uid, gid = other_user
     planted = shared_root / "planted"
     planted.mkdir(mode=0o777)
     planted.chmod(0o777)
     sock = planted / "recalld.sock"
-    listener = subprocess.Popen(
-        [peer_python, "-I", "-c", LISTENER, str(sock)], user=uid, group=gid, extra_groups=[],
-        stdout=subprocess.PIPE, text=True, cwd="/",
+    # A Popen: the test reads the listener's report line by line, as it comes.
+    listener = subprocess.Popen(  # noqa: ASYNC220
+        [peer_python, "-I", "-c", LISTENER, str(sock)],
+        user=uid,
+        group=gid,
+        extra_groups=[],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd="/",
     )
     try:
         assert listener.stdout is not None
         assert listener.stdout.readline().strip() == "ready"
         with pytest.raises(UntrustedSocket) as refused:
-            async with connect(agent="recallctl", workspace="/", path=sock,
-                               admin_token="the-admin-token"):
+            async with connect(
+                agent="recallctl", workspace="/", path=sock, admin_token="the-admin-token"
+            ):
                 pass
         assert f"served by uid {uid}" in str(refused.value)
         received = [await anyio.to_thread.run_sync(listener.stdout.readline)]
         # recallctl says so and exits non-zero, with the admin token it could read unsent.
-        out = subprocess.run([str(BIN / "recallctl"), "--socket", str(sock), "status"],
-                             capture_output=True, text=True, timeout=30)
+        out = await anyio.to_thread.run_sync(
+            partial(
+                subprocess.run,
+                [str(BIN / "recallctl"), "--socket", str(sock), "status"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        )
         received.append(await anyio.to_thread.run_sync(listener.stdout.readline))
     finally:
         listener.kill()
@@ -138,4 +156,3 @@ async def test_the_autostart_lock_is_never_opened_through_a_symlink(tmp_path: Pa
     with pytest.raises(OSError):
         await ensure_daemon(sock_dir / "recalld.sock")
     assert target.read_text() == "untouched\n"
-

@@ -12,7 +12,7 @@ import pytest
 from recall_client import protocol as p
 from recall_client.client import Session
 
-from ..conftest import DaemonProcess
+from ..conftest import DaemonFactory, DaemonProcess
 from .harness import FIGURES, RawConnection
 
 IDLE_S = 2.0
@@ -24,12 +24,14 @@ FAST_S = SEND_S / 2
 
 
 @pytest.fixture
-async def impatient_daemon(daemon_factory) -> AsyncIterator[DaemonProcess]:  # type: ignore[no-untyped-def]
-    d = daemon_factory(extra_env={
-        "RECALLD_IDLE_TIMEOUT_S": str(IDLE_S),
-        "RECALLD_FRAME_TIMEOUT_S": str(FRAME_S),
-        "RECALLD_SEND_TIMEOUT_S": str(SEND_S),
-    })
+async def impatient_daemon(daemon_factory: DaemonFactory) -> AsyncIterator[DaemonProcess]:
+    d = daemon_factory(
+        extra_env={
+            "RECALLD_IDLE_TIMEOUT_S": str(IDLE_S),
+            "RECALLD_FRAME_TIMEOUT_S": str(FRAME_S),
+            "RECALLD_SEND_TIMEOUT_S": str(SEND_S),
+        }
+    )
     await d.start()
     yield d
     assert "Traceback" not in d.log(), d.log()[-4000:]
@@ -41,8 +43,10 @@ async def others_stay_fast(d: DaemonProcess, rounds: int = 10) -> float:
     slowest = 0.0
     async with d.client(agent="polite", workspace="/ws/polite") as rc:
         for i in range(rounds):
-            for req in (p.MemoryStore(text=f"polite note {i} about the release train"),
-                        p.MemorySearch(query="release train")):
+            for req in (
+                p.MemoryStore(text=f"polite note {i} about the release train"),
+                p.MemorySearch(query="release train"),
+            ):
                 started = time.perf_counter()
                 with anyio.fail_after(FAST_S * 5):
                     await rc.call(req)
@@ -63,12 +67,15 @@ async def test_a_client_that_never_reads_its_replies_slows_no_one_and_is_cut_off
     hog = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     hog.connect(str(d.socket))
-    hog.sendall(p.frame(p.Hello(id=1, version=p.PROTOCOL_VERSION, agent="hog",
-                                workspace="/ws/bulk")))
-    hog.sendall(b"".join(
-        p.frame(p.MemorySearch(id=i, query="bulk lorem", limit=50, mode="bm25"))
-        for i in range(2, 300)
-    ))
+    hog.sendall(
+        p.frame(p.Hello(id=1, version=p.PROTOCOL_VERSION, agent="hog", workspace="/ws/bulk"))
+    )
+    hog.sendall(
+        b"".join(
+            p.frame(p.MemorySearch(id=i, query="bulk lorem", limit=50, mode="bm25"))
+            for i in range(2, 300)
+        )
+    )
     started = time.monotonic()
     slowest = await others_stay_fast(d)
     assert time.monotonic() - started < SEND_S, "the others finished only once the hog was cut"
@@ -126,14 +133,17 @@ async def test_a_reconnecting_session_outlives_the_idle_timeout(
         session = Session(tg, agent="shim-like", workspace="/ws/idle", path=impatient_daemon.socket)
         await session.call(p.MemoryStore(text="before the idle hang-up"), p.Stored)
         await anyio.sleep(IDLE_S + 1)
-        result = await session.call(p.MemorySearch(query="idle hang-up", mode="bm25"),
-                                    p.MemorySearchResult)
+        result = await session.call(
+            p.MemorySearch(query="idle hang-up", mode="bm25"), p.MemorySearchResult
+        )
         assert result.hits
         await session.aclose()
         tg.cancel_scope.cancel()
 
 
-async def test_a_client_waiting_on_a_slow_reply_is_not_idle(impatient_daemon: DaemonProcess) -> None:
+async def test_a_client_waiting_on_a_slow_reply_is_not_idle(
+    impatient_daemon: DaemonProcess,
+) -> None:
     """The idle clock runs only while nothing is in flight: a store held up longer than the
     idle timeout (here by another process holding SQLite's write lock) is answered, and the
     connection it came on goes on serving."""
@@ -152,6 +162,7 @@ async def test_a_client_waiting_on_a_slow_reply_is_not_idle(impatient_daemon: Da
             blocker.close()
         assert time.monotonic() - started > IDLE_S
         # The same connection, past the idle timeout measured from the request: still open.
-        found = await rc.call(p.MemorySearch(query="held behind the lock", mode="bm25"),
-                              p.MemorySearchResult)
+        found = await rc.call(
+            p.MemorySearch(query="held behind the lock", mode="bm25"), p.MemorySearchResult
+        )
         assert any("held behind" in h.text for h in found.hits)

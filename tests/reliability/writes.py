@@ -107,7 +107,8 @@ def shim_params(
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "XDG_RUNTIME_DIR")}
     env["RECALLD_SOCKET"] = str(d.socket)
     return StdioServerParameters(
-        command=str(BIN / "recall-mcp"), args=["--agent", agent, "--workspace", workspace],
+        command=str(BIN / "recall-mcp"),
+        args=["--agent", agent, "--workspace", workspace],
         env=env,
     )
 
@@ -122,8 +123,9 @@ async def _via_mcp(d: DaemonProcess, texts: Sequence[str], workspace: str) -> No
 async def _facts_via_socket(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
     async with d.client(agent="secrets-socket", workspace=workspace) as rc:
         for i, text in enumerate(texts):
-            await rc.call(p.MemoryStore(text=text, kind="fact", subject=f"staging access {i}"),
-                          p.Stored)
+            await rc.call(
+                p.MemoryStore(text=text, kind="fact", subject=f"staging access {i}"), p.Stored
+            )
 
 
 async def _updates_via_mcp(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
@@ -142,8 +144,12 @@ async def _updates_via_mcp(d: DaemonProcess, texts: Sequence[str], workspace: st
 async def _experiences_via_socket(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
     async with d.client(agent="secrets-socket", workspace=workspace) as rc:
         for text in texts:
-            await rc.call(p.RecordExperience(description=text, strategy=text, lessons=[text],
-                                             status="success"), p.ExperienceRecorded)
+            await rc.call(
+                p.RecordExperience(
+                    description=text, strategy=text, lessons=[text], status="success"
+                ),
+                p.ExperienceRecorded,
+            )
 
 
 async def _experiences_via_mcp(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
@@ -173,12 +179,17 @@ async def _episodes_via_hooks(d: DaemonProcess, texts: Sequence[str], workspace:
     # What a Claude Code PostToolUse hook hands `recallctl capture`: the command it ran (with
     # whatever secret was on its command line) and what it printed.
     lines = [
-        json.dumps({
-            "session_id": "secrets-session", "cwd": workspace, "hook_event_name": "PostToolUse",
-            "tool_name": "Bash", "tool_use_id": f"toolu_{i:04}",
-            "tool_input": {"command": text, "description": "set up credentials"},
-            "tool_response": {"stdout": text, "stderr": "", "interrupted": False},
-        })
+        json.dumps(
+            {
+                "session_id": "secrets-session",
+                "cwd": workspace,
+                "hook_event_name": "PostToolUse",
+                "tool_name": "Bash",
+                "tool_use_id": f"toolu_{i:04}",
+                "tool_input": {"command": text, "description": "set up credentials"},
+                "tool_response": {"stdout": text, "stderr": "", "interrupted": False},
+            }
+        )
         for i, text in enumerate(texts)
     ]
     await anyio.to_thread.run_sync(
@@ -191,7 +202,10 @@ def ctl(d: DaemonProcess, workspace: str, *args: str, stdin: str | None = None) 
     as ``--agent``) may lead ``args``."""
     out = subprocess.run(
         [str(BIN / "recallctl"), "--socket", str(d.socket), "--workspace", workspace, *args],
-        capture_output=True, text=True, timeout=60, input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
     )
     assert out.returncode == 0, f"recallctl {args[0]} failed: {out.stderr}"
     return out.stdout

@@ -42,7 +42,8 @@ class Approvals:
             return
         seen = self.refused.pop(workspace, None)
         self.refused[workspace] = p.RefusedWorkspace(
-            workspace=workspace, refused=(seen.refused if seen else 0) + 1,
+            workspace=workspace,
+            refused=(seen.refused if seen else 0) + 1,
             last_refused_at=time.time(),
         )
         while len(self.refused) > MAX_REFUSED:

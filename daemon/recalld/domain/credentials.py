@@ -70,10 +70,13 @@ class AgentCredentials:
             raise RecallError("forbidden", f"the agent token does not match agent {agent!r}")
 
     def listing(self) -> p.AgentListResult:
-        return p.AgentListResult(id=0, agents=[
-            p.AgentCredential(agent=agent, created_at=created_at)
-            for agent, (_, created_at) in sorted(self._digests.items())
-        ])
+        return p.AgentListResult(
+            id=0,
+            agents=[
+                p.AgentCredential(agent=agent, created_at=created_at)
+                for agent, (_, created_at) in sorted(self._digests.items())
+            ],
+        )
 
     def set(self, agent: str, token_digest: bytes, created_at: float) -> None:
         self._digests[agent] = (token_digest, created_at)

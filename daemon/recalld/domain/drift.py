@@ -52,7 +52,7 @@ def scrape_paths(text: str) -> list[str]:
     for match in _PATH.finditer(text):
         path = match.group(1).rstrip(".,;:)")
         end = match.end(1)
-        if text[end:end + 3] == "://":
+        if text[end : end + 3] == "://":
             continue
         if path.startswith(("./", "../", "~/")):
             pass
@@ -98,8 +98,11 @@ def git_head(repo: str) -> str | None:
 
 
 def commit_drift(
-    repo: str | None, verified_commit: str | None, last_verified_at: float,
-    anchored_paths: Sequence[str] = (), budget: git_history.WalkBudget | None = None,
+    repo: str | None,
+    verified_commit: str | None,
+    last_verified_at: float,
+    anchored_paths: Sequence[str] = (),
+    budget: git_history.WalkBudget | None = None,
 ) -> p.CommitDrift | None:
     """Commits on ``repo`` since the memory was last verified; None when not applicable.
 
@@ -117,17 +120,25 @@ def commit_drift(
     rel = tuple(sorted({r for path in anchored_paths if (r := _relative(repo, path))}))
     count = None
     if verified_commit:
-        count = git_history.count_commits(repo, head, since_commit=verified_commit,
-                                          since_ts=None, paths=rel, budget=budget)
+        count = git_history.count_commits(
+            repo, head, since_commit=verified_commit, since_ts=None, paths=rel, budget=budget
+        )
     if count is None and not budget.spent():
-        count = git_history.count_commits(repo, head, since_commit=None,
-                                          since_ts=last_verified_at, paths=rel, budget=budget)
+        count = git_history.count_commits(
+            repo, head, since_commit=None, since_ts=last_verified_at, paths=rel, budget=budget
+        )
     if count is None:
-        why = ("not counted: this request's budget for walking history is spent"
-               if budget.spent() else "the history could not be read")
+        why = (
+            "not counted: this request's budget for walking history is spent"
+            if budget.spent()
+            else "the history could not be read"
+        )
         return p.CommitDrift(repo=repo, reason=why)
     return p.CommitDrift(
-        repo=repo, head=head, since_commit=verified_commit, count=count.commits,
+        repo=repo,
+        head=head,
+        since_commit=verified_commit,
+        count=count.commits,
         touching_cited_paths=count.touching,
         reason=f"counted up to {count.commits} commits; there are more" if count.capped else None,
     )
@@ -174,7 +185,11 @@ def check_paths(
                 anchored_missing.append(item.path)
         elif item.anchored:
             verified.append(item.path)
-    return p.PathDrift(checked=checked, missing=missing, verified=verified), anchored_missing, detail
+    return (
+        p.PathDrift(checked=checked, missing=missing, verified=verified),
+        anchored_missing,
+        detail,
+    )
 
 
 def staleness_verdict(

@@ -233,8 +233,13 @@ def _touches(commit: pygit2.Commit, paths: Sequence[str]) -> bool:
 
 
 def count_commits(
-    top: str, head_hex: str, *, since_commit: str | None, since_ts: float | None,
-    paths: Sequence[str], budget: WalkBudget,
+    top: str,
+    head_hex: str,
+    *,
+    since_commit: str | None,
+    since_ts: float | None,
+    paths: Sequence[str],
+    budget: WalkBudget,
 ) -> Count | None:
     """Commits reachable from ``head_hex`` since a base, and how many touched ``paths``.
 

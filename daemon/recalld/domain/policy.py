@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 __all__ = [
     "HARD_TRUST_FLOOR",
-    "Assessment",
     "LESSON_MERGE_COSINE",
     "SUCCESS_STATUSES",
     "TRUST_FLOOR",
+    "Assessment",
     "FactDecision",
     "FactView",
     "confidence",
@@ -75,7 +75,9 @@ def eligibility(trust: float, blocked: bool) -> str:
     return "eligible" if trust >= TRUST_FLOOR else "ineligible"
 
 
-def settle_episode(trust: float, blocked: bool, status: str, task_result: float | None) -> str | None:
+def settle_episode(
+    trust: float, blocked: bool, status: str, task_result: float | None
+) -> str | None:
     """The eligibility a pending episode settles to, or None while it waits for a verdict."""
     if blocked:
         return "blocked"
@@ -111,8 +113,9 @@ class FactDecision:
     history_of: str | None = None
 
 
-def decide_fact(authority: str, ts: float, others: Sequence[FactView], *,
-                explicit: bool) -> FactDecision:
+def decide_fact(
+    authority: str, ts: float, others: Sequence[FactView], *, explicit: bool
+) -> FactDecision:
     """What a new fact does to the current facts of its subject (``others``, oldest stored
     first, the new one not among them); ``explicit``: it named memories it supersedes."""
     if not others:

@@ -59,10 +59,13 @@ ROUTES: dict[type[p.Request], Route] = {
     p.Ping: Route(_pong, Rule(READ), gated=False),
     # Everyone may see the daemon's state; the connected agents of others only with admin.
     p.Status: Route(status.status, Rule(READ), gated=False, while_draining=True),
-    p.MemoryStore: Route(memories.store,
-                         Rule(WRITE, other_workspace, memory_ids("supersedes", "depends_on"))),
+    p.MemoryStore: Route(
+        memories.store, Rule(WRITE, other_workspace, memory_ids("supersedes", "depends_on"))
+    ),
     p.MemorySearch: Route(memories.search, Rule(READ, other_workspace), read=True),
-    p.MemoryUpdate: Route(memories.update, Rule(WRITE, None, memory_ids("memory_id", "depends_on"))),
+    p.MemoryUpdate: Route(
+        memories.update, Rule(WRITE, None, memory_ids("memory_id", "depends_on"))
+    ),
     p.MemoryVerify: Route(memories.verify, Rule(WRITE, None, memory_ids("memory_id"))),
     p.MemoryShow: Route(memories.show, Rule(READ, None, memory_ids("memory_id")), read=True),
     p.MemoryRecordUse: Route(memories.record_use, Rule(WRITE, None, record_use)),
@@ -74,10 +77,12 @@ ROUTES: dict[type[p.Request], Route] = {
     p.Forget: Route(forget.forget, Rule(WRITE, None, one("record", "record_id"))),
     p.RecordExperience: Route(experiences.record, Rule(WRITE)),
     p.SearchExperience: Route(experiences.search, Rule(READ), read=True),
-    p.ExplainNode: Route(experiences.explain, Rule(READ, None, one("experience", "record_id")),
-                         read=True),
-    p.ForgetExperience: Route(experiences.forget,
-                              Rule(WRITE, None, one("experience", "record_id"))),
+    p.ExplainNode: Route(
+        experiences.explain, Rule(READ, None, one("experience", "record_id")), read=True
+    ),
+    p.ForgetExperience: Route(
+        experiences.forget, Rule(WRITE, None, one("experience", "record_id"))
+    ),
     p.GetExecutionContext: Route(experiences.execution_context, Rule(READ), read=True),
     p.RollUpExperience: Route(rollup.roll_up, Rule(WRITE)),
     # The daemon as a whole: every workspace's and agent's records, or its configuration.

@@ -89,9 +89,9 @@ class ByteBudget:
         self.used = 0
         self._freed = anyio.Event()
 
-    async def acquire(self, size: int, timeout: float) -> bool:
-        """Reserve ``size`` bytes; False when they did not free up within ``timeout``."""
-        with anyio.move_on_after(timeout):
+    async def acquire(self, size: int, within_s: float) -> bool:
+        """Reserve ``size`` bytes; False when they did not free up within ``within_s``."""
+        with anyio.move_on_after(within_s):
             while self.used + size > self.limit:
                 await self._freed.wait()
             self.used += size
@@ -106,7 +106,11 @@ class ByteBudget:
 
 class Server:
     def __init__(
-        self, services: Services, *, version: str, admin_token: Callable[[], str | None],
+        self,
+        services: Services,
+        *,
+        version: str,
+        admin_token: Callable[[], str | None],
         stopping: Callable[[], bool],
     ) -> None:
         self._services = services
@@ -147,17 +151,18 @@ class Server:
         if uid != os.getuid():
             self.refused += 1
             log.warning("refused a connection from uid %d (pid %d)", uid, pid)
-            await self._send_quietly(stream, p.Error(
-                id=0, code="forbidden", message="recalld serves only its own user"
-            ))
+            await self._send_quietly(
+                stream, p.Error(id=0, code="forbidden", message="recalld serves only its own user")
+            )
             return
         if len(self.connections) >= settings.max_connections:
-            await self._send_quietly(stream, p.Error(
-                id=0, code="busy", message="too many connections", retryable=True
-            ))
+            await self._send_quietly(
+                stream, p.Error(id=0, code="busy", message="too many connections", retryable=True)
+            )
             return
-        conn = Connection(cid=next(self._ids), uid=uid, pid=pid,
-                          reads=anyio.Semaphore(settings.search_workers))
+        conn = Connection(
+            cid=next(self._ids), uid=uid, pid=pid, reads=anyio.Semaphore(settings.search_workers)
+        )
         self.connections[conn.cid] = conn
         send_lock = anyio.Lock()
         inflight = anyio.Semaphore(settings.max_inflight_per_connection)
@@ -175,20 +180,30 @@ class Server:
                             req = p.decode_request(body)
                         except msgspec.ValidationError as exc:
                             conn.errors += 1
-                            await self._reply(stream, send_lock, p.Error(
-                                id=p.peek_request_id(body), code="invalid_request",
-                                message=_bounded(str(exc)),
-                            ))
+                            await self._reply(
+                                stream,
+                                send_lock,
+                                p.Error(
+                                    id=p.peek_request_id(body),
+                                    code="invalid_request",
+                                    message=_bounded(str(exc)),
+                                ),
+                            )
                             continue
                         except (msgspec.DecodeError, RecursionError) as exc:
                             # Not msgpack at all (or nested too deep to walk, which msgspec
                             # reports as RecursionError and used to escape as an untyped
                             # failure): the stream cannot be trusted any more.
                             conn.errors += 1
-                            await self._reply(stream, send_lock, p.Error(
-                                id=0, code="invalid_request",
-                                message=f"frame is not valid msgpack: {_bounded(str(exc))}",
-                            ))
+                            await self._reply(
+                                stream,
+                                send_lock,
+                                p.Error(
+                                    id=0,
+                                    code="invalid_request",
+                                    message=f"frame is not valid msgpack: {_bounded(str(exc))}",
+                                ),
+                            )
                             break
                         del body
                         conn.requests += 1
@@ -198,14 +213,28 @@ class Server:
                             continue
                         if self._stopping() and not _while_draining(req):
                             # Draining: what was already read finishes; nothing new starts.
-                            await self._reply(stream, send_lock, p.Error(
-                                id=req.id, code="unavailable", retryable=True,
-                                message="recalld is shutting down; retry after it restarts",
-                            ))
+                            await self._reply(
+                                stream,
+                                send_lock,
+                                p.Error(
+                                    id=req.id,
+                                    code="unavailable",
+                                    retryable=True,
+                                    message="recalld is shutting down; retry after it restarts",
+                                ),
+                            )
                             continue
                         await inflight.acquire()
-                        tg.start_soon(self._answer, stream, send_lock, inflight, conn, req, held,
-                                      name=f"request {req.id} of connection {conn.cid}")
+                        tg.start_soon(
+                            self._answer,
+                            stream,
+                            send_lock,
+                            inflight,
+                            conn,
+                            req,
+                            held,
+                            name=f"request {req.id} of connection {conn.cid}",
+                        )
                         held = 0  # the request's task releases it
                     finally:
                         if held:
@@ -229,17 +258,26 @@ class Server:
                 return None
             (size,) = p.HEADER.unpack(header)
             if size > p.MAX_FRAME:
-                await self._send_quietly(stream, p.Error(
-                    id=0, code="invalid_request",
-                    message=f"frame of {size} bytes is over the {p.MAX_FRAME}-byte limit",
-                ))
+                await self._send_quietly(
+                    stream,
+                    p.Error(
+                        id=0,
+                        code="invalid_request",
+                        message=f"frame of {size} bytes is over the {p.MAX_FRAME}-byte limit",
+                    ),
+                )
                 return None
             if not await self.budget.acquire(size, BUDGET_WAIT_S):
-                await self._send_quietly(stream, p.Error(
-                    id=0, code="busy", retryable=True,
-                    message="recalld holds as many request bytes as it may "
-                    "(max_inflight_bytes); reconnect and retry shortly",
-                ))
+                await self._send_quietly(
+                    stream,
+                    p.Error(
+                        id=0,
+                        code="busy",
+                        retryable=True,
+                        message="recalld holds as many request bytes as it may "
+                        "(max_inflight_bytes); reconnect and retry shortly",
+                    ),
+                )
                 return None
             try:
                 with anyio.fail_after(s.frame_timeout_s):
@@ -247,49 +285,84 @@ class Server:
             except BaseException:
                 self.budget.release(size)
                 raise
-        except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead,
-                anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except (
+            TimeoutError,
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            OSError,
+        ):
             return None
 
     async def _hello(
         self, stream: SocketStream, lock: anyio.Lock, conn: Connection, req: p.Request
     ) -> bool:
         if not isinstance(req, p.Hello):
-            await self._reply(stream, lock, p.Error(
-                id=req.id, code="invalid_request", message="the first frame must be a hello"
-            ))
+            await self._reply(
+                stream,
+                lock,
+                p.Error(
+                    id=req.id, code="invalid_request", message="the first frame must be a hello"
+                ),
+            )
             return False
         if req.version != p.PROTOCOL_VERSION:
-            await self._reply(stream, lock, p.Error(
-                id=req.id, code="invalid_request",
-                message=f"protocol version {req.version} is not spoken here "
-                f"(recalld speaks {p.PROTOCOL_VERSION}); upgrade the client",
-            ))
+            await self._reply(
+                stream,
+                lock,
+                p.Error(
+                    id=req.id,
+                    code="invalid_request",
+                    message=f"protocol version {req.version} is not spoken here "
+                    f"(recalld speaks {p.PROTOCOL_VERSION}); upgrade the client",
+                ),
+            )
             return False
         try:
             check_identifiers(req)
             granted = scopes.grant(req.admin_token, self._admin_token())
-            self._services.credentials.check(req.agent, req.agent_token,
-                                             admin=scopes.ADMIN in granted)
+            self._services.credentials.check(
+                req.agent, req.agent_token, admin=scopes.ADMIN in granted
+            )
         except RecallError as exc:
             await self._reply(stream, lock, p.Error(id=req.id, code=exc.code, message=exc.message))
             return False
         workspace = req.workspace or "/"
         conn.principal = Principal(
-            agent=req.agent, workspace=workspace, uid=conn.uid, pid=conn.pid,
-            client=req.client, model=req.model, scopes=granted,
+            agent=req.agent,
+            workspace=workspace,
+            uid=conn.uid,
+            pid=conn.pid,
+            client=req.client,
+            model=req.model,
+            scopes=granted,
             session=req.session or f"conn-{uuid.uuid4().hex[:16]}",
         )
-        await self._reply(stream, lock, p.Welcome(
-            id=req.id, version=p.PROTOCOL_VERSION, server=f"recalld {self._version}",
-            agent=req.agent, workspace=workspace, uid=conn.uid, pid=conn.pid,
-            scopes=sorted(granted),
-        ))
+        await self._reply(
+            stream,
+            lock,
+            p.Welcome(
+                id=req.id,
+                version=p.PROTOCOL_VERSION,
+                server=f"recalld {self._version}",
+                agent=req.agent,
+                workspace=workspace,
+                uid=conn.uid,
+                pid=conn.pid,
+                scopes=sorted(granted),
+            ),
+        )
         return True
 
     async def _answer(
-        self, stream: SocketStream, lock: anyio.Lock, inflight: anyio.Semaphore,
-        conn: Connection, req: p.Request, held: int,
+        self,
+        stream: SocketStream,
+        lock: anyio.Lock,
+        inflight: anyio.Semaphore,
+        conn: Connection,
+        req: p.Request,
+        held: int,
     ) -> None:
         conn.inflight += 1
         conn.idle.deadline = math.inf
@@ -301,12 +374,15 @@ class Server:
                 reply = await self._dispatch(conn, req)
             except RecallError as exc:
                 conn.errors += 1
-                reply = p.Error(id=req.id, code=exc.code, message=exc.message,
-                                retryable=exc.retryable)
+                reply = p.Error(
+                    id=req.id, code=exc.code, message=exc.message, retryable=exc.retryable
+                )
             except Exception:
                 conn.errors += 1
                 log.exception("request %s failed", type(req).__name__)
-                reply = p.Error(id=req.id, code="internal", message="internal error; see the daemon log")
+                reply = p.Error(
+                    id=req.id, code="internal", message="internal error; see the daemon log"
+                )
             reply.id = req.id
             await self._reply(stream, lock, reply)
         finally:
@@ -328,8 +404,9 @@ class Server:
         authorization.check_scopes(route.rule, who, req)
         if route.gated and services.settings().require_approval:
             override = getattr(req, "workspace", None)
-            services.approvals.check(override if isinstance(override, str) and override
-                                     else who.workspace)
+            services.approvals.check(
+                override if isinstance(override, str) and override else who.workspace
+            )
         if named := route.rule.named(who, req):
             await services.read(lambda reader: authorization.owned_ids(reader, who, named))
         if route.read:

@@ -50,8 +50,9 @@ async def enroll(services: Services, who: Principal, req: p.AgentEnroll) -> p.Ag
     job = _Enroll(who, req)
     rotated: bool = await services.write(job)
     services.credentials.set(req.agent, job.token_digest, job.created_at)
-    return p.AgentEnrolled(id=0, agent=req.agent, token=job.token, created_at=job.created_at,
-                           rotated=rotated)
+    return p.AgentEnrolled(
+        id=0, agent=req.agent, token=job.token, created_at=job.created_at, rotated=rotated
+    )
 
 
 async def revoke(services: Services, who: Principal, req: p.AgentRevoke) -> p.AgentChanged:

@@ -30,8 +30,9 @@ class _Capture(RequestJob):
 
     def apply(self, tx: WriteTx, now: float) -> p.EpisodeCaptured:
         assert self.clean.trust is not None
-        reply, rowid = tx.episodes.capture(self.principal, self.clean.request, self.clean.trust,
-                                           now)
+        reply, rowid = tx.episodes.capture(
+            self.principal, self.clean.request, self.clean.trust, now
+        )
         if rowid is not None:
             self.new_rowids.append(rowid)
         # Kinds of secret the ingest stage redacted from the episode, e.g. ["aws_key"].
@@ -89,9 +90,14 @@ async def search(services: Services, who: Principal, req: p.WorkSearch) -> p.Wor
     if req.semantic and req.query is not None:
         # None when there is no model or it failed: the search degrades to lexical.
         qvec = await services.embed_query(req.query)
-    result: p.WorkSearchResult = await services.search(partial(
-        work_reader.search, who=who, req=req, qvec=qvec,
-        response_format=_response_format(services, req),
-    ))
+    result: p.WorkSearchResult = await services.search(
+        partial(
+            work_reader.search,
+            who=who,
+            req=req,
+            qvec=qvec,
+            response_format=_response_format(services, req),
+        )
+    )
     result.took_ms = round((time.perf_counter() - started) * 1000, 3)
     return result

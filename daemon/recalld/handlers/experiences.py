@@ -61,15 +61,19 @@ def _project_files(workspace: str, files: Sequence[str]) -> list[str]:
         path = project_file(workspace, name)
         if path is None:
             itself = posixpath.normpath(name) in (".", posixpath.normpath(workspace))
-            where = "names the workspace itself" if itself else (
-                f"is outside the workspace {workspace}; give paths inside it")
+            where = (
+                "names the workspace itself"
+                if itself
+                else (f"is outside the workspace {workspace}; give paths inside it")
+            )
             raise RecallError("invalid_request", f"file {name!r} {where}")
         out[path] = None
     return list(out)
 
 
-def unique_lessons(lessons: Sequence[str],
-                   trust: Sequence[Assessment]) -> tuple[list[str], list[Assessment]]:
+def unique_lessons(
+    lessons: Sequence[str], trust: Sequence[Assessment]
+) -> tuple[list[str], list[Assessment]]:
     """Each lesson once (the first spelling wins), with its trust."""
     unique: dict[str, tuple[str, Assessment]] = {}
     for text, judged in zip(lessons, trust, strict=True):
@@ -94,9 +98,13 @@ class ExperienceJob(RequestJob):
         assert self.clean.trust is not None
         lessons, trust = unique_lessons(req.lessons, self.clean.lesson_trust)
         self.plan = ExperienceWrite(
-            description=req.description, strategy=req.strategy,
-            files=_project_files(self.principal.workspace, req.files), lessons=lessons,
-            trust=self.clean.trust, lesson_trust=trust, source=self.SOURCE,
+            description=req.description,
+            strategy=req.strategy,
+            files=_project_files(self.principal.workspace, req.files),
+            lessons=lessons,
+            trust=self.clean.trust,
+            lesson_trust=trust,
+            source=self.SOURCE,
         )
 
     def embed_texts(self) -> list[str]:
@@ -113,10 +121,11 @@ class ExperienceJob(RequestJob):
         self.new_rowids.extend(self.written.rowids)
         self.index_adds.extend(self.written.vectors)
 
-    def apply(self, tx: WriteTx, now: float) -> p.ExperienceRecorded:
+    def apply(self, tx: WriteTx, now: float) -> p.Reply:
         self.written = ExperienceWritten()
-        reply = tx.experiences.record(self.principal, self.clean.request, self._plan(), now,
-                                      self.written)
+        reply = tx.experiences.record(
+            self.principal, self.clean.request, self._plan(), now, self.written
+        )
         self._after()
         return reply
 
@@ -125,14 +134,16 @@ class _Forget(RequestJob):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> p.ExperienceForgotten:
-        reply, removed = tx.experiences.forget(self.principal.workspace,
-                                               self.clean.request.record_id, now)
+        reply, removed = tx.experiences.forget(
+            self.principal.workspace, self.clean.request.record_id, now
+        )
         self.index_removals.extend(removed)
         return reply
 
 
-async def record(services: Services, who: Principal,
-                 req: p.RecordExperience) -> p.ExperienceRecorded:
+async def record(
+    services: Services, who: Principal, req: p.RecordExperience
+) -> p.ExperienceRecorded:
     """record_experience; durable (and searchable by meaning) when it returns.
 
     Raises:
@@ -143,8 +154,9 @@ async def record(services: Services, who: Principal,
     return result
 
 
-async def forget(services: Services, who: Principal,
-                 req: p.ForgetExperience) -> p.ExperienceForgotten:
+async def forget(
+    services: Services, who: Principal, req: p.ForgetExperience
+) -> p.ExperienceForgotten:
     """forget_experience: its lessons lose its support; one it alone supported is retired.
 
     Raises:
@@ -159,18 +171,28 @@ async def _query_vector(services: Services, text: str) -> np.ndarray | None:
     return await services.embed_query(text) if services.semantic() else None
 
 
-async def search(services: Services, who: Principal,
-                 req: p.SearchExperience) -> p.ExperienceSearchResult:
+async def search(
+    services: Services, who: Principal, req: p.SearchExperience
+) -> p.ExperienceSearchResult:
     """search_experience: similar past tasks, best first, and the lessons they support."""
     started = time.perf_counter()
     qvec = await _query_vector(services, req.query)
-    experiences, lessons = await services.search(partial(
-        experience_reader.search, workspace=who.workspace, query=req.query, qvec=qvec,
-        limit=req.limit,
-    ))
+    experiences, lessons = await services.search(
+        partial(
+            experience_reader.search,
+            workspace=who.workspace,
+            query=req.query,
+            qvec=qvec,
+            limit=req.limit,
+        )
+    )
     return p.ExperienceSearchResult(
-        id=0, query=req.query, experiences=experiences, lessons=lessons,
-        semantic_used=qvec is not None, took_ms=round((time.perf_counter() - started) * 1000, 3),
+        id=0,
+        query=req.query,
+        experiences=experiences,
+        lessons=lessons,
+        semantic_used=qvec is not None,
+        took_ms=round((time.perf_counter() - started) * 1000, 3),
     )
 
 
@@ -181,24 +203,39 @@ async def explain(services: Services, who: Principal, req: p.ExplainNode) -> p.N
         RecallError: ``not_found`` when the workspace has no such (surfacing) experience.
     """
     qvec = await _query_vector(services, req.query) if req.query is not None else None
-    result: p.NodeExplained = await services.search(partial(
-        experience_reader.explain, workspace=who.workspace,
-        agent=None if ADMIN in who.scopes else who.agent, record_id=req.record_id,
-        query=req.query, qvec=qvec, model=services.model.name if qvec is not None else None,
-    ))
+    result: p.NodeExplained = await services.search(
+        partial(
+            experience_reader.explain,
+            workspace=who.workspace,
+            agent=None if ADMIN in who.scopes else who.agent,
+            record_id=req.record_id,
+            query=req.query,
+            qvec=qvec,
+            model=services.model.name if qvec is not None else None,
+        )
+    )
     return result
 
 
-async def execution_context(services: Services, who: Principal,
-                            req: p.GetExecutionContext) -> p.ExecutionContext:
+async def execution_context(
+    services: Services, who: Principal, req: p.GetExecutionContext
+) -> p.ExecutionContext:
     """get_execution_context: applicable lessons and similar experiences, prompt-ready."""
     qvec = await _query_vector(services, req.task)
-    lessons, experiences = await services.search(partial(
-        experience_reader.context, workspace=who.workspace, task=req.task, qvec=qvec,
-        limit=req.limit,
-    ))
+    lessons, experiences = await services.search(
+        partial(
+            experience_reader.context,
+            workspace=who.workspace,
+            task=req.task,
+            qvec=qvec,
+            limit=req.limit,
+        )
+    )
     return p.ExecutionContext(
-        id=0, task=req.task, lessons=lessons, experiences=experiences,
+        id=0,
+        task=req.task,
+        lessons=lessons,
+        experiences=experiences,
         context=experience_reader.render_context(lessons, experiences),
         semantic_used=qvec is not None,
     )

@@ -38,9 +38,12 @@ class _Store(RequestJob):
         req = self.clean.request
         assert self.clean.trust is not None
         reply, rowid = tx.memories.store(
-            self.principal, req, repo=self.origin.repo if self.origin else None,
+            self.principal,
+            req,
+            repo=self.origin.repo if self.origin else None,
             commit=req.origin_commit or (self.origin.commit if self.origin else None),
-            trust=self.clean.trust, now=now,
+            trust=self.clean.trust,
+            now=now,
         )
         if rowid is not None:
             self.new_rowids.append(rowid)
@@ -82,15 +85,18 @@ class _RecordUse(RequestJob):
     def apply(self, tx: WriteTx, now: float) -> p.UseRecorded:
         req: p.MemoryRecordUse = self.clean.request
         if req.use_token is None and not req.memory_ids:
-            raise RecallError("invalid_request", "give a use_token from memory_search, or memory_ids")
+            raise RecallError(
+                "invalid_request", "give a use_token from memory_search, or memory_ids"
+            )
         if req.use_token is None and req.outcome is None:
             raise RecallError("invalid_request", "an outcome is needed without a use_token")
         targets: list[tuple[str, str | None]] = [(i, None) for i in req.memory_ids]
         if req.use_token is not None:
             token = use_tokens.read(tx.read.memories.use_token_key(), req.use_token)
             targets.insert(0, (token.memory_id, token.nonce))
-        return tx.memories.record_uses(self.principal, targets, req.outcome or "used", req.note,
-                                       now)
+        return tx.memories.record_uses(
+            self.principal, targets, req.outcome or "used", req.note, now
+        )
 
 
 class _Resolve(RequestJob):
@@ -111,7 +117,9 @@ def _check_origin_repo(req: p.MemoryStore, workspace: str, origin: GitOrigin | N
     if req.origin_repo is None:
         return
     if req.global_scope:
-        raise RecallError("invalid_request", "a global_scope memory has no origin; drop origin_repo")
+        raise RecallError(
+            "invalid_request", "a global_scope memory has no origin; drop origin_repo"
+        )
     if origin is None:
         raise RecallError(
             "invalid_request",
@@ -146,22 +154,28 @@ async def store(services: Services, who: Principal, req: p.MemoryStore) -> p.Mem
 async def _head_of(services: Services, memory_id: str) -> str | None:
     """HEAD of a memory's origin repository now: the new base for its commit drift."""
     repo: str | None = await services.search(lambda r: r.memories.origin_repo(memory_id))
-    if repo is None or not os.path.isdir(repo):
+    if repo is None:
         return None
-    return await anyio.to_thread.run_sync(git_head, repo)
+    return await anyio.to_thread.run_sync(_head_if_there, repo)
+
+
+def _head_if_there(repo: str) -> str | None:
+    return git_head(repo) if os.path.isdir(repo) else None
 
 
 async def update(services: Services, who: Principal, req: p.MemoryUpdate) -> p.MemoryChanged:
     """memory_update: correct a memory in place (also a verification)."""
     result: p.MemoryChanged = await services.write(
-        _Update(who, req, await _head_of(services, req.memory_id)))
+        _Update(who, req, await _head_of(services, req.memory_id))
+    )
     return result
 
 
 async def verify(services: Services, who: Principal, req: p.MemoryVerify) -> p.MemoryChanged:
     """memory_verify: attest that a memory still holds."""
     result: p.MemoryChanged = await services.write(
-        _Verify(who, req, await _head_of(services, req.memory_id)))
+        _Verify(who, req, await _head_of(services, req.memory_id))
+    )
     return result
 
 
@@ -171,8 +185,9 @@ async def record_use(services: Services, who: Principal, req: p.MemoryRecordUse)
     return result
 
 
-async def fact_resolve(services: Services, who: Principal,
-                       req: p.MemoryFactResolve) -> p.FactResolved:
+async def fact_resolve(
+    services: Services, who: Principal, req: p.MemoryFactResolve
+) -> p.FactResolved:
     """memory_fact_resolve: settle a contested subject."""
     result: p.FactResolved = await services.write(_Resolve(who, req))
     return result
@@ -187,8 +202,9 @@ async def search(services: Services, who: Principal, req: p.MemorySearch) -> p.M
     started = time.perf_counter()
     reader = services.memory
     qvec = await services.embed_query(req.query) if reader.wants_vector(req) else None
-    result: p.MemorySearchResult = await services.search(partial(reader.search, who=who, req=req,
-                                                                 qvec=qvec))
+    result: p.MemorySearchResult = await services.search(
+        partial(reader.search, who=who, req=req, qvec=qvec)
+    )
     result.took_ms = round((time.perf_counter() - started) * 1000, 3)
     return result
 

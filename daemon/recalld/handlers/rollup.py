@@ -101,9 +101,7 @@ def _is_call(e: SessionEpisode) -> bool:
 
 def _describe(session: str, episodes: Sequence[SessionEpisode]) -> str:
     quotable = [e for e in episodes if e.eligibility not in _UNQUOTABLE]
-    prompts = [
-        e.text.removeprefix(_PROMPT_LABEL) for e in quotable if e.episode_type == "prompt"
-    ]
+    prompts = [e.text.removeprefix(_PROMPT_LABEL) for e in quotable if e.episode_type == "prompt"]
     if prompts:
         text = prompts[0]
         if len(prompts) > 1:
@@ -142,15 +140,21 @@ def _files(workspace: str, episodes: Sequence[SessionEpisode]) -> list[str]:
 # --------------------------------------------------------------------------- reading
 
 
-def _read_session(reader: Reader, who: Principal, session: str,
-                  admin: bool) -> tuple[list[SessionEpisode], SessionRollup | None]:
-    episodes = reader.episodes.of_session(who.workspace, session, who.uid,
-                                          None if admin else who.agent, time.time())
+def _read_session(
+    reader: Reader, who: Principal, session: str, admin: bool
+) -> tuple[list[SessionEpisode], SessionRollup | None]:
+    episodes = reader.episodes.of_session(
+        who.workspace, session, who.uid, None if admin else who.agent, time.time()
+    )
     stored = reader.experiences.rollup_of(who.workspace, session)
     if not episodes and (stored is None or not stored.forgotten):
-        whose = "" if admin else (
-            f" by agent {who.agent!r} (pass the agent's name, or let recallctl present the"
-            " admin token to read every agent's)"
+        whose = (
+            ""
+            if admin
+            else (
+                f" by agent {who.agent!r} (pass the agent's name, or let recallctl present the"
+                " admin token to read every agent's)"
+            )
         )
         raise RecallError(
             "not_found",
@@ -170,8 +174,13 @@ class _RollUp(ExperienceJob):
 
     SOURCE = "experience_rollup"
 
-    def __init__(self, who: Principal, req: p.RollUpExperience,
-                 episodes: list[SessionEpisode], stored: SessionRollup | None) -> None:
+    def __init__(
+        self,
+        who: Principal,
+        req: p.RollUpExperience,
+        episodes: list[SessionEpisode],
+        stored: SessionRollup | None,
+    ) -> None:
         super().__init__(who, req)
         self.episodes = episodes
         self.stored = stored
@@ -183,9 +192,16 @@ class _RollUp(ExperienceJob):
         req: p.RollUpExperience = self.clean.request
         episodes, stored = self.episodes, self.stored
         kept = stored.given if stored is not None else frozenset()
-        given_now = {name for name, value in (
-            ("description", req.description), ("status", req.status),
-            ("strategy", req.strategy), ("class", req.task_class)) if value is not None}
+        given_now = {
+            name
+            for name, value in (
+                ("description", req.description),
+                ("status", req.status),
+                ("strategy", req.strategy),
+                ("class", req.task_class),
+            )
+            if value is not None
+        }
 
         def choose(name: str, now: Any, derived: Any, earlier: Any) -> Any:
             if name in given_now:
@@ -197,33 +213,45 @@ class _RollUp(ExperienceJob):
             why = "given by the caller"
         # The request's free text went through the ingest stage; the episodes were redacted
         # when they were captured.
-        description = choose("description", req.description, _describe(req.session, episodes),
-                             stored and stored.description)
+        description = choose(
+            "description",
+            req.description,
+            _describe(req.session, episodes),
+            stored and stored.description,
+        )
         strategy = choose("strategy", req.strategy, None, stored and stored.strategy)
         lessons, lesson_trust = unique_lessons(req.lessons, self.clean.lesson_trust)
         self.record = p.RecordExperience(
-            description=description, session=req.session, ts=episodes[-1].ts,
+            description=description,
+            session=req.session,
+            ts=episodes[-1].ts,
             status=choose("status", req.status, status, stored and stored.status),
             task_class=choose("class", req.task_class, "general", stored and stored.task_class),
             tool_calls=sum(_is_call(e) for e in episodes),
             minutes=min(MAX_MINUTES, round((episodes[-1].ts - episodes[0].ts) / 60, 2)),
         )
         self.principal = dataclasses.replace(
-            self.principal, agent=Counter(e.agent for e in episodes).most_common(1)[0][0])
+            self.principal, agent=Counter(e.agent for e in episodes).most_common(1)[0][0]
+        )
         self.plan = ExperienceWrite(
-            description=description, strategy=strategy,
-            files=_files(self.principal.workspace, episodes), lessons=lessons,
-            trust=score(f"{description}\n{strategy or ''}"), lesson_trust=lesson_trust,
+            description=description,
+            strategy=strategy,
+            files=_files(self.principal.workspace, episodes),
+            lessons=lessons,
+            trust=score(f"{description}\n{strategy or ''}"),
+            lesson_trust=lesson_trust,
             source=self.SOURCE,
         )
-        self.rollup = RollupWrite(session=req.session, given=frozenset(given_now | kept),
-                                  episodes=len(episodes), why=why)
+        self.rollup = RollupWrite(
+            session=req.session, given=frozenset(given_now | kept), episodes=len(episodes), why=why
+        )
 
     def apply(self, tx: WriteTx, now: float) -> p.ExperienceRolledUp:
         assert self.record is not None and self.rollup is not None
         self.written = ExperienceWritten()
-        reply = tx.experiences.roll_up(self.principal, self.record, self._plan(), self.rollup,
-                                       now, self.written)
+        reply = tx.experiences.roll_up(
+            self.principal, self.record, self._plan(), self.rollup, now, self.written
+        )
         self._after()
         return reply
 
@@ -231,8 +259,9 @@ class _RollUp(ExperienceJob):
 # --------------------------------------------------------------------------- handler
 
 
-async def roll_up(services: Services, who: Principal,
-                  req: p.RollUpExperience) -> p.ExperienceRolledUp:
+async def roll_up(
+    services: Services, who: Principal, req: p.RollUpExperience
+) -> p.ExperienceRolledUp:
     """Record or update the experience of session ``req.session`` from its episodes.
 
     Raises:
@@ -241,11 +270,17 @@ async def roll_up(services: Services, who: Principal,
     """
     admin = ADMIN in who.scopes
     episodes, stored = await services.search(
-        lambda reader: _read_session(reader, who, req.session, admin))
+        lambda reader: _read_session(reader, who, req.session, admin)
+    )
     if stored is not None and stored.forgotten:
         return p.ExperienceRolledUp(
-            id=0, record_id=stored.record_id, session=req.session, episodes=len(episodes),
-            created=False, forgotten=True, why="the session's experience was forgotten",
+            id=0,
+            record_id=stored.record_id,
+            session=req.session,
+            episodes=len(episodes),
+            created=False,
+            forgotten=True,
+            why="the session's experience was forgotten",
         )
     result: p.ExperienceRolledUp = await services.write(_RollUp(who, req, episodes, stored))
     return result

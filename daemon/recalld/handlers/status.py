@@ -62,12 +62,21 @@ async def build_report(parts: StatusParts, who: Principal) -> p.StatusReport:
     for actor in parts.actors:
         depth, capacity = actor.queue_depth()
         stats = actor.stats
-        actors.append(p.ActorStatus(
-            name=actor.name, state=actor.state, queue_depth=depth, queue_capacity=capacity,
-            processed=stats.processed, errors=stats.errors, batches=stats.batches,
-            last_batch=stats.last_batch, per_s=stats.per_second(),
-            commit_failures=stats.commit_failures, last_error=stats.last_error,
-        ))
+        actors.append(
+            p.ActorStatus(
+                name=actor.name,
+                state=actor.state,
+                queue_depth=depth,
+                queue_capacity=capacity,
+                processed=stats.processed,
+                errors=stats.errors,
+                batches=stats.batches,
+                last_batch=stats.last_batch,
+                per_s=stats.per_second(),
+                commit_failures=stats.commit_failures,
+                last_error=stats.last_error,
+            )
+        )
     model = parts.model
     records, backlog = await parts.counts()
     index = parts.index() or p.IndexStatus()
@@ -77,8 +86,11 @@ async def build_report(parts: StatusParts, who: Principal) -> p.StatusReport:
     admin = ADMIN in who.scopes
     agents = [
         p.ConnectedAgent(
-            agent=c.principal.agent, client=c.principal.client, workspace=c.principal.workspace,
-            pid=c.pid, connected_s=round(max(0.0, time.time() - c.connected_at), 1),
+            agent=c.principal.agent,
+            client=c.principal.client,
+            workspace=c.principal.workspace,
+            pid=c.pid,
+            connected_s=round(max(0.0, time.time() - c.connected_at), 1),
             requests=c.requests,
         )
         for c in parts.connections()
@@ -86,18 +98,26 @@ async def build_report(parts: StatusParts, who: Principal) -> p.StatusReport:
     ]
     p50, p90, p99 = parts.latency()
     return p.StatusReport(
-        state=parts.state(), version=parts.version, pid=os.getpid(),
-        uptime_s=round(time.time() - parts.started_at, 3), socket=parts.socket(),
+        state=parts.state(),
+        version=parts.version,
+        pid=os.getpid(),
+        uptime_s=round(time.time() - parts.started_at, 3),
+        socket=parts.socket(),
         data_dir=parts.data_dir,
         model=p.ModelStatus(
-            name=model.name, state=model.state,  # type: ignore[arg-type]
+            name=model.name,
+            state=model.state,  # type: ignore[arg-type]
             reason=model.reason,
             dim=model.embedder.dim if model.embedder is not None else None,
             load_s=round(model.load_s, 3) if model.load_s is not None else None,
             backend=model.backend,
         ),
-        semantic_search=index.type is not None, actors=actors, records=records, index=index,
-        agents=agents, search_latency_ms=p.Latency(p50=p50, p90=p90, p99=p99),
+        semantic_search=index.type is not None,
+        actors=actors,
+        records=records,
+        index=index,
+        agents=agents,
+        search_latency_ms=p.Latency(p50=p50, p90=p90, p99=p99),
         settled=parts.settled(),
     )
 

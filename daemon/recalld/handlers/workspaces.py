@@ -26,16 +26,20 @@ class _Revoke(RequestJob):
         return tx.ops.revoke_approval(self.clean.request.workspace)
 
 
-async def approve(services: Services, who: Principal, req: p.WorkspaceApprove) -> p.WorkspaceChanged:
+async def approve(
+    services: Services, who: Principal, req: p.WorkspaceApprove
+) -> p.WorkspaceChanged:
     """Approve a workspace; the gate changes only after the COMMIT."""
     added: ApprovalRow | None = await services.write(_Approve(who, req))
     approvals = services.approvals
     if added is not None:
         approvals.approved[req.workspace] = p.WorkspaceApproval(
-            workspace=added.workspace, approved_at=added.approved_at, approved_by=added.approved_by)
+            workspace=added.workspace, approved_at=added.approved_at, approved_by=added.approved_by
+        )
     approvals.refused.pop(req.workspace, None)
-    return p.WorkspaceChanged(id=0, workspace=req.workspace, approved=True,
-                              changed=added is not None)
+    return p.WorkspaceChanged(
+        id=0, workspace=req.workspace, approved=True, changed=added is not None
+    )
 
 
 async def revoke(services: Services, who: Principal, req: p.WorkspaceRevoke) -> p.WorkspaceChanged:
@@ -44,5 +48,7 @@ async def revoke(services: Services, who: Principal, req: p.WorkspaceRevoke) -> 
     return p.WorkspaceChanged(id=0, workspace=req.workspace, approved=False, changed=removed)
 
 
-async def listing(services: Services, who: Principal, req: p.WorkspaceList) -> p.WorkspaceListResult:
+async def listing(
+    services: Services, who: Principal, req: p.WorkspaceList
+) -> p.WorkspaceListResult:
     return services.approvals.listing(services.settings().require_approval)

@@ -80,8 +80,11 @@ def _is_basic_credential(m: re.Match[str]) -> bool:
 
 def _mixed(m: re.Match[str]) -> bool:
     value = m.group(1)
-    return (any(c.isupper() for c in value) and any(c.islower() for c in value)
-            and any(c.isdigit() for c in value))
+    return (
+        any(c.isupper() for c in value)
+        and any(c.islower() for c in value)
+        and any(c.isdigit() for c in value)
+    )
 
 
 def _not_reference(m: re.Match[str]) -> bool:
@@ -93,8 +96,12 @@ def _credential_word(m: re.Match[str]) -> bool:
     """A word after "password" in prose: a credential only if it mixes letters with digits or
     symbols ("the password policy" is prose, "password Tr0ub4dor!" is not)."""
     value = m.group(1)
-    return (bool(re.search(r"[A-Za-z]", value)) and bool(re.search(r"[0-9!@#$%^&*+/_~-]", value))
-            and not _REFERENCE.match(value) and not _PATH.match(value))
+    return (
+        bool(re.search(r"[A-Za-z]", value))
+        and bool(re.search(r"[0-9!@#$%^&*+/_~-]", value))
+        and not _REFERENCE.match(value)
+        and not _PATH.match(value)
+    )
 
 
 # Flag words that make a --flag name where a secret is, not the secret: --token-file PATH.
@@ -105,8 +112,11 @@ _SECRET_IN = re.compile(_SECRET_WORD, re.IGNORECASE)
 def _secret_flag(m: re.Match[str]) -> bool:
     """``--NAME VALUE`` where NAME holds a secret word and no word saying it is about one."""
     flag = m.group("key").lower()
-    return (_SECRET_IN.search(flag) is not None and _FLAG_ABOUT.search(flag) is None
-            and _not_reference(m))
+    return (
+        _SECRET_IN.search(flag) is not None
+        and _FLAG_ABOUT.search(flag) is None
+        and _not_reference(m)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +155,10 @@ def _options_of(commands: str) -> str:
 
 # A value after a key: the quoted string whole (to its closing quote, or to where a clipped
 # text was cut: "…" or the end), else up to whitespace or a delimiter.
-_VALUE = (r"""(?P<value>(?<=")[^"\n…]{%d,}+(?=["…]|\Z)|(?<=')[^'\n…]{%d,}+(?=['…]|\Z)"""
-          r"""|[^\s"',;&]{%d,}+)""")
+_VALUE = (
+    r"""(?P<value>(?<=")[^"\n…]{%d,}+(?=["…]|\Z)|(?<=')[^'\n…]{%d,}+(?=['…]|\Z)"""
+    r"""|[^\s"',;&]{%d,}+)"""
+)
 # A command-line argument: quoted whole (a password is short; the bound keeps an unclosed
 # quote from scanning the rest of the text), else up to whitespace.
 _ARG = r"""(?P<value>'[^'\n]{1,256}'|"[^"\n]{1,256}"|[^\s'"`]{3,}+)"""
@@ -158,39 +170,77 @@ _HTTP_CLI = "curl|wget|https?|httpie"
 
 _RULES: list[_Rule] = [
     # ---- blocks (one match runs to the block's end, or to the end of the text)
-    _Rule("private_key", re.compile(
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
-        r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S)),
-    _Rule("private_key", re.compile(
-        r"PuTTY-User-Key-File-\d++:.*?(?:Private-MAC:\s*+[0-9a-fA-F]++|\Z)", re.S)),
+    _Rule(
+        "private_key",
+        re.compile(
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
+            r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            re.S,
+        ),
+    ),
+    _Rule(
+        "private_key",
+        re.compile(r"PuTTY-User-Key-File-\d++:.*?(?:Private-MAC:\s*+[0-9a-fA-F]++|\Z)", re.S),
+    ),
     _Rule("private_key", re.compile(r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b")),
     # ---- issuer formats
-    _Rule("jwt", re.compile(
-        _after(_TOKEN) + r"eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+")),
+    _Rule(
+        "jwt",
+        re.compile(
+            _after(_TOKEN) + r"eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+"
+        ),
+    ),
     _Rule("aws_key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b")),
-    _Rule("aws_secret", re.compile(
-        r"(?i)\baws_?secret_?access_?key\b[\"']?\s*+[:=]\s*+[\"']?([A-Za-z0-9/+=]{40})"
-        r"(?![A-Za-z0-9/+=])"
-    ), 1),
-    _Rule("aws_secret", re.compile(
-        r"(?i)\bsecret(?:[ _-]?access)?(?:[ _-]?key)?\W{0,3}(?:is\W{1,3})?"
-        r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
-    ), 1, _mixed),
-    _Rule("github_token", re.compile(
-        r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b")),
-    _Rule("gitlab_token", re.compile(
-        _after(_TOKEN) + r"gl(?:pat|rt|dt|cbt|ptt|ft|soat|imt|agent|oas)-[A-Za-z0-9_-]{20,}+")),
-    _Rule("slack_token", re.compile(
-        _after(_TOKEN) + r"(?:xox[abposre]-[A-Za-z0-9-]{10,}+|xapp-\d-[A-Za-z0-9-]{10,}+)")),
+    _Rule(
+        "aws_secret",
+        re.compile(
+            r"(?i)\baws_?secret_?access_?key\b[\"']?\s*+[:=]\s*+[\"']?([A-Za-z0-9/+=]{40})"
+            r"(?![A-Za-z0-9/+=])"
+        ),
+        1,
+    ),
+    _Rule(
+        "aws_secret",
+        re.compile(
+            r"(?i)\bsecret(?:[ _-]?access)?(?:[ _-]?key)?\W{0,3}(?:is\W{1,3})?"
+            r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+        ),
+        1,
+        _mixed,
+    ),
+    _Rule(
+        "github_token",
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
+    ),
+    _Rule(
+        "gitlab_token",
+        re.compile(
+            _after(_TOKEN) + r"gl(?:pat|rt|dt|cbt|ptt|ft|soat|imt|agent|oas)-[A-Za-z0-9_-]{20,}+"
+        ),
+    ),
+    _Rule(
+        "slack_token",
+        re.compile(
+            _after(_TOKEN) + r"(?:xox[abposre]-[A-Za-z0-9-]{10,}+|xapp-\d-[A-Za-z0-9-]{10,}+)"
+        ),
+    ),
     _Rule("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]++")),
-    _Rule("discord_webhook", re.compile(
-        r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/\d++/([A-Za-z0-9_-]++)"),
-        1),
+    _Rule(
+        "discord_webhook",
+        re.compile(
+            r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/\d++/([A-Za-z0-9_-]++)"
+        ),
+        1,
+    ),
     _Rule("anthropic_key", re.compile(_after(_TOKEN) + r"sk-ant-[A-Za-z0-9_-]{20,}+")),
-    _Rule("openai_key", re.compile(
-        _after(_TOKEN) + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}+")),
+    _Rule(
+        "openai_key",
+        re.compile(_after(_TOKEN) + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}+"),
+    ),
     _Rule("stripe_key", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}+\b")),
-    _Rule("stripe_webhook_secret", re.compile(_after("A-Za-z0-9_+/=") + r"whsec_[A-Za-z0-9+/=]{24,}+")),
+    _Rule(
+        "stripe_webhook_secret", re.compile(_after("A-Za-z0-9_+/=") + r"whsec_[A-Za-z0-9+/=]{24,}+")
+    ),
     _Rule("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])")),
     _Rule("google_oauth", re.compile(_after(_TOKEN + ".") + r"ya29\.[0-9A-Za-z_-]{20,}+")),
     _Rule("google_client_secret", re.compile(r"\bGOCSPX-[A-Za-z0-9_-]{28}(?![A-Za-z0-9_-])")),
@@ -198,75 +248,162 @@ _RULES: list[_Rule] = [
     _Rule("pypi_token", re.compile(_after(_TOKEN) + r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}+")),
     _Rule("hf_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}+\b")),
     _Rule("docker_token", re.compile(_after(_TOKEN) + r"dckr_pat_[A-Za-z0-9_-]{20,}+")),
-    _Rule("sendgrid_key", re.compile(
-        _after(_TOKEN + ".") + r"SG\.[A-Za-z0-9_-]{16,}+\.[A-Za-z0-9_-]{16,}+")),
+    _Rule(
+        "sendgrid_key",
+        re.compile(_after(_TOKEN + ".") + r"SG\.[A-Za-z0-9_-]{16,}+\.[A-Za-z0-9_-]{16,}+"),
+    ),
     _Rule("twilio_key", re.compile(r"\bSK[0-9a-fA-F]{32}\b")),
     _Rule("mailgun_key", re.compile(r"\bkey-[0-9a-f]{32}\b")),
     _Rule("digitalocean_token", re.compile(r"\bdo[opr]_v1_[a-f0-9]{64}\b")),
     _Rule("shopify_token", re.compile(r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b")),
-    _Rule("telegram_token", re.compile(r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_-]{33}(?![A-Za-z0-9_-])")),
+    _Rule(
+        "telegram_token", re.compile(r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_-]{33}(?![A-Za-z0-9_-])")
+    ),
     _Rule("vault_token", re.compile(_after(_TOKEN + ".") + r"hv[sbr]\.[A-Za-z0-9_-]{24,}+")),
     _Rule("linear_key", re.compile(r"\blin_(?:api|oauth)_[A-Za-z0-9]{40}\b")),
     _Rule("databricks_token", re.compile(r"\bdapi[a-f0-9]{32}(?:-\d)?\b")),
     _Rule("postman_key", re.compile(r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b")),
-    _Rule("terraform_token", re.compile(
-        r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}+")),
-    _Rule("grafana_token", re.compile(
-        _after("A-Za-z0-9_+/=") + r"(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}+={0,2})")),
+    _Rule("terraform_token", re.compile(r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}+")),
+    _Rule(
+        "grafana_token",
+        re.compile(
+            _after("A-Za-z0-9_+/=")
+            + r"(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}+={0,2})"
+        ),
+    ),
     _Rule("newrelic_key", re.compile(r"\bNRAK-[A-Z0-9]{27}\b")),
-    _Rule("sentry_token", re.compile(_after("A-Za-z0-9+/=_-") + r"sntry[su]_[A-Za-z0-9+/=_-]{40,}+")),
-    _Rule("azure_client_secret", re.compile(
-        r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])")),
-    _Rule("azure_key", re.compile(
-        r"(?i)" + _after("A-Za-z0-9+/=") + r"(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,}+)"),
-        1),
+    _Rule(
+        "sentry_token", re.compile(_after("A-Za-z0-9+/=_-") + r"sntry[su]_[A-Za-z0-9+/=_-]{40,}+")
+    ),
+    _Rule(
+        "azure_client_secret",
+        re.compile(
+            r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])"
+        ),
+    ),
+    _Rule(
+        "azure_key",
+        re.compile(
+            r"(?i)"
+            + _after("A-Za-z0-9+/=")
+            + r"(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,}+)"
+        ),
+        1,
+    ),
     _Rule("azure_sas", re.compile(r"[?&]sig=([A-Za-z0-9%+/=]{16,}+)"), 1),
     # ---- credentials by their place
     # scheme://user:password@host (user may be empty: redis://:pw@host): keep user and host.
-    _Rule("url_password", re.compile(
-        _after("a-zA-Z0-9+.-") + r"[a-zA-Z][a-zA-Z0-9+.-]*+://[^\s:/@]*+:([^\s@/]++)@"), 1,
-        _not_reference),
-    _Rule("basic_auth", re.compile(
-        r"(?i)\bbasic\s++([A-Za-z0-9+/]{8,}+={0,2}+)(?![A-Za-z0-9+/=])"), 1, _is_basic_credential),
-    _Rule("basic_auth", re.compile(r'"auth"\s*+:\s*+"([A-Za-z0-9+/]{8,}+={0,2}+)"'), 1,
-          _is_basic_credential),
-    _Rule("bearer_token", re.compile(
-        r"(?i)\b(?:bearer|token)\s++([A-Za-z0-9._~+/-]{20,}+=*+)"), 1),
-    _Rule("cli_password", re.compile(
-        rf"\b(?:{_CLI})\b" + _options_of(_CLI) + r"\s-p(?!\s)" + _ARG), "value", _not_reference),
+    _Rule(
+        "url_password",
+        re.compile(_after("a-zA-Z0-9+.-") + r"[a-zA-Z][a-zA-Z0-9+.-]*+://[^\s:/@]*+:([^\s@/]++)@"),
+        1,
+        _not_reference,
+    ),
+    _Rule(
+        "basic_auth",
+        re.compile(r"(?i)\bbasic\s++([A-Za-z0-9+/]{8,}+={0,2}+)(?![A-Za-z0-9+/=])"),
+        1,
+        _is_basic_credential,
+    ),
+    _Rule(
+        "basic_auth",
+        re.compile(r'"auth"\s*+:\s*+"([A-Za-z0-9+/]{8,}+={0,2}+)"'),
+        1,
+        _is_basic_credential,
+    ),
+    _Rule("bearer_token", re.compile(r"(?i)\b(?:bearer|token)\s++([A-Za-z0-9._~+/-]{20,}+=*+)"), 1),
+    _Rule(
+        "cli_password",
+        re.compile(rf"\b(?:{_CLI})\b" + _options_of(_CLI) + r"\s-p(?!\s)" + _ARG),
+        "value",
+        _not_reference,
+    ),
     _Rule("cli_password", re.compile(r"\bsshpass\s++-p\s*+" + _ARG), "value", _not_reference),
     # curl -u user:password, wget/httpie --user user:password (not docker's -u 1000:1000).
-    _Rule("basic_auth", re.compile(
-        rf"\b(?:{_HTTP_CLI})\b" + _options_of(_HTTP_CLI)
-        + r"""(?:\s-u\s*+|\s--user[\s=])['"]?[^\s:'"]*+:([^\s'"@]++)"""), 1, _not_reference),
-    _Rule("cli_password", re.compile(
-        r"\bdocker\s++login\b" + _options_of(r"docker") + r"\s(?:-p|--password)(?:=|\s++)" + _ARG),
-        "value", _not_reference),
+    _Rule(
+        "basic_auth",
+        re.compile(
+            rf"\b(?:{_HTTP_CLI})\b"
+            + _options_of(_HTTP_CLI)
+            + r"""(?:\s-u\s*+|\s--user[\s=])['"]?[^\s:'"]*+:([^\s'"@]++)"""
+        ),
+        1,
+        _not_reference,
+    ),
+    _Rule(
+        "cli_password",
+        re.compile(
+            r"\bdocker\s++login\b"
+            + _options_of(r"docker")
+            + r"\s(?:-p|--password)(?:=|\s++)"
+            + _ARG
+        ),
+        "value",
+        _not_reference,
+    ),
     # --password VALUE, --db-password VALUE, --token VALUE; not --token-file PATH,
     # --password-stdin (see _secret_flag).
-    _Rule("cli_secret_flag", re.compile(
-        r"(?i)(?<![\w-])--(?P<key>[a-z0-9_-]++)(?:=|\s++)(?!-)" + _ARG), "value", _secret_flag),
-    _Rule("netrc_password", re.compile(
-        r"(?i)\bmachine\s++\S++\s++login\s++\S++\s++password\s++(\S++)"), 1),
+    _Rule(
+        "cli_secret_flag",
+        re.compile(r"(?i)(?<![\w-])--(?P<key>[a-z0-9_-]++)(?:=|\s++)(?!-)" + _ARG),
+        "value",
+        _secret_flag,
+    ),
+    _Rule(
+        "netrc_password",
+        re.compile(r"(?i)\bmachine\s++\S++\s++login\s++\S++\s++password\s++(\S++)"),
+        1,
+    ),
     # "the password is Tr0ub4dor!", or a line of a .netrc seen out of context.
-    _Rule("password", re.compile(
-        r"""(?i)\b(?:password|passwd|passphrase)\s++(?:is\s++|was\s++)?([^\s'"`]{8,}+)"""), 1,
-        _credential_word),
+    _Rule(
+        "password",
+        re.compile(
+            r"""(?i)\b(?:password|passwd|passphrase)\s++(?:is\s++|was\s++)?([^\s'"`]{8,}+)"""
+        ),
+        1,
+        _credential_word,
+    ),
     # "key": "value" in JSON (a tool's input, a config file): quoted, so plainly a value.
-    _Rule("secret_assignment", re.compile(
-        r'(?i)"' + _SECRET_KEY + r'"\s*+:\s*+"(?P<value>[^"\s]{3,}+)"'), "value", _holds_secret),
+    _Rule(
+        "secret_assignment",
+        re.compile(r'(?i)"' + _SECRET_KEY + r'"\s*+:\s*+"(?P<value>[^"\s]{3,}+)"'),
+        "value",
+        _holds_secret,
+    ),
     # DB_PASS=..., SMTP_PASS=... (.env files): PASS only as a whole word of the key.
-    _Rule("secret_assignment", re.compile(
-        r"(?i)(?<![A-Z0-9_])(?P<key>[A-Z0-9]++_PASS)[\"']?[ \t]*+=[ \t]*+[\"']?" + _VALUE % (4, 4, 4)
-    ), "value", _holds_secret),
+    _Rule(
+        "secret_assignment",
+        re.compile(
+            r"(?i)(?<![A-Z0-9_])(?P<key>[A-Z0-9]++_PASS)[\"']?[ \t]*+=[ \t]*+[\"']?"
+            + _VALUE % (4, 4, 4)
+        ),
+        "value",
+        _holds_secret,
+    ),
     # KEY=value (.env files, shell, connection strings, CLI flags) where the key names a secret.
-    _Rule("secret_assignment", re.compile(
-        r"(?i)(?<![A-Z0-9_.-])" + _SECRET_KEY + r"[\"']?[ \t]*+=[ \t]*+[\"']?"
-        + _VALUE % (4, 4, 4)), "value", _holds_secret),
+    _Rule(
+        "secret_assignment",
+        re.compile(
+            r"(?i)(?<![A-Z0-9_.-])"
+            + _SECRET_KEY
+            + r"[\"']?[ \t]*+=[ \t]*+[\"']?"
+            + _VALUE % (4, 4, 4)
+        ),
+        "value",
+        _holds_secret,
+    ),
     # key: value (YAML, JSON, HTTP headers).
-    _Rule("secret_assignment", re.compile(
-        r"(?i)(?<![A-Z0-9_.-])" + _SECRET_KEY + r"[\"']?[ \t]*+:[ \t]*+[\"']?"
-        + _VALUE % (8, 8, 8)), "value", _looks_like_credential),
+    _Rule(
+        "secret_assignment",
+        re.compile(
+            r"(?i)(?<![A-Z0-9_.-])"
+            + _SECRET_KEY
+            + r"[\"']?[ \t]*+:[ \t]*+[\"']?"
+            + _VALUE % (8, 8, 8)
+        ),
+        "value",
+        _looks_like_credential,
+    ),
 ]
 
 

@@ -69,7 +69,8 @@ def ingest(req: p.Request) -> Ingested:
     judge = _TRUST.get(type(request))
     lessons = getattr(request, "lessons", None)
     return Ingested(
-        request=request, redacted=cleaned.redacted,
+        request=request,
+        redacted=cleaned.redacted,
         trust=judge(request) if judge is not None else None,
         lesson_trust=[score(text) for text in lessons] if isinstance(lessons, list) else [],
     )

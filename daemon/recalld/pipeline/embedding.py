@@ -17,9 +17,9 @@ import numpy as np
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from ..stats import ActorStats
 from ..store.port import Reader, Store, WriteTx
 from .model import Model
-from ..stats import ActorStats
 from .writer import IndexChange, WriteJob
 
 __all__ = ["WRITE_PAUSE_S", "WRITE_YIELD_MAX_S", "EmbeddingActor", "IndexKeeper"]
@@ -45,11 +45,13 @@ class _StoreVectors(WriteJob):
 
     def apply(self, tx: WriteTx, now: float) -> list[int]:
         stored = tx.records.store_vectors(
-            self.model, [(rowid, vec.tobytes()) for rowid, vec in zip(self.rows, self.vecs, strict=True)]
+            self.model,
+            [(rowid, vec.tobytes()) for rowid, vec in zip(self.rows, self.vecs, strict=True)],
         )
         keep = set(stored)
-        self.index_adds = [(rowid, vec) for rowid, vec in zip(self.rows, self.vecs, strict=True)
-                           if rowid in keep]
+        self.index_adds = [
+            (rowid, vec) for rowid, vec in zip(self.rows, self.vecs, strict=True) if rowid in keep
+        ]
         return stored
 
 

@@ -16,8 +16,8 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..domain.policy import eligibility, settle_episode
-from ..store.port import Reader, WriteTx
 from ..stats import ActorStats
+from ..store.port import Reader, WriteTx
 from .writer import WriteJob
 
 __all__ = ["EvaluationActor", "settle"]
@@ -25,8 +25,9 @@ __all__ = ["EvaluationActor", "settle"]
 log = logging.getLogger(__name__)
 
 
-def settle(kind: str, trust: float, blocked: bool, status: str | None,
-           task_result: float | None) -> str:
+def settle(
+    kind: str, trust: float, blocked: bool, status: str | None, task_result: float | None
+) -> str:
     """The eligibility a settleable pending record gets (the store offers only those)."""
     if kind == "episode":
         verdict = settle_episode(trust, blocked, status or "", task_result)

@@ -56,8 +56,12 @@ class RequestJob(WriteJob):
 
 
 class Intake:
-    def __init__(self, submit: Callable[[WriteJob], Awaitable[None]], model: Model,
-                 vectors_ready: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        submit: Callable[[WriteJob], Awaitable[None]],
+        model: Model,
+        vectors_ready: Callable[[], bool],
+    ) -> None:
         self._submit = submit
         self._model = model
         self._vectors_ready = vectors_ready

@@ -147,6 +147,7 @@ class Model:
 
     async def _load_model(self, path: Path) -> tuple[Embedder, str]:
         # Abandon (not wait for) a half-done load if the daemon stops meanwhile.
+        embedder: Embedder
         if self._backend in ("auto", "onnx"):
             try:
                 onnx = await anyio.to_thread.run_sync(ensure_export, path, abandon_on_cancel=True)
@@ -177,10 +178,11 @@ class Model:
         vec = await self.embed_now([text])
         if vec is None:
             return None
-        self._cache[text] = vec[0]
+        row: np.ndarray = vec[0]
+        self._cache[text] = row
         if len(self._cache) > 1024:
             self._cache.popitem(last=False)
-        return vec[0]
+        return row
 
     async def embed_now(self, texts: Sequence[str]) -> np.ndarray | None:
         """Embed a few texts a caller is waiting for (a query, an experience's lessons) in

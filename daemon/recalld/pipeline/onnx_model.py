@@ -69,10 +69,15 @@ def export(model_dir: Path, out: Path) -> None:
             super().__init__()
             self.inner = inner
 
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                    token_type_ids: torch.Tensor) -> torch.Tensor:
-            hidden = self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                                token_type_ids=token_type_ids).last_hidden_state
+        def forward(
+            self,
+            input_ids: torch.Tensor,
+            attention_mask: torch.Tensor,
+            token_type_ids: torch.Tensor,
+        ) -> torch.Tensor:
+            hidden = self.inner(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(pooled, p=2, dim=1)
@@ -84,9 +89,14 @@ def export(model_dir: Path, out: Path) -> None:
     dynamic["embedding"] = {0: "batch"}
     with torch.no_grad():
         torch.onnx.export(
-            Pooled(model), tuple(sample[name] for name in _INPUTS), str(tmp),
-            input_names=list(_INPUTS), output_names=["embedding"], dynamic_axes=dynamic,
-            opset_version=17, dynamo=False,
+            Pooled(model),
+            tuple(sample[name] for name in _INPUTS),
+            str(tmp),
+            input_names=list(_INPUTS),
+            output_names=["embedding"],
+            dynamic_axes=dynamic,
+            opset_version=17,
+            dynamo=False,
         )
     os.replace(tmp, out)
 
@@ -107,7 +117,10 @@ def ensure_export(model_dir: Path) -> Path:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     done = subprocess.run(
         [sys.executable, "-m", "recalld.onnx_model", str(model_dir)],
-        capture_output=True, text=True, timeout=EXPORT_TIMEOUT, env=env,
+        capture_output=True,
+        text=True,
+        timeout=EXPORT_TIMEOUT,
+        env=env,
     )
     if done.returncode != 0 or not out.exists():
         raise RuntimeError(f"ONNX export failed: {done.stderr.strip()[-500:]}")
@@ -118,7 +131,7 @@ class OnnxEmbedder:
     """Sentence embeddings from the exported graph: L2-normalised float32 rows."""
 
     def __init__(self, onnx_path: Path, model_dir: Path, *, threads: int = 2) -> None:
-        import onnxruntime as ort
+        import onnxruntime as ort  # type: ignore[import-untyped]
         from tokenizers import Tokenizer
 
         max_len = 256

@@ -30,9 +30,9 @@ class Settled:
     def now(self) -> bool:
         return all(check() for check in self._checks)
 
-    async def wait(self, timeout: float) -> bool:
-        """Wait at most ``timeout`` seconds for the pipeline to settle; whether it has."""
-        with anyio.move_on_after(timeout):
+    async def wait(self, within_s: float) -> bool:
+        """Wait at most ``within_s`` seconds for the pipeline to settle; whether it has."""
+        with anyio.move_on_after(within_s):
             while not self.now():
                 await self._changed.wait()
         return self.now()

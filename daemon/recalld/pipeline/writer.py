@@ -27,8 +27,8 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..errors import RecallError
-from ..store.port import StorageFailure, Store, WriteTx
 from ..stats import ActorStats
+from ..store.port import StorageFailure, Store, WriteTx
 
 __all__ = ["IndexChange", "WriteJob", "WriterActor"]
 
@@ -57,8 +57,15 @@ class WriteJob:
     transaction it is given. It returns the job's result or raises :class:`RecallError`.
     """
 
-    __slots__ = ("_done", "_indexed", "error", "index_adds", "index_removals", "new_rowids",
-                 "result")
+    __slots__ = (
+        "_done",
+        "_indexed",
+        "error",
+        "index_adds",
+        "index_removals",
+        "new_rowids",
+        "result",
+    )
 
     # Work the daemon does for itself (vectors, settling), not a client's request.
     background = False
@@ -168,7 +175,8 @@ class WriterActor:
             self.stats.failed(len(jobs), str(exc))
             log.error("group commit of %d jobs failed: %s", len(jobs), exc)
             failure = RecallError(
-                "unavailable", f"the database could not commit ({exc}); nothing was written",
+                "unavailable",
+                f"the database could not commit ({exc}); nothing was written",
                 retryable=True,
             )
             for job in jobs:
@@ -234,8 +242,9 @@ class WriteQueue:
             try:
                 await self._send.send(job)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                raise RecallError("unavailable", "recalld is shutting down",
-                                  retryable=True) from None
+                raise RecallError(
+                    "unavailable", "recalld is shutting down", retryable=True
+                ) from None
             return
         raise RecallError("busy", "the write queue is full; retry shortly", retryable=True)
 

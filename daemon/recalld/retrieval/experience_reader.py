@@ -76,8 +76,9 @@ def _visible(kind: str, workspace: str, now: float) -> Filter:
     return Filter(kind=kind, now=now, workspace=workspace)
 
 
-def _matched_terms(reader: Reader, terms: Sequence[str],
-                   rowids: Sequence[int]) -> dict[int, list[str]]:
+def _matched_terms(
+    reader: Reader, terms: Sequence[str], rowids: Sequence[int]
+) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {rowid: [] for rowid in rowids}
     if not rowids:
         return out
@@ -109,29 +110,38 @@ def _floor(reader: Reader, terms: Sequence[str], candidates: list[Candidate]) ->
     return verdicts
 
 
-def _retrieve(reader: Reader, kind: str, workspace: str, terms: list[str],
-              qvec: np.ndarray | None, *, want: int | None = None) -> list[Verdict]:
+def _retrieve(
+    reader: Reader,
+    kind: str,
+    workspace: str,
+    terms: list[str],
+    qvec: np.ndarray | None,
+    *,
+    want: int | None = None,
+) -> list[Verdict]:
     """Candidates of ``kind`` either channel finds, best first, judged by the floor.
 
     With ``want``, only the first ``want`` that pass: candidates are judged in fused order a
     few at a time (the word check costs one lookup per query word), stopping when enough
     have passed. Without it, every candidate, passed or not (for explain).
     """
-    candidates = retrieve(reader, terms, qvec, _visible(kind, workspace, time.time()),
-                          limit=CHANNEL_DEPTH)
+    candidates = retrieve(
+        reader, terms, qvec, _visible(kind, workspace, time.time()), limit=CHANNEL_DEPTH
+    )
     if want is None:
         return _floor(reader, terms, candidates)
     kept: list[Verdict] = []
     step = max(10, 2 * want)
     for start in range(0, len(candidates), step):
-        kept += [v for v in _floor(reader, terms, candidates[start:start + step]) if v.passed]
+        kept += [v for v in _floor(reader, terms, candidates[start : start + step]) if v.passed]
         if len(kept) >= want:
             break
     return kept[:want]
 
 
-def experience_infos(reader: Reader, scored: Sequence[tuple[int, float]], *,
-                     files_shown: int | None) -> list[p.ExperienceInfo]:
+def experience_infos(
+    reader: Reader, scored: Sequence[tuple[int, float]], *, files_shown: int | None
+) -> list[p.ExperienceInfo]:
     """Experience rows in the order of ``scored`` (rowid, score)."""
     rows = reader.experiences.rows([rowid for rowid, _ in scored])
     return [rows[rowid].info(score, files_shown) for rowid, score in scored if rowid in rows]
@@ -140,8 +150,9 @@ def experience_infos(reader: Reader, scored: Sequence[tuple[int, float]], *,
 def lesson_infos(reader: Reader, lesson_rowids: Sequence[int]) -> dict[int, p.LessonInfo]:
     """The lessons among ``lesson_rowids`` that surface (eligible, live, support >= 1)."""
     return {
-        rowid: p.LessonInfo(id=row.id, text=row.text, support=row.support,
-                            confidence=row.confidence)
+        rowid: p.LessonInfo(
+            id=row.id, text=row.text, support=row.support, confidence=row.confidence
+        )
         for rowid, row in reader.experiences.lessons(lesson_rowids).items()
     }
 
@@ -163,8 +174,9 @@ def _lessons_of(reader: Reader, experience_rowids: Sequence[int]) -> list[p.Less
 # --------------------------------------------------------------------------- on a search worker
 
 
-def search(reader: Reader, workspace: str, query: str, qvec: np.ndarray | None,
-           limit: int) -> tuple[list[p.ExperienceInfo], list[p.LessonInfo]]:
+def search(
+    reader: Reader, workspace: str, query: str, qvec: np.ndarray | None, limit: int
+) -> tuple[list[p.ExperienceInfo], list[p.LessonInfo]]:
     """search_experience: experiences similar to the query, best first, and their lessons."""
     terms = query_terms(query)
     kept = _retrieve(reader, "experience", workspace, terms, qvec, want=limit)
@@ -173,8 +185,15 @@ def search(reader: Reader, workspace: str, query: str, qvec: np.ndarray | None,
     return experiences, _lessons_of(reader, [rowid for rowid, _ in scored])
 
 
-def explain(reader: Reader, workspace: str, agent: str | None, record_id: str,
-            query: str | None, qvec: np.ndarray | None, model: str | None) -> p.NodeExplained:
+def explain(
+    reader: Reader,
+    workspace: str,
+    agent: str | None,
+    record_id: str,
+    query: str | None,
+    qvec: np.ndarray | None,
+    model: str | None,
+) -> p.NodeExplained:
     """explain_node: one experience in full; with a query, why it ranked for it. The
     session's episodes are those work_search's contract shows: of ``agent`` (None: any)."""
     now = time.time()
@@ -191,16 +210,29 @@ def explain(reader: Reader, workspace: str, agent: str | None, record_id: str,
     )
     episodes = []
     if session is not None:
-        episodes = [p.EpisodeRef(id=rid, ts=ts, text=text) for rid, ts, text in
-                    reader.episodes.refs(workspace, session, agent, now, EPISODES_SHOWN)]
+        episodes = [
+            p.EpisodeRef(id=rid, ts=ts, text=text)
+            for rid, ts, text in reader.episodes.refs(
+                workspace, session, agent, now, EPISODES_SHOWN
+            )
+        ]
     return p.NodeExplained(
-        id=0, experience=experience, episodes=episodes, lessons=_lessons_of(reader, [rowid]),
+        id=0,
+        experience=experience,
+        episodes=episodes,
+        lessons=_lessons_of(reader, [rowid]),
         ranking=ranking,
     )
 
 
-def _ranking(reader: Reader, workspace: str, rowid: int, query: str, qvec: np.ndarray | None,
-             model: str | None) -> p.Ranking:
+def _ranking(
+    reader: Reader,
+    workspace: str,
+    rowid: int,
+    query: str,
+    qvec: np.ndarray | None,
+    model: str | None,
+) -> p.Ranking:
     terms = query_terms(query)
     verdicts = _retrieve(reader, "experience", workspace, terms, qvec)
     passed = [v.candidate.rowid for v in verdicts if v.passed]
@@ -210,22 +242,28 @@ def _ranking(reader: Reader, workspace: str, rowid: int, query: str, qvec: np.nd
         cosine = _cosine(reader, rowid, qvec, model)
         matched = _matched_terms(reader, terms, [rowid])[rowid]
         ok, reason = _judge(cosine, matched, terms)
-        mine = Verdict(Candidate(rowid=rowid, score=0.0, cosine=cosine), matched, ok,
-                       f"not among either channel's top {CHANNEL_DEPTH}; {reason}")
+        mine = Verdict(
+            Candidate(rowid=rowid, score=0.0, cosine=cosine),
+            matched,
+            ok,
+            f"not among either channel's top {CHANNEL_DEPTH}; {reason}",
+        )
     c = mine.candidate
     return p.Ranking(
-        query=query, rank=passed.index(rowid) + 1 if rowid in passed else None,
+        query=query,
+        rank=passed.index(rowid) + 1 if rowid in passed else None,
         score=round(c.score, 4),
         lexical_rank=None if c.lexical_rank is None else c.lexical_rank + 1,
         semantic_rank=None if c.semantic_rank is None else c.semantic_rank + 1,
         cosine=None if c.cosine is None else round(c.cosine, 4),
-        matched_terms=mine.matched, query_terms=terms, passed_floor=mine.passed,
+        matched_terms=mine.matched,
+        query_terms=terms,
+        passed_floor=mine.passed,
         reason=mine.reason,
     )
 
 
-def _cosine(reader: Reader, rowid: int, qvec: np.ndarray | None,
-            model: str | None) -> float | None:
+def _cosine(reader: Reader, rowid: int, qvec: np.ndarray | None, model: str | None) -> float | None:
     if qvec is None or model is None:
         return None
     vec = reader.experiences.vector(rowid, model)
@@ -234,16 +272,19 @@ def _cosine(reader: Reader, rowid: int, qvec: np.ndarray | None,
     return float(vec @ qvec)
 
 
-def context(reader: Reader, workspace: str, task: str, qvec: np.ndarray | None,
-            limit: int) -> tuple[list[p.LessonInfo], list[p.ExperienceInfo]]:
+def context(
+    reader: Reader, workspace: str, task: str, qvec: np.ndarray | None, limit: int
+) -> tuple[list[p.LessonInfo], list[p.ExperienceInfo]]:
     """get_execution_context: the lessons and similar past experiences that apply."""
     terms = query_terms(task)
     kept = _retrieve(reader, "experience", workspace, terms, qvec, want=limit)
     scored = [(v.candidate.rowid, v.candidate.score) for v in kept]
     experiences = [
         msgspec.structs.replace(
-            e, description=_clip(e.description, CONTEXT_DESCRIPTION_CHARS),
-            files=e.files[:5], strategy=None if e.strategy is None else _clip(e.strategy, 160),
+            e,
+            description=_clip(e.description, CONTEXT_DESCRIPTION_CHARS),
+            files=e.files[:5],
+            strategy=None if e.strategy is None else _clip(e.strategy, 160),
         )
         for e in experience_infos(reader, scored, files_shown=None)
     ]

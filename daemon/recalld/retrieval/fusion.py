@@ -57,15 +57,18 @@ def retrieve(
     search = reader.search
     lexical = search.lexical(terms, where, CHANNEL_DEPTH) if terms else []
     use_vectors = qvec is not None and search.has_vectors()
-    semantic = search.semantic(qvec, where, CHANNEL_DEPTH) if use_vectors and qvec is not None else []
+    semantic = (
+        search.semantic(qvec, where, CHANNEL_DEPTH) if use_vectors and qvec is not None else []
+    )
     # Weights are shared among the channels that ran: a channel that ran and found nothing
     # keeps its share, so meaning alone (no word of the query anywhere) cannot score full.
     ran = [(lexical, lexical_weight)] if terms else []
     if use_vectors:
         ran.append((semantic, 1.0 - lexical_weight))
     found = fuse(ran)
-    scores = session_context.rescore(reader, found, limit=limit, window=context_window,
-                                     weight=context_weight)
+    scores = session_context.rescore(
+        reader, found, limit=limit, window=context_window, weight=context_weight
+    )
     # Neighbours came from the session, not from a channel: keep only those the caller's
     # contract allows, like every other candidate.
     if added := [rowid for rowid in scores if rowid not in found]:
@@ -76,10 +79,15 @@ def retrieve(
     out = []
     for rowid, score in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]:
         sem = semantic_rank.get(rowid)
-        out.append(Candidate(
-            rowid=rowid, score=score, lexical_rank=lexical_rank.get(rowid),
-            semantic_rank=sem[0] if sem else None, cosine=sem[1] if sem else None,
-        ))
+        out.append(
+            Candidate(
+                rowid=rowid,
+                score=score,
+                lexical_rank=lexical_rank.get(rowid),
+                semantic_rank=sem[0] if sem else None,
+                cosine=sem[1] if sem else None,
+            )
+        )
     return out
 
 

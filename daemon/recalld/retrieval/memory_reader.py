@@ -115,9 +115,11 @@ class _Coverage:
         self.terms = list(terms)
         self._stems = [_stem(t) for t in self.terms]
         prefixes = sorted(set(self._stems), key=len, reverse=True)
-        self._scan = re.compile(
-            r"\b(?:" + "|".join(re.escape(x) for x in prefixes) + r")\w*", re.UNICODE
-        ) if prefixes else None
+        self._scan = (
+            re.compile(r"\b(?:" + "|".join(re.escape(x) for x in prefixes) + r")\w*", re.UNICODE)
+            if prefixes
+            else None
+        )
 
     def __call__(self, text: str) -> tuple[float, list[str]]:
         if self._scan is None:
@@ -254,7 +256,11 @@ class MemoryReader:
     # ------------------------------------------------------------------ visibility
 
     def _visibility(
-        self, reader: Reader, who: Principal, req: p.MemorySearch, now: float,
+        self,
+        reader: Reader,
+        who: Principal,
+        req: p.MemorySearch,
+        now: float,
         trace: dict[str, Any],
     ) -> Filter | None:
         """The reader contract of one search; None: nothing can match."""
@@ -268,26 +274,49 @@ class MemoryReader:
                 return None
             updated_after = boundary
         trace["filters"] = {
-            k: v for k, v in (
-                ("workspace", workspace if req.auto_scope else None), ("tags", req.tags),
-                ("sources", req.sources), ("scopes", req.scopes), ("bands", req.bands),
-                ("episodes", req.episodes), ("client", req.client), ("model", req.model),
-            ) if v
+            k: v
+            for k, v in (
+                ("workspace", workspace if req.auto_scope else None),
+                ("tags", req.tags),
+                ("sources", req.sources),
+                ("scopes", req.scopes),
+                ("bands", req.bands),
+                ("episodes", req.episodes),
+                ("client", req.client),
+                ("model", req.model),
+            )
+            if v
         }
         return Filter(
-            kind="memory", now=now,
+            kind="memory",
+            now=now,
             # The current workspace, plus memories with no recorded origin (global ones).
-            workspace=workspace if req.auto_scope else None, or_global=True,
-            tags=tuple(req.tags), sources=tuple(req.sources),
-            labels=tuple((kind, tuple(values)) for kind, values in (
-                ("scope", req.scopes), ("band", req.bands), ("episode", req.episodes)) if values),
-            writer_client=req.client, writer_model=req.model, updated_after=updated_after,
+            workspace=workspace if req.auto_scope else None,
+            or_global=True,
+            tags=tuple(req.tags),
+            sources=tuple(req.sources),
+            labels=tuple(
+                (kind, tuple(values))
+                for kind, values in (
+                    ("scope", req.scopes),
+                    ("band", req.bands),
+                    ("episode", req.episodes),
+                )
+                if values
+            ),
+            writer_client=req.client,
+            writer_model=req.model,
+            updated_after=updated_after,
         )
 
     # ------------------------------------------------------------------ search
 
     def search(
-        self, reader: Reader, who: Principal, req: p.MemorySearch, qvec: np.ndarray | None,
+        self,
+        reader: Reader,
+        who: Principal,
+        req: p.MemorySearch,
+        qvec: np.ndarray | None,
     ) -> p.MemorySearchResult:
         """Run one memory_search. Raises RecallError(invalid_request) for contradictory flags."""
         now = time.time()
@@ -295,20 +324,34 @@ class MemoryReader:
         bm25 = self.config.bm25 if req.bm25 is None else req.bm25
         want_rerank = self.config.rerank if req.rerank is None else req.rerank
         if mode == "bm25" and not bm25:
-            raise RecallError("invalid_request", "mode 'bm25' with bm25=false leaves nothing to rank by")
+            raise RecallError(
+                "invalid_request", "mode 'bm25' with bm25=false leaves nothing to rank by"
+            )
         floor = FLOOR if req.min_score is None else req.min_score
         verbose = req.verbose or req.explain
         boost = not req.disable_recency_boost
         trace: dict[str, Any] = {
-            "mode": mode, "bm25": bm25, "semantic_used": False, "min_score": floor,
-            "recency_boost": boost, "auto_scope": req.auto_scope, "notes": [],
+            "mode": mode,
+            "bm25": bm25,
+            "semantic_used": False,
+            "min_score": floor,
+            "recency_boost": boost,
+            "auto_scope": req.auto_scope,
+            "notes": [],
             "rerank": {"requested": want_rerank},
         }
         terms = query_terms(req.query)
         visible = self._visibility(reader, who, req, now, trace)
         empty = p.MemorySearchResult(
-            id=0, query=req.query, hits=[], semantic_used=False, mode=mode, took_ms=0.0,
-            count=0, low_confidence=True, trace=trace if req.explain else None,
+            id=0,
+            query=req.query,
+            hits=[],
+            semantic_used=False,
+            mode=mode,
+            took_ms=0.0,
+            count=0,
+            low_confidence=True,
+            trace=trace if req.explain else None,
         )
         if visible is None:
             return empty
@@ -321,7 +364,9 @@ class MemoryReader:
             if semantic:
                 lexical_terms = []  # no terms: retrieve runs the semantic channel only
             else:
-                trace["notes"].append("bm25 off and the semantic channel is down: ranked by keyword")
+                trace["notes"].append(
+                    "bm25 off and the semantic channel is down: ranked by keyword"
+                )
                 mode = "keyword"
         if mode == "hybrid" and not semantic:
             trace["notes"].append("semantic channel unavailable (model not loaded): lexical only")
@@ -344,13 +389,26 @@ class MemoryReader:
             cos_ev = 0.0
             if c.cosine is not None:
                 cos_ev = min(1.0, max(0.0, (c.cosine - COSINE_NOISE) / COSINE_SPAN))
-            scored.append(_Scored(
-                row=row, cand=c, fused=c.score / top_fused, coverage=coverage, match_terms=matched,
-                cosine_evidence=cos_ev, relevance=max(coverage, cos_ev), outcomes=outcomes[c.rowid],
-            ))
+            scored.append(
+                _Scored(
+                    row=row,
+                    cand=c,
+                    fused=c.score / top_fused,
+                    coverage=coverage,
+                    match_terms=matched,
+                    cosine_evidence=cos_ev,
+                    relevance=max(coverage, cos_ev),
+                    outcomes=outcomes[c.rowid],
+                )
+            )
         if mode == "keyword":
             # Term coverage first (how many of the query's words a memory has), bm25 rank next.
-            scored.sort(key=lambda s: (-s.coverage, s.cand.lexical_rank if s.cand.lexical_rank is not None else depth))
+            scored.sort(
+                key=lambda s: (
+                    -s.coverage,
+                    s.cand.lexical_rank if s.cand.lexical_rank is not None else depth,
+                )
+            )
             for rank, s in enumerate(scored):
                 s.fused = (RRF_K + 1) / (RRF_K + 1 + rank) if s.coverage else 0.0
         self._rerank(req.query, scored, want_rerank, trace)
@@ -371,19 +429,37 @@ class MemoryReader:
         has_cue, start, end = temporal_window(req.query, now)
         events = None
         if has_cue:
-            pool = [s for s in kept if (start is None or s.row.ts >= start) and (end is None or s.row.ts < end)]
+            pool = [
+                s
+                for s in kept
+                if (start is None or s.row.ts >= start) and (end is None or s.row.ts < end)
+            ]
             pool.sort(key=lambda s: s.row.ts)
-            events = [p.MemoryEvent(id=s.row.id, ts=s.row.ts, text=_summary(s.row.text, 300))
-                      for s in pool[: req.limit]] or None
+            events = [
+                p.MemoryEvent(id=s.row.id, ts=s.row.ts, text=_summary(s.row.text, 300))
+                for s in pool[: req.limit]
+            ] or None
             trace["temporal_window"] = [start, end]
-        confident = any(s.relevance >= CONFIDENT for s in top) or any(c.pinned for c in cortex if c.score >= 1.0)
+        confident = any(s.relevance >= CONFIDENT for s in top) or any(
+            c.pinned for c in cortex if c.score >= 1.0
+        )
         return p.MemorySearchResult(
-            id=0, query=req.query, hits=hits, semantic_used=semantic, mode=mode, took_ms=0.0,
-            count=len(hits), cortex=cortex, low_confidence=not confident, events=events,
+            id=0,
+            query=req.query,
+            hits=hits,
+            semantic_used=semantic,
+            mode=mode,
+            took_ms=0.0,
+            count=len(hits),
+            cortex=cortex,
+            low_confidence=not confident,
+            events=events,
             trace=trace if req.explain else None,
         )
 
-    def _rerank(self, query: str, scored: list[_Scored], wanted: bool, trace: dict[str, Any]) -> None:
+    def _rerank(
+        self, query: str, scored: list[_Scored], wanted: bool, trace: dict[str, Any]
+    ) -> None:
         info = trace["rerank"]
         if not wanted:
             info.update(used=False)
@@ -414,15 +490,24 @@ class MemoryReader:
         s.score = round(score, 4)
 
     def _hits(
-        self, reader: Reader, req: p.MemorySearch, top: list[_Scored], now: float,
+        self,
+        reader: Reader,
+        req: p.MemorySearch,
+        top: list[_Scored],
+        now: float,
         verbose: bool,
     ) -> list[p.MemoryHit]:
         replaced = reader.memories.texts([s.row.superseded_by for s in top if s.row.superseded_by])
         depends = _depends_on(reader, [s.row for s in top])
         key = reader.memories.use_token_key()
-        expand = req.expand_top and bool(top) and (
-            _relevance_label(top[0].coverage) == "high" or len(top) == 1
-            or top[0].score >= DECISIVE_LEAD * top[1].score
+        expand = (
+            req.expand_top
+            and bool(top)
+            and (
+                _relevance_label(top[0].coverage) == "high"
+                or len(top) == 1
+                or top[0].score >= DECISIVE_LEAD * top[1].score
+            )
         )
         hits = []
         # History walking this search may do for all its hits together (the cache makes a
@@ -432,21 +517,33 @@ class MemoryReader:
             row, expanded = s.row, expand and i == 0
             path_drift, anchored_missing, _ = drift.check_paths(_cited(row), row.path_base)
             commit = drift.commit_drift(
-                row.origin_repo, row.verified_commit, row.last_verified_at,
-                [path for path, anchored in row.paths if anchored], budget,
+                row.origin_repo,
+                row.verified_commit,
+                row.last_verified_at,
+                [path for path, anchored in row.paths if anchored],
+                budget,
             )
             full = verbose or expanded or len(row.text) <= COMPACT_TEXT
             terms = s.match_terms or query_terms(req.query)
             hit = p.MemoryHit(
-                id=row.id, score=s.score,
+                id=row.id,
+                score=s.score,
                 text=row.text if full else make_snippet(row.text, terms, COMPACT_TEXT),
                 truncated=not full,
-                snippet=make_snippet(row.text, terms), ts=row.ts, tags=row.tags,
-                source=row.source, kind=row.kind, subject=row.subject,
-                relevance=_relevance_label(s.coverage), match_terms=s.match_terms,
+                snippet=make_snippet(row.text, terms),
+                ts=row.ts,
+                tags=row.tags,
+                source=row.source,
+                kind=row.kind,
+                subject=row.subject,
+                relevance=_relevance_label(s.coverage),
+                match_terms=s.match_terms,
                 staleness_verdict=drift.staleness_verdict(
-                    now, row.last_verified_at, claim_anchored_missing=len(anchored_missing),
-                    commit=commit, unresolved_contradiction=s.outcomes.unresolved_contradiction,
+                    now,
+                    row.last_verified_at,
+                    claim_anchored_missing=len(anchored_missing),
+                    commit=commit,
+                    unresolved_contradiction=s.outcomes.unresolved_contradiction,
                 ),
                 path_drift_missing=len(path_drift.missing),
                 path_drift=path_drift if (path_drift.missing or expanded) else None,
@@ -481,24 +578,34 @@ class MemoryReader:
                 hit.model = row.writer_model
             if req.explain:
                 hit.trace = {
-                    "fused": round(s.fused, 4), "lexical_rank": s.cand.lexical_rank,
+                    "fused": round(s.fused, 4),
+                    "lexical_rank": s.cand.lexical_rank,
                     "semantic_rank": s.cand.semantic_rank,
                     "cosine": None if s.cand.cosine is None else round(s.cand.cosine, 4),
-                    "coverage": round(s.coverage, 4), "relevance": round(s.relevance, 4),
+                    "coverage": round(s.coverage, 4),
+                    "relevance": round(s.relevance, 4),
                     "rerank": None if s.rerank is None else round(s.rerank, 4),
                     **{k: round(v, 4) for k, v in s.factors.items()},
-                    "pinned": row.pinned, "score": s.score,
+                    "pinned": row.pinned,
+                    "score": s.score,
                 }
             hits.append(hit)
         contested_subjects = {
             slot for slot, n in _current_counts(reader, [s.row for s in top], now).items() if n > 1
         }
         for hit, s in zip(hits, top, strict=True):
-            hit.contested = s.row.superseded_by is None and (s.row.subject_key, s.row.origin) in contested_subjects
+            hit.contested = (
+                s.row.superseded_by is None
+                and (s.row.subject_key, s.row.origin) in contested_subjects
+            )
         return hits
 
     def _cortex(
-        self, reader: Reader, req: p.MemorySearch, kept: list[_Scored], visible: Filter,
+        self,
+        reader: Reader,
+        req: p.MemorySearch,
+        kept: list[_Scored],
+        visible: Filter,
         now: float,
     ) -> list[p.CortexFact]:
         """The current facts for every subject the hits touch, plus constraints the query names."""
@@ -518,12 +625,19 @@ class MemoryReader:
             if not facts:
                 continue
             incumbent = facts[0]
-            cortex.append(p.CortexFact(
-                id=incumbent.id, subject=incumbent.subject, text=incumbent.text, score=round(score, 4),
-                contested=len(facts) > 1, pinned=incumbent.distortion_tolerance == "constraint",
-                authority=incumbent.authority, ts=incumbent.ts,  # type: ignore[arg-type]
-                contenders=[_contender(f) for f in facts[1:]],
-            ))
+            cortex.append(
+                p.CortexFact(
+                    id=incumbent.id,
+                    subject=incumbent.subject,
+                    text=incumbent.text,
+                    score=round(score, 4),
+                    contested=len(facts) > 1,
+                    pinned=incumbent.distortion_tolerance == "constraint",
+                    authority=incumbent.authority,
+                    ts=incumbent.ts,
+                    contenders=[_contender(f) for f in facts[1:]],
+                )
+            )
         cortex.sort(key=lambda c: (not c.pinned, -c.score))
         return cortex
 
@@ -539,7 +653,9 @@ class MemoryReader:
             raise RecallError("forbidden", f"memory {row.id} was blocked as unsafe to serve")
         path_drift, anchored_missing, detail = drift.check_paths(_cited(row), row.path_base)
         commit = drift.commit_drift(
-            row.origin_repo, row.verified_commit, row.last_verified_at,
+            row.origin_repo,
+            row.verified_commit,
+            row.last_verified_at,
             [path for path, anchored in row.paths if anchored],
         )
         memories = reader.memories
@@ -552,45 +668,79 @@ class MemoryReader:
             facts = memories.current_facts(row.subject_key, row.origin, now)
             contenders = [_contender(f) for f in facts if f.id != row.id] if len(facts) > 1 else []
         counts = memories.use_counts(row.rowid)
-        recent = [p.NegativeOutcome(outcome=u.outcome, ts=u.ts, note=u.note)
-                  for u in memories.uses([row.rowid])[:10]]
+        recent = [
+            p.NegativeOutcome(outcome=u.outcome, ts=u.ts, note=u.note)
+            for u in memories.uses([row.rowid])[:10]
+        ]
         detail_struct = p.MemoryDetail(
-            id=row.id, kind=row.kind, text=row.text, subject=row.subject, source=row.source,
-            tags=row.tags, scopes=row.labels.get("scope", []),
-            bands=row.labels.get("band", []), episodes=row.labels.get("episode", []),
-            authority=row.authority, distortion_tolerance=row.distortion_tolerance,
-            pinned=row.pinned, trust=row.trust, low_trust=row.trust < LOW_TRUST,
-            eligibility=row.eligibility, ts=row.ts, created_at=row.created_at,
-            updated_at=row.updated_at, last_verified_at=row.last_verified_at,
-            expires_at=row.expires_at, workspace=row.workspace, origin=row.origin,
-            origin_repo=row.origin_repo, origin_commit=row.origin_commit,
-            verified_commit=row.verified_commit, agent=row.agent, client=row.writer_client,
-            model=row.writer_model, session=row.session,
-            superseded=row.superseded_by is not None, superseded_by=row.superseded_by,
+            id=row.id,
+            kind=row.kind,
+            text=row.text,
+            subject=row.subject,
+            source=row.source,
+            tags=row.tags,
+            scopes=row.labels.get("scope", []),
+            bands=row.labels.get("band", []),
+            episodes=row.labels.get("episode", []),
+            authority=row.authority,
+            distortion_tolerance=row.distortion_tolerance,
+            pinned=row.pinned,
+            trust=row.trust,
+            low_trust=row.trust < LOW_TRUST,
+            eligibility=row.eligibility,
+            ts=row.ts,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            last_verified_at=row.last_verified_at,
+            expires_at=row.expires_at,
+            workspace=row.workspace,
+            origin=row.origin,
+            origin_repo=row.origin_repo,
+            origin_commit=row.origin_commit,
+            verified_commit=row.verified_commit,
+            agent=row.agent,
+            client=row.writer_client,
+            model=row.writer_model,
+            session=row.session,
+            superseded=row.superseded_by is not None,
+            superseded_by=row.superseded_by,
             superseded_by_text=memories.texts([row.superseded_by]).get(row.superseded_by)
-            if row.superseded_by else None,
+            if row.superseded_by
+            else None,
             supersedes=[dst for rel, dst, _ in links_out if rel == "supersedes"],
-            contested=bool(contenders), contenders=contenders,
+            contested=bool(contenders),
+            contenders=contenders,
             depends_on=[
-                p.MemoryLink(id=dst, summary=_summary(targets.get(dst, "")), note=note,
-                             exists=dst in targets)
-                for rel, dst, note in links_out if rel == "depends_on"
+                p.MemoryLink(
+                    id=dst, summary=_summary(targets.get(dst, "")), note=note, exists=dst in targets
+                )
+                for rel, dst, note in links_out
+                if rel == "depends_on"
             ],
-            depended_on_by=[p.MemoryLink(id=i, summary=_summary(t), note=n) for i, t, n in links_in],
-            cited_paths=detail, path_drift=path_drift, path_drift_missing=len(path_drift.missing),
-            claim_anchored_missing=anchored_missing, commit_drift=commit,
+            depended_on_by=[
+                p.MemoryLink(id=i, summary=_summary(t), note=n) for i, t, n in links_in
+            ],
+            cited_paths=detail,
+            path_drift=path_drift,
+            path_drift_missing=len(path_drift.missing),
+            claim_anchored_missing=anchored_missing,
+            commit_drift=commit,
             commit_drift_count=commit.count if commit is not None and commit.head else None,
             staleness_verdict=drift.staleness_verdict(
-                now, row.last_verified_at, claim_anchored_missing=len(anchored_missing),
-                commit=commit, unresolved_contradiction=outcomes.unresolved_contradiction,
+                now,
+                row.last_verified_at,
+                claim_anchored_missing=len(anchored_missing),
+                commit=commit,
+                unresolved_contradiction=outcomes.unresolved_contradiction,
             ),
-            outcomes=counts, recent_outcomes=recent,
+            outcomes=counts,
+            recent_outcomes=recent,
         )
         return p.MemoryShown(id=0, memory=detail_struct)
 
 
 def _contender(f: Fact) -> p.Contender:
-    return p.Contender(id=f.id, text=f.text, authority=f.authority, ts=f.ts)  # type: ignore[arg-type]
+    return p.Contender(id=f.id, text=f.text, authority=f.authority, ts=f.ts)
 
 
 def _current_counts(
@@ -599,7 +749,8 @@ def _current_counts(
     keys = {(r.subject_key, r.origin) for r in rows if r.kind == "fact" and r.subject_key}
     return {
         (key, origin): len(reader.memories.current_facts(key, origin, now))
-        for key, origin in keys if key is not None
+        for key, origin in keys
+        if key is not None
     }
 
 
@@ -618,9 +769,13 @@ def _depends_on(reader: Reader, rows: list[MemoryRow]) -> dict[int, list[p.Depen
             target = targets.get(dst)
             if target is None:
                 continue
-            out.setdefault(row.rowid, []).append(p.DependsOnResolved(
-                id=dst, scopes=target.labels.get("scope", []), summary=_summary(target.text),
-                link_note=note,
-            ))
+            out.setdefault(row.rowid, []).append(
+                p.DependsOnResolved(
+                    id=dst,
+                    scopes=target.labels.get("scope", []),
+                    summary=_summary(target.text),
+                    link_note=note,
+                )
+            )
             budget -= 1
     return out

@@ -70,8 +70,9 @@ class SearchActor:
         try:
             async with self._receive, anyio.create_task_group() as tg:
                 for i, reader in enumerate(readers):
-                    tg.start_soon(self._worker, reader, self._receive.clone(),
-                                  name=f"search worker {i}")
+                    tg.start_soon(
+                        self._worker, reader, self._receive.clone(), name=f"search worker {i}"
+                    )
                 self.state = "running"
                 task_status.started()
         finally:
@@ -94,8 +95,9 @@ class SearchActor:
         try:
             self._send.send_nowait(job)
         except anyio.WouldBlock:
-            raise RecallError("busy", "too many searches queued; retry shortly",
-                              retryable=True) from None
+            raise RecallError(
+                "busy", "too many searches queued; retry shortly", retryable=True
+            ) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             raise RecallError("unavailable", "recalld is shutting down", retryable=True) from None
         await job.done.wait()

@@ -25,8 +25,15 @@ from dataclasses import dataclass
 from ..store.port import Reader
 from .terms import query_terms
 
-__all__ = ["CONTEXT_CANDIDATES", "CONTEXT_WEIGHT", "CONTEXT_WINDOW", "in_context", "neighbours",
-           "ordered", "rescore"]
+__all__ = [
+    "CONTEXT_CANDIDATES",
+    "CONTEXT_WEIGHT",
+    "CONTEXT_WINDOW",
+    "in_context",
+    "neighbours",
+    "ordered",
+    "rescore",
+]
 
 # How many places each side of a record count as its context, and the weight of each
 # neighbour's score against the record's own (see in_context).
@@ -91,7 +98,9 @@ def neighbours(
         for i in range(max(0, centre - window), min(len(run), centre + window + 1)):
             if run[i] not in out:
                 out[run[i]] = [
-                    run[j] for j in range(max(0, i - window), min(len(run), i + window + 1)) if j != i
+                    run[j]
+                    for j in range(max(0, i - window), min(len(run), i + window + 1))
+                    if j != i
                 ]
     for rowid in rowids:  # no session, or no order in it: no neighbours
         out.setdefault(rowid, [])
@@ -180,8 +189,9 @@ def order_test(reader: Reader, workspace: str, kind: str, now: float) -> OrderVe
             far = [j for j in range(len(words)) if abs(j - i) > CONTEXT_WINDOW]
             if far:
                 j = rng.choice(far)
-                diffs.append(_overlap(words[i], words[i + 1], weight)
-                             - _overlap(words[i], words[j], weight))
+                diffs.append(
+                    _overlap(words[i], words[i + 1], weight) - _overlap(words[i], words[j], weight)
+                )
     if len(diffs) < ORDER_MIN_PAIRS:
         return OrderVerdict(ordered=False, pairs=len(diffs), t=0.0, at=now)
     mean = statistics.fmean(diffs)

@@ -35,15 +35,27 @@ _ALWAYS = frozenset({"id", "ts", "status", "eligibility", "trust"})
 
 def _contract(who: Principal, req: p.WorkSearch, now: float) -> Filter:
     return Filter(
-        kind="episode", now=now, workspace=who.workspace, uid=who.uid,
-        agent=None if req.any_caller else who.agent, min_trust=req.min_trust,
+        kind="episode",
+        now=now,
+        workspace=who.workspace,
+        uid=who.uid,
+        agent=None if req.any_caller else who.agent,
+        min_trust=req.min_trust,
         eligibility=("eligible", "pending") if req.include_pending else ("eligible",),
-        session=req.session_id, since=req.since, until=req.until, tool=req.tool,
+        session=req.session_id,
+        since=req.since,
+        until=req.until,
+        tool=req.tool,
     )
 
 
-def search(reader: Reader, who: Principal, req: p.WorkSearch, qvec: np.ndarray | None,
-           response_format: Literal["concise", "detailed"]) -> p.WorkSearchResult:
+def search(
+    reader: Reader,
+    who: Principal,
+    req: p.WorkSearch,
+    qvec: np.ndarray | None,
+    response_format: Literal["concise", "detailed"],
+) -> p.WorkSearchResult:
     """One work_search on a search worker; without a query, the newest episodes."""
     where = _contract(who, req, time.time())
     semantic_used = False
@@ -51,31 +63,56 @@ def search(reader: Reader, who: Principal, req: p.WorkSearch, qvec: np.ndarray |
         rowids = reader.search.newest(where, req.k)
     else:
         semantic_used = qvec is not None and reader.search.has_vectors()
-        candidates = retrieve(reader, query_terms(req.query), qvec if semantic_used else None,
-                              where, limit=2 * CHANNEL_DEPTH)
+        candidates = retrieve(
+            reader,
+            query_terms(req.query),
+            qvec if semantic_used else None,
+            where,
+            limit=2 * CHANNEL_DEPTH,
+        )
         rowids = [
-            c.rowid for c in candidates
+            c.rowid
+            for c in candidates
             if c.lexical_rank is not None or (c.cosine or 0.0) >= SEMANTIC_MIN_COSINE
         ][: req.k]
     rows = reader.episodes.rows(rowids)
     results = [shape(_fields(rows[rowid]), response_format) for rowid in rowids if rowid in rows]
     floor = p.WorkFloor(
-        min_trust=req.min_trust, include_pending=req.include_pending, semantic_used=semantic_used,
+        min_trust=req.min_trust,
+        include_pending=req.include_pending,
+        semantic_used=semantic_used,
     )
     return p.WorkSearchResult(
-        id=0, available=True, message=_message(who, req, len(results)), floor=floor,
-        results=results, response_format=response_format,
+        id=0,
+        available=True,
+        message=_message(who, req, len(results)),
+        floor=floor,
+        results=results,
+        response_format=response_format,
     )
 
 
 def _fields(row: EpisodeRow) -> dict[str, Any]:
     return {
-        "id": row.id, "ts": row.ts, "vault": row.workspace, "session_id": row.session,
-        "caller": row.agent, "channel": row.channel, "episode_type": row.episode_type,
-        "task_result": row.task_result, "verdict_at": row.verdict_at, "tool": row.tool,
-        "status": row.status, "error_code": row.error_code, "duration_ms": row.duration_ms,
-        "result_size": row.result_size, "summary": row.text, "tags": row.tags,
-        "trust": row.trust, "eligibility": row.eligibility, "blocked": row.blocked,
+        "id": row.id,
+        "ts": row.ts,
+        "vault": row.workspace,
+        "session_id": row.session,
+        "caller": row.agent,
+        "channel": row.channel,
+        "episode_type": row.episode_type,
+        "task_result": row.task_result,
+        "verdict_at": row.verdict_at,
+        "tool": row.tool,
+        "status": row.status,
+        "error_code": row.error_code,
+        "duration_ms": row.duration_ms,
+        "result_size": row.result_size,
+        "summary": row.text,
+        "tags": row.tags,
+        "trust": row.trust,
+        "eligibility": row.eligibility,
+        "blocked": row.blocked,
         "prev_id": row.prev_id,
     }
 
@@ -97,8 +134,10 @@ def _high_signal(key: str, value: Any) -> bool:
 
 def _message(who: Principal, req: p.WorkSearch, n: int) -> str:
     if n:
-        return f"{n} episode{'s' if n != 1 else ''}, best match first." if req.query else (
-            f"{n} episode{'s' if n != 1 else ''}, newest first."
+        return (
+            f"{n} episode{'s' if n != 1 else ''}, best match first."
+            if req.query
+            else (f"{n} episode{'s' if n != 1 else ''}, newest first.")
         )
     whose = "any agent" if req.any_caller else f"agent {who.agent!r}"
     which = "eligible or pending" if req.include_pending else "eligible"

@@ -201,10 +201,17 @@ class ExperienceRow:
     def info(self, score: float, files_shown: int | None) -> p.ExperienceInfo:
         """As search, explain and context return it."""
         return p.ExperienceInfo(
-            id=self.id, score=round(score, 4), description=self.text, task_class=self.task_class,
-            agent=self.agent, strategy=self.strategy, status=self.status,
-            tool_calls=self.tool_calls, minutes=self.minutes,
-            files=self.files if files_shown is None else self.files[:files_shown], ts=self.ts,
+            id=self.id,
+            score=round(score, 4),
+            description=self.text,
+            task_class=self.task_class,
+            agent=self.agent,
+            strategy=self.strategy,
+            status=self.status,
+            tool_calls=self.tool_calls,
+            minutes=self.minutes,
+            files=self.files if files_shown is None else self.files[:files_shown],
+            ts=self.ts,
             session=self.session,
         )
 
@@ -347,8 +354,9 @@ class RetrievalReads(Protocol):
     def has_vectors(self) -> bool: ...
     def visible(self, rowids: Sequence[int], f: Filter) -> set[int]: ...
     def newest(self, f: Filter, limit: int) -> list[int]: ...
-    def neighbours(self, rowids: Sequence[int],
-                   span: int) -> list[tuple[int, str, str, list[int], list[int]]]:
+    def neighbours(
+        self, rowids: Sequence[int], span: int
+    ) -> list[tuple[int, str, str, list[int], list[int]]]:
         """(rowid, workspace, kind, up to ``span`` session neighbours before it nearest
         first, after it nearest first) for each of ``rowids`` that has a session."""
         ...
@@ -381,10 +389,12 @@ class MemoryReads(Protocol):
 
 class EpisodeReads(Protocol):
     def rows(self, rowids: Sequence[int]) -> dict[int, EpisodeRow]: ...
-    def of_session(self, workspace: str, session: str, uid: int, agent: str | None,
-                   now: float) -> list[SessionEpisode]: ...
-    def refs(self, workspace: str, session: str, agent: str | None, now: float,
-             limit: int) -> list[tuple[str, float, str]]: ...
+    def of_session(
+        self, workspace: str, session: str, uid: int, agent: str | None, now: float
+    ) -> list[SessionEpisode]: ...
+    def refs(
+        self, workspace: str, session: str, agent: str | None, now: float, limit: int
+    ) -> list[tuple[str, float, str]]: ...
 
 
 class ExperienceReads(Protocol):
@@ -404,8 +414,15 @@ class RecordReads(Protocol):
 
 
 class OperationReads(Protocol):
-    def export_page(self, after: int, limit: int, workspace: str | None, kind: str | None,
-                    now: float, page_bytes: int) -> p.ExportPage: ...
+    def export_page(
+        self,
+        after: int,
+        limit: int,
+        workspace: str | None,
+        kind: str | None,
+        now: float,
+        page_bytes: int,
+    ) -> p.ExportPage: ...
     def doctor_figures(self, model: str | None) -> DoctorFigures: ...
     def approvals(self) -> list[ApprovalRow]: ...
     def credentials(self) -> list[CredentialRow]: ...
@@ -435,41 +452,83 @@ class RecordWrites(Protocol):
     def replayed(self, agent: str, key: str | None) -> str | None: ...
     def remember_key(self, agent: str, key: str | None, record_id: str, now: float) -> None: ...
     def forget(self, record_id: str, now: float) -> tuple[p.Forgotten, int | None]: ...
-    def settle_pending(self, limit: int, now: float,
-                       settle: Callable[[str, float, bool, str | None, float | None], str]) -> int: ...
+    def settle_pending(
+        self,
+        limit: int,
+        now: float,
+        settle: Callable[[str, float, bool, str | None, float | None], str],
+    ) -> int: ...
     def store_vectors(self, model: str, rows: Sequence[tuple[int, bytes]]) -> list[int]: ...
     def mark_all_unembedded(self) -> int: ...
     def probe(self) -> None: ...
 
 
 class MemoryWrites(Protocol):
-    def store(self, who: Principal, req: p.MemoryStore, *, repo: str | None, commit: str | None,
-              trust: Assessment, now: float) -> tuple[p.MemoryStored, int | None]: ...
-    def update(self, who: Principal, req: p.MemoryUpdate, head: str | None, now: float,
-               score: Callable[[str, str | None, str], Assessment]) -> tuple[p.MemoryChanged, bool]: ...
+    def store(
+        self,
+        who: Principal,
+        req: p.MemoryStore,
+        *,
+        repo: str | None,
+        commit: str | None,
+        trust: Assessment,
+        now: float,
+    ) -> tuple[p.MemoryStored, int | None]: ...
+    def update(
+        self,
+        who: Principal,
+        req: p.MemoryUpdate,
+        head: str | None,
+        now: float,
+        score: Callable[[str, str | None, str], Assessment],
+    ) -> tuple[p.MemoryChanged, bool]: ...
     def rowid_of(self, memory_id: str) -> int | None: ...
-    def verify(self, who: Principal, req: p.MemoryVerify, head: str | None,
-               now: float) -> p.MemoryChanged: ...
-    def record_uses(self, who: Principal, targets: Sequence[tuple[str, str | None]],
-                    outcome: p.Outcome, note: str | None, now: float) -> p.UseRecorded: ...
-    def resolve_fact(self, who: Principal, req: p.MemoryFactResolve, now: float) -> p.FactResolved: ...
+    def verify(
+        self, who: Principal, req: p.MemoryVerify, head: str | None, now: float
+    ) -> p.MemoryChanged: ...
+    def record_uses(
+        self,
+        who: Principal,
+        targets: Sequence[tuple[str, str | None]],
+        outcome: p.Outcome,
+        note: str | None,
+        now: float,
+    ) -> p.UseRecorded: ...
+    def resolve_fact(
+        self, who: Principal, req: p.MemoryFactResolve, now: float
+    ) -> p.FactResolved: ...
 
 
 class EpisodeWrites(Protocol):
-    def capture(self, who: Principal, req: p.CaptureEpisode, trust: Assessment,
-                now: float) -> tuple[p.EpisodeCaptured, int | None]: ...
-    def set_verdict(self, who: Principal, req: p.WorkResult,
-                    now: float) -> tuple[p.VerdictSet, list[int]]: ...
+    def capture(
+        self, who: Principal, req: p.CaptureEpisode, trust: Assessment, now: float
+    ) -> tuple[p.EpisodeCaptured, int | None]: ...
+    def set_verdict(
+        self, who: Principal, req: p.WorkResult, now: float
+    ) -> tuple[p.VerdictSet, list[int]]: ...
 
 
 class ExperienceWrites(Protocol):
-    def record(self, who: Principal, req: p.RecordExperience, plan: ExperienceWrite,
-               now: float, written: ExperienceWritten) -> p.ExperienceRecorded: ...
-    def roll_up(self, who: Principal, req: p.RecordExperience, plan: ExperienceWrite,
-                rollup: RollupWrite, now: float,
-                written: ExperienceWritten) -> p.ExperienceRolledUp: ...
-    def forget(self, workspace: str, record_id: str,
-               now: float) -> tuple[p.ExperienceForgotten, list[int]]: ...
+    def record(
+        self,
+        who: Principal,
+        req: p.RecordExperience,
+        plan: ExperienceWrite,
+        now: float,
+        written: ExperienceWritten,
+    ) -> p.ExperienceRecorded: ...
+    def roll_up(
+        self,
+        who: Principal,
+        req: p.RecordExperience,
+        plan: ExperienceWrite,
+        rollup: RollupWrite,
+        now: float,
+        written: ExperienceWritten,
+    ) -> p.ExperienceRolledUp: ...
+    def forget(
+        self, workspace: str, record_id: str, now: float
+    ) -> tuple[p.ExperienceForgotten, list[int]]: ...
 
 
 class OperationWrites(Protocol):

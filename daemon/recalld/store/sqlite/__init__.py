@@ -32,10 +32,18 @@ __all__ = ["DB_NAME", "SqliteReader", "SqliteStore", "SqliteWriteTx"]
 log = logging.getLogger(__name__)
 
 # SQLite's primary result codes that mean the database itself is failing, not one job.
-_STORAGE_FAILURES = frozenset({
-    sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN,
-    sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED,
-})
+_STORAGE_FAILURES = frozenset(
+    {
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_CORRUPT,
+        sqlite3.SQLITE_NOTADB,
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+    }
+)
 
 
 class SqliteReader:
@@ -154,8 +162,13 @@ class SqliteStore:
         index = self._index
         if index is None:
             return None
-        return p.IndexStatus(type=index.kind, size=index.ntotal, dim=index.dim,
-                             model=index.model, rebuilt_reason=index.rebuilt_reason)
+        return p.IndexStatus(
+            type=index.kind,
+            size=index.ntotal,
+            dim=index.dim,
+            model=index.model,
+            rebuilt_reason=index.rebuilt_reason,
+        )
 
     def snapshot(self) -> None:
         if self._index is not None:

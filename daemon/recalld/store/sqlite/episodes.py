@@ -46,21 +46,31 @@ class EpisodeReads:
             f" WHERE r.rowid IN ({marks(rowids)})",
             list(rowids),
         ):
-            out[row[0]] = EpisodeRow(*row[:16], _strings.decode(row[16]), row[17], row[18],
-                                     bool(row[19]), row[20])
+            values: list[Any] = [
+                *row[:16],
+                _strings.decode(row[16]),
+                row[17],
+                row[18],
+                bool(row[19]),
+                row[20],
+            ]
+            out[row[0]] = EpisodeRow(*values)
         return out
 
-    def of_session(self, workspace: str, session: str, uid: int, agent: str | None,
-                   now: float) -> list[SessionEpisode]:
+    def of_session(
+        self, workspace: str, session: str, uid: int, agent: str | None, now: float
+    ) -> list[SessionEpisode]:
         """A session's live episodes in the workspace (of one agent, or of any), in order."""
-        where = ("r.kind = 'episode' AND r.workspace = ? AND r.session = ? AND r.uid = ?"
-                 " AND r.tombstoned_at IS NULL AND (r.expires_at IS NULL OR r.expires_at > ?)")
+        where = (
+            "r.kind = 'episode' AND r.workspace = ? AND r.session = ? AND r.uid = ?"
+            " AND r.tombstoned_at IS NULL AND (r.expires_at IS NULL OR r.expires_at > ?)"
+        )
         params: list[Any] = [workspace, session, uid, now]
         if agent is not None:
             where += " AND r.agent = ?"
             params.append(agent)
         return [
-            SessionEpisode(*row[:9], _strings.decode(row[9]))
+            SessionEpisode(*[*row[:9], _strings.decode(row[9])])
             for row in self._conn.execute(
                 "SELECT r.ts, r.agent, r.text, r.eligibility, e.episode_type, e.tool, e.status,"
                 " e.task_result, e.verdict_at, e.files FROM records r"
@@ -69,22 +79,27 @@ class EpisodeReads:
             )
         ]
 
-    def refs(self, workspace: str, session: str, agent: str | None, now: float,
-             limit: int) -> list[tuple[str, float, str]]:
+    def refs(
+        self, workspace: str, session: str, agent: str | None, now: float, limit: int
+    ) -> list[tuple[str, float, str]]:
         """(id, ts, text) of a session's episodes that a reader may quote: eligible or
         pending, never blocked or ineligible; of one agent, or of any."""
         partition = "" if agent is None else " AND agent = ?"
-        return [tuple(row) for row in self._conn.execute(  # type: ignore[misc]
-            "SELECT id, ts, text FROM records WHERE workspace = ? AND session = ?"
-            " AND kind = 'episode' AND tombstoned_at IS NULL"
-            " AND eligibility IN ('eligible', 'pending')"
-            f" AND (expires_at IS NULL OR expires_at > ?){partition} ORDER BY ts LIMIT ?",
-            (workspace, session, now, *([] if agent is None else [agent]), limit),
-        )]
+        return [
+            tuple(row)
+            for row in self._conn.execute(
+                "SELECT id, ts, text FROM records WHERE workspace = ? AND session = ?"
+                " AND kind = 'episode' AND tombstoned_at IS NULL"
+                " AND eligibility IN ('eligible', 'pending')"
+                f" AND (expires_at IS NULL OR expires_at > ?){partition} ORDER BY ts LIMIT ?",
+                (workspace, session, now, *([] if agent is None else [agent]), limit),
+            )
+        ]
 
 
-def _existing(conn: sqlite3.Connection, record_id: str, *, duplicate: bool = False,
-              replayed: bool = False) -> p.EpisodeCaptured:
+def _existing(
+    conn: sqlite3.Connection, record_id: str, *, duplicate: bool = False, replayed: bool = False
+) -> p.EpisodeCaptured:
     row = conn.execute(
         "SELECT e.prev_id, r.eligibility, r.trust, e.blocked FROM records r"
         " JOIN episodes e ON e.rowid = r.rowid WHERE r.id = ?",
@@ -97,8 +112,14 @@ def _existing(conn: sqlite3.Connection, record_id: str, *, duplicate: bool = Fal
         )
     prev_id, eligibility, trust, blocked = row
     return p.EpisodeCaptured(
-        id=0, record_id=record_id, prev_id=prev_id, eligibility=eligibility, trust=trust,
-        blocked=bool(blocked), duplicate=duplicate, replayed=replayed,
+        id=0,
+        record_id=record_id,
+        prev_id=prev_id,
+        eligibility=eligibility,
+        trust=trust,
+        blocked=bool(blocked),
+        duplicate=duplicate,
+        replayed=replayed,
     )
 
 
@@ -106,8 +127,9 @@ class EpisodeWrites:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 
-    def capture(self, who: Principal, req: p.CaptureEpisode, trust: Assessment,
-                now: float) -> tuple[p.EpisodeCaptured, int | None]:
+    def capture(
+        self, who: Principal, req: p.CaptureEpisode, trust: Assessment, now: float
+    ) -> tuple[p.EpisodeCaptured, int | None]:
         """Insert one episode, chained to its session's previous one and stored ``pending``
         (the evaluation actor settles it); a duplicate or a replayed key answers with the
         stored one. Returns the reply and the new row, if one was written."""
@@ -145,9 +167,20 @@ class EpisodeWrites:
                 " session, source, text, tags, trust, eligibility, expires_at, content_hash)"
                 " VALUES (?, 'episode', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
                 (
-                    record_id, ts, now, now, workspace, who.agent, who.uid, req.session_id,
-                    req.source, req.summary, _json.encode(list(dict.fromkeys(req.tags))).decode(),
-                    trust.trust, now + req.ttl_s if req.ttl_s is not None else None, digest,
+                    record_id,
+                    ts,
+                    now,
+                    now,
+                    workspace,
+                    who.agent,
+                    who.uid,
+                    req.session_id,
+                    req.source,
+                    req.summary,
+                    _json.encode(list(dict.fromkeys(req.tags))).decode(),
+                    trust.trust,
+                    now + req.ttl_s if req.ttl_s is not None else None,
+                    digest,
                 ),
             )
             rowid = cur.lastrowid
@@ -157,21 +190,34 @@ class EpisodeWrites:
                 " duration_ms, result_size, task_result, verdict_at, blocked, prev_id, files)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    rowid, req.channel, req.episode_type, req.tool, status, req.error_code,
-                    req.duration_ms, req.result_size, req.task_result,
-                    now if req.task_result is not None else None, int(trust.blocked), prev_id,
+                    rowid,
+                    req.channel,
+                    req.episode_type,
+                    req.tool,
+                    status,
+                    req.error_code,
+                    req.duration_ms,
+                    req.result_size,
+                    req.task_result,
+                    now if req.task_result is not None else None,
+                    int(trust.blocked),
+                    prev_id,
                     _json.encode(list(dict.fromkeys(req.files))).decode(),
                 ),
             )
             result = p.EpisodeCaptured(
-                id=0, record_id=record_id, prev_id=prev_id, trust=trust.trust,
+                id=0,
+                record_id=record_id,
+                prev_id=prev_id,
+                trust=trust.trust,
                 blocked=trust.blocked,
             )
         remember_key(conn, who.agent, req.idempotency_key, result.record_id, now)
         return result, rowid
 
-    def set_verdict(self, who: Principal, req: p.WorkResult,
-                    now: float) -> tuple[p.VerdictSet, list[int]]:
+    def set_verdict(
+        self, who: Principal, req: p.WorkResult, now: float
+    ) -> tuple[p.VerdictSet, list[int]]:
         """Set task_result and verdict_at on one episode or a whole session; returns the
         reply and the rows it changed (episodes waiting for this verdict can settle now)."""
         where = "r.kind = 'episode' AND r.uid = ? AND r.tombstoned_at IS NULL"
@@ -204,6 +250,9 @@ class EpisodeWrites:
             )
             self._conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, rowid))
         return p.VerdictSet(
-            id=0, task_result=req.task_result, verdict_at=verdict_at, matched=len(rows),
+            id=0,
+            task_result=req.task_result,
+            verdict_at=verdict_at,
+            matched=len(rows),
             updated=len(changed),
         ), changed

@@ -31,9 +31,9 @@ from ...domain.principal import Principal
 from ...errors import RecallError
 from ..port import (
     ExperienceRow,
-    Filter,
     ExperienceWrite,
     ExperienceWritten,
+    Filter,
     LessonRow,
     RollupWrite,
     SessionRollup,
@@ -100,7 +100,9 @@ class Unindexed:
         }
 
 
-def lesson_stats(conn: sqlite3.Connection, lesson_rowids: Sequence[int]) -> dict[int, tuple[int, float]]:
+def lesson_stats(
+    conn: sqlite3.Connection, lesson_rowids: Sequence[int]
+) -> dict[int, tuple[int, float]]:
     """(support, confidence) of each lesson, counting only experiences that still surface
     (not forgotten, eligible). A lesson with no such experience is absent from the result."""
     if not lesson_rowids:
@@ -125,11 +127,12 @@ def experience_rows(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int
     if not rowids:
         return {}
     return {
-        row[0]: ExperienceRow(*row[:11], _strings.decode(row[11]))
+        row[0]: ExperienceRow(*[*row[:11], _strings.decode(row[11])])
         for row in conn.execute(
             "SELECT r.rowid, r.id, r.text, r.agent, r.ts, r.session, e.task_class, e.strategy,"
             " e.status, e.tool_calls, e.minutes, e.files"
-            f" FROM records r JOIN experiences e ON e.rowid = r.rowid WHERE r.rowid IN ({marks(rowids)})",
+            " FROM records r JOIN experiences e ON e.rowid = r.rowid"
+            f" WHERE r.rowid IN ({marks(rowids)})",
             list(rowids),
         )
     }
@@ -140,10 +143,13 @@ def recorded_lessons(conn: sqlite3.Connection, merged: dict[int, bool]) -> list[
     stats = lesson_stats(conn, list(merged))
     out = []
     for rowid, was_merged in merged.items():
-        rid, text = conn.execute("SELECT id, text FROM records WHERE rowid = ?", (rowid,)).fetchone()
+        rid, text = conn.execute(
+            "SELECT id, text FROM records WHERE rowid = ?", (rowid,)
+        ).fetchone()
         support, conf = stats.get(rowid, (0, confidence(0, 0, 0)))
-        out.append(p.RecordedLesson(id=rid, text=text, support=support, confidence=conf,
-                                    merged=was_merged))
+        out.append(
+            p.RecordedLesson(id=rid, text=text, support=support, confidence=conf, merged=was_merged)
+        )
     return out
 
 
@@ -158,11 +164,14 @@ class ExperienceReads:
         """(lesson rowid, experience rowid) of the experiences' lessons."""
         if not experience_rowids:
             return []
-        return [tuple(row) for row in self._conn.execute(  # type: ignore[misc]
-            "SELECT lesson_rowid, experience_rowid FROM lesson_support"
-            f" WHERE experience_rowid IN ({marks(experience_rowids)})",
-            tuple(experience_rowids),
-        )]
+        return [
+            tuple(row)
+            for row in self._conn.execute(
+                "SELECT lesson_rowid, experience_rowid FROM lesson_support"
+                f" WHERE experience_rowid IN ({marks(experience_rowids)})",
+                tuple(experience_rowids),
+            )
+        ]
 
     def lessons(self, lesson_rowids: Sequence[int]) -> dict[int, LessonRow]:
         """The lessons among ``lesson_rowids`` that surface (eligible, live, support >= 1)."""
@@ -203,25 +212,40 @@ class ExperienceReads:
         if row is None:
             return None
         return SessionRollup(
-            rowid=row[0], record_id=row[1], forgotten=row[2] is not None,
-            given=frozenset(_strings.decode(row[3])), description=row[4], strategy=row[5],
-            task_class=row[6], status=row[7],
+            rowid=row[0],
+            record_id=row[1],
+            forgotten=row[2] is not None,
+            given=frozenset(_strings.decode(row[3])),
+            description=row[4],
+            strategy=row[5],
+            task_class=row[6],
+            status=row[7],
         )
 
 
 class ExperienceWrites:
     """Recording, rolling up and forgetting experiences, with their lessons."""
 
-    def __init__(self, conn: sqlite3.Connection, index: Callable[[], VectorIndex | None],
-                 unindexed: Unindexed) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        index: Callable[[], VectorIndex | None],
+        unindexed: Unindexed,
+    ) -> None:
         self._conn = conn
         self._index = index
         self._unindexed = unindexed
 
     # ------------------------------------------------------------------ recording
 
-    def record(self, who: Principal, req: p.RecordExperience, plan: ExperienceWrite,
-               now: float, written: ExperienceWritten) -> p.ExperienceRecorded:
+    def record(
+        self,
+        who: Principal,
+        req: p.RecordExperience,
+        plan: ExperienceWrite,
+        now: float,
+        written: ExperienceWritten,
+    ) -> p.ExperienceRecorded:
         """Insert one experience (or answer with the stored one for a duplicate or a
         replayed key), merge or insert its lessons and link them; what was written goes to
         ``written``, for after the COMMIT."""
@@ -243,32 +267,65 @@ class ExperienceWrites:
         else:
             record_id, exp_rowid = self._insert(who, req, plan, now, digest, written)
             merged = self._link_lessons(who, req, plan, now, exp_rowid, written)
-            result = p.ExperienceRecorded(id=0, record_id=record_id,
-                                          lessons=recorded_lessons(conn, merged))
+            result = p.ExperienceRecorded(
+                id=0, record_id=record_id, lessons=recorded_lessons(conn, merged)
+            )
         remember_key(conn, who.agent, req.idempotency_key, result.record_id, now)
         return result
 
-    def _insert(self, who: Principal, req: p.RecordExperience, plan: ExperienceWrite,
-                now: float, digest: bytes, written: ExperienceWritten) -> tuple[str, int]:
+    def _insert(
+        self,
+        who: Principal,
+        req: p.RecordExperience,
+        plan: ExperienceWrite,
+        now: float,
+        digest: bytes,
+        written: ExperienceWritten,
+    ) -> tuple[str, int]:
         record_id = new_id("exp")
-        exp_rowid = self._insert_record(who, req, plan, now, record_id, "experience",
-                                        plan.description, digest, plan.trust, plan.vector(0),
-                                        written)
+        exp_rowid = self._insert_record(
+            who,
+            req,
+            plan,
+            now,
+            record_id,
+            "experience",
+            plan.description,
+            digest,
+            plan.trust,
+            plan.vector(0),
+            written,
+        )
         self._conn.execute(
             "INSERT INTO experiences (rowid, task_class, strategy, status, tool_calls, minutes,"
             " files) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (exp_rowid, req.task_class, plan.strategy, req.status, req.tool_calls, req.minutes,
-             _json.encode(plan.files).decode()),
+            (
+                exp_rowid,
+                req.task_class,
+                plan.strategy,
+                req.status,
+                req.tool_calls,
+                req.minutes,
+                _json.encode(plan.files).decode(),
+            ),
         )
         return record_id, exp_rowid
 
-    def _link_lessons(self, who: Principal, req: p.RecordExperience, plan: ExperienceWrite,
-                      now: float, exp_rowid: int, written: ExperienceWritten) -> dict[int, bool]:
+    def _link_lessons(
+        self,
+        who: Principal,
+        req: p.RecordExperience,
+        plan: ExperienceWrite,
+        now: float,
+        exp_rowid: int,
+        written: ExperienceWritten,
+    ) -> dict[int, bool]:
         """Merge or insert each lesson and link it to the experience: {lesson rowid: merged}."""
         merged: dict[int, bool] = {}
         for i, lesson in enumerate(plan.lessons):
-            rowid, was_merged = self._lesson(who, req, plan, now, lesson, plan.lesson_trust[i],
-                                             plan.vector(i + 1), written)
+            rowid, was_merged = self._lesson(
+                who, req, plan, now, lesson, plan.lesson_trust[i], plan.vector(i + 1), written
+            )
             self._conn.execute(
                 "INSERT OR IGNORE INTO lesson_support (lesson_rowid, experience_rowid, created_at)"
                 " VALUES (?, ?, ?)",
@@ -278,9 +335,17 @@ class ExperienceWrites:
             merged.setdefault(rowid, was_merged)
         return merged
 
-    def _lesson(self, who: Principal, req: p.RecordExperience, plan: ExperienceWrite,
-                now: float, text: str, trust: Assessment, vec: np.ndarray | None,
-                written: ExperienceWritten) -> tuple[int, bool]:
+    def _lesson(
+        self,
+        who: Principal,
+        req: p.RecordExperience,
+        plan: ExperienceWrite,
+        now: float,
+        text: str,
+        trust: Assessment,
+        vec: np.ndarray | None,
+        written: ExperienceWritten,
+    ) -> tuple[int, bool]:
         """The rowid of the stored lesson ``text`` says the same as, else of a new one."""
         digest = content_hash("lesson", lesson_key(text))
         row = self._conn.execute(
@@ -296,8 +361,9 @@ class ExperienceWrites:
             near = self._nearest_lesson(who.workspace, vec)
             if near is not None:
                 return near, True
-        rowid = self._insert_record(who, req, plan, now, new_id("les"), "lesson", text, digest,
-                                    trust, vec, written)
+        rowid = self._insert_record(
+            who, req, plan, now, new_id("les"), "lesson", text, digest, trust, vec, written
+        )
         return rowid, False
 
     def _nearest_lesson(self, workspace: str, vec: np.ndarray) -> int | None:
@@ -324,24 +390,50 @@ class ExperienceWrites:
         ]
         return max(live, key=lambda rowid: near[rowid][1]) if live else None
 
-    def _insert_record(self, who: Principal, req: p.RecordExperience, plan: ExperienceWrite,
-                       now: float, record_id: str, kind: str, text: str, digest: bytes,
-                       trust: Assessment, vec: np.ndarray | None,
-                       written: ExperienceWritten) -> int:
+    def _insert_record(
+        self,
+        who: Principal,
+        req: p.RecordExperience,
+        plan: ExperienceWrite,
+        now: float,
+        record_id: str,
+        kind: str,
+        text: str,
+        digest: bytes,
+        trust: Assessment,
+        vec: np.ndarray | None,
+        written: ExperienceWritten,
+    ) -> int:
         cur = self._conn.execute(
             "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
             " session, source, text, trust, eligibility, content_hash, embed_state)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (record_id, kind, now if req.ts is None else req.ts, now, now, who.workspace,
-             who.agent, who.uid, req.session, plan.source, text, trust.trust, trust.eligibility,
-             digest, 0 if vec is None else 1),
+            (
+                record_id,
+                kind,
+                now if req.ts is None else req.ts,
+                now,
+                now,
+                who.workspace,
+                who.agent,
+                who.uid,
+                req.session,
+                plan.source,
+                text,
+                trust.trust,
+                trust.eligibility,
+                digest,
+                0 if vec is None else 1,
+            ),
         )
         rowid = cur.lastrowid
         assert rowid is not None
         if vec is not None:
             assert plan.model is not None
-            self._conn.execute("INSERT INTO vectors (rowid, model, vec) VALUES (?, ?, ?)",
-                               (rowid, plan.model, vec.tobytes()))
+            self._conn.execute(
+                "INSERT INTO vectors (rowid, model, vec) VALUES (?, ?, ?)",
+                (rowid, plan.model, vec.tobytes()),
+            )
             written.vectors.append((rowid, vec))
             if kind == "lesson":
                 self._unindexed.add(rowid, record_id, vec)
@@ -349,8 +441,9 @@ class ExperienceWrites:
             written.rowids.append(rowid)
         return rowid
 
-    def _existing(self, record_id: str, *, duplicate: bool = False,
-                  replayed: bool = False) -> p.ExperienceRecorded:
+    def _existing(
+        self, record_id: str, *, duplicate: bool = False, replayed: bool = False
+    ) -> p.ExperienceRecorded:
         row = self._conn.execute("SELECT rowid FROM records WHERE id = ?", (record_id,)).fetchone()
         lessons: dict[int, bool] = {}
         if row is not None:
@@ -360,15 +453,25 @@ class ExperienceWrites:
                     "SELECT lesson_rowid FROM lesson_support WHERE experience_rowid = ?", (row[0],)
                 )
             }
-        return p.ExperienceRecorded(id=0, record_id=record_id, duplicate=duplicate,
-                                    replayed=replayed,
-                                    lessons=recorded_lessons(self._conn, lessons))
+        return p.ExperienceRecorded(
+            id=0,
+            record_id=record_id,
+            duplicate=duplicate,
+            replayed=replayed,
+            lessons=recorded_lessons(self._conn, lessons),
+        )
 
     # ------------------------------------------------------------------ rolling up
 
-    def roll_up(self, who: Principal, req: p.RecordExperience, plan: ExperienceWrite,
-                rollup: RollupWrite, now: float,
-                written: ExperienceWritten) -> p.ExperienceRolledUp:
+    def roll_up(
+        self,
+        who: Principal,
+        req: p.RecordExperience,
+        plan: ExperienceWrite,
+        rollup: RollupWrite,
+        now: float,
+        written: ExperienceWritten,
+    ) -> p.ExperienceRolledUp:
         """Insert the session's experience, or update the one an earlier roll-up wrote."""
         conn = self._conn
         workspace = who.workspace
@@ -392,14 +495,20 @@ class ExperienceWrites:
                 " rolled_up_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (rowid, workspace, rollup.session, given, rollup.episodes, now),
             )
-            return self._rolled(rollup, record_id, created=True, rowid=rowid,
-                                lessons=recorded_lessons(conn, merged))
+            return self._rolled(
+                rollup, record_id, created=True, rowid=rowid, lessons=recorded_lessons(conn, merged)
+            )
         rowid, record_id = row[0], row[1]
         self._update(who, req, plan, now, rowid, written)
         merged = self._link_lessons(who, req, plan, now, rowid, written)
-        linked = [lesson for (lesson,) in conn.execute(
-            "SELECT lesson_rowid FROM lesson_support WHERE experience_rowid = ?"
-            " ORDER BY created_at", (rowid,))]
+        linked = [
+            lesson
+            for (lesson,) in conn.execute(
+                "SELECT lesson_rowid FROM lesson_support WHERE experience_rowid = ?"
+                " ORDER BY created_at",
+                (rowid,),
+            )
+        ]
         if len(linked) > MAX_LESSONS:
             raise RecallError(
                 "invalid_request",
@@ -415,14 +524,29 @@ class ExperienceWrites:
         lessons = recorded_lessons(conn, merged) + recorded_lessons(conn, earlier)
         return self._rolled(rollup, record_id, created=False, rowid=rowid, lessons=lessons)
 
-    def _update(self, who: Principal, req: p.RecordExperience, plan: ExperienceWrite, now: float,
-                rowid: int, written: ExperienceWritten) -> None:
+    def _update(
+        self,
+        who: Principal,
+        req: p.RecordExperience,
+        plan: ExperienceWrite,
+        now: float,
+        rowid: int,
+        written: ExperienceWritten,
+    ) -> None:
         vec = plan.vector(0)
         self._conn.execute(
             "UPDATE records SET text = ?, ts = ?, updated_at = ?, agent = ?, trust = ?,"
             " eligibility = ?, embed_state = ? WHERE rowid = ?",
-            (plan.description, req.ts if req.ts is not None else now, now, who.agent,
-             plan.trust.trust, plan.trust.eligibility, 0 if vec is None else 1, rowid),
+            (
+                plan.description,
+                req.ts if req.ts is not None else now,
+                now,
+                who.agent,
+                plan.trust.trust,
+                plan.trust.eligibility,
+                0 if vec is None else 1,
+                rowid,
+            ),
         )
         if vec is None:
             # embed_state 0: the embedding actor re-embeds it and replaces the old vector.
@@ -437,26 +561,47 @@ class ExperienceWrites:
         self._conn.execute(
             "UPDATE experiences SET task_class = ?, strategy = ?, status = ?, tool_calls = ?,"
             " minutes = ?, files = ? WHERE rowid = ?",
-            (req.task_class, plan.strategy, req.status, req.tool_calls, req.minutes,
-             _json.encode(plan.files).decode(), rowid),
+            (
+                req.task_class,
+                plan.strategy,
+                req.status,
+                req.tool_calls,
+                req.minutes,
+                _json.encode(plan.files).decode(),
+                rowid,
+            ),
         )
 
-    def _rolled(self, rollup: RollupWrite, record_id: str, *, created: bool,
-                forgotten: bool = False, rowid: int | None = None,
-                lessons: list[p.RecordedLesson] | None = None) -> p.ExperienceRolledUp:
+    def _rolled(
+        self,
+        rollup: RollupWrite,
+        record_id: str,
+        *,
+        created: bool,
+        forgotten: bool = False,
+        rowid: int | None = None,
+        lessons: list[p.RecordedLesson] | None = None,
+    ) -> p.ExperienceRolledUp:
         experience = None
         if rowid is not None:
             experience = experience_rows(self._conn, [rowid])[rowid].info(0.0, None)
         return p.ExperienceRolledUp(
-            id=0, record_id=record_id, session=rollup.session, episodes=rollup.episodes,
-            created=created, forgotten=forgotten, why=rollup.why, experience=experience,
+            id=0,
+            record_id=record_id,
+            session=rollup.session,
+            episodes=rollup.episodes,
+            created=created,
+            forgotten=forgotten,
+            why=rollup.why,
+            experience=experience,
             lessons=lessons or [],
         )
 
     # ------------------------------------------------------------------ forgetting
 
-    def forget(self, workspace: str, record_id: str,
-               now: float) -> tuple[p.ExperienceForgotten, list[int]]:
+    def forget(
+        self, workspace: str, record_id: str, now: float
+    ) -> tuple[p.ExperienceForgotten, list[int]]:
         """Tombstone an experience; retire the lessons it leaves with no support at all.
         Returns the reply and the rowids to take out of the vector index."""
         conn = self._conn
@@ -470,8 +615,10 @@ class ExperienceWrites:
         rowid, tombstoned_at = row
         if tombstoned_at is not None:
             return p.ExperienceForgotten(id=0, record_id=record_id, already_forgotten=True), []
-        conn.execute("UPDATE records SET tombstoned_at = ?, updated_at = ? WHERE rowid = ?",
-                     (now, now, rowid))
+        conn.execute(
+            "UPDATE records SET tombstoned_at = ?, updated_at = ? WHERE rowid = ?",
+            (now, now, rowid),
+        )
         conn.execute("DELETE FROM vectors WHERE rowid = ?", (rowid,))
         removed = [rowid]
         weakened = retired = 0
@@ -500,4 +647,3 @@ class ExperienceWrites:
         return p.ExperienceForgotten(
             id=0, record_id=record_id, lessons_weakened=weakened, lessons_retired=retired
         ), removed
-

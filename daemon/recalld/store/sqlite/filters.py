@@ -17,7 +17,11 @@ def marks(values: Sequence[Any]) -> str:
 
 def where(f: Filter) -> tuple[str, list[Any]]:
     """``(condition, parameters)`` for ``f``."""
-    clauses = ["r.kind = ?", "r.tombstoned_at IS NULL", "(r.expires_at IS NULL OR r.expires_at > ?)"]
+    clauses = [
+        "r.kind = ?",
+        "r.tombstoned_at IS NULL",
+        "(r.expires_at IS NULL OR r.expires_at > ?)",
+    ]
     params: list[Any] = [f.kind, f.now]
     if len(f.eligibility) == 1:
         clauses.append("r.eligibility = ?")
@@ -27,8 +31,10 @@ def where(f: Filter) -> tuple[str, list[Any]]:
     if f.workspace is not None:
         if f.or_global:
             # The workspace, plus memories with no recorded origin (global ones).
-            clauses.append("(r.workspace = ? OR EXISTS (SELECT 1 FROM memory_meta m"
-                           " WHERE m.rowid = r.rowid AND m.origin IS NULL))")
+            clauses.append(
+                "(r.workspace = ? OR EXISTS (SELECT 1 FROM memory_meta m"
+                " WHERE m.rowid = r.rowid AND m.origin IS NULL))"
+            )
         else:
             clauses.append("r.workspace = ?")
         params.append(f.workspace)
@@ -36,11 +42,16 @@ def where(f: Filter) -> tuple[str, list[Any]]:
         if value is not None:
             clauses.append(f"r.{column} = ?")
             params.append(value)
-    for condition, value in (("r.trust >= ?", f.min_trust), ("r.ts >= ?", f.since),
-                             ("r.ts <= ?", f.until), ("r.updated_at > ?", f.updated_after)):
-        if value is not None:
+    bounds: tuple[tuple[str, float | None], ...] = (
+        ("r.trust >= ?", f.min_trust),
+        ("r.ts >= ?", f.since),
+        ("r.ts <= ?", f.until),
+        ("r.updated_at > ?", f.updated_after),
+    )
+    for condition, bound in bounds:
+        if bound is not None:
             clauses.append(condition)
-            params.append(value)
+            params.append(bound)
     if f.tool is not None:
         clauses.append("r.rowid IN (SELECT rowid FROM episodes WHERE tool = ?)")
         params.append(f.tool)
@@ -51,8 +62,10 @@ def where(f: Filter) -> tuple[str, list[Any]]:
         clauses.append(f"r.source IN ({marks(f.sources)})")
         params += f.sources
     for kind, values in f.labels:
-        clauses.append("EXISTS (SELECT 1 FROM memory_labels l WHERE l.rowid = r.rowid"
-                       f" AND l.kind = ? AND l.value IN ({marks(values)}))")
+        clauses.append(
+            "EXISTS (SELECT 1 FROM memory_labels l WHERE l.rowid = r.rowid"
+            f" AND l.kind = ? AND l.value IN ({marks(values)}))"
+        )
         params += [kind, *values]
     for column, value in (("writer_client", f.writer_client), ("writer_model", f.writer_model)):
         if value is not None:

@@ -36,7 +36,8 @@ _ROW_SQL = (
     " r.agent, r.workspace, r.session, r.eligibility, r.expires_at,"
     " coalesce(m.kind, 'entry'), m.subject, m.subject_key, coalesce(m.authority, 'first-party'),"
     " m.distortion_tolerance, CASE WHEN m.rowid IS NULL THEN r.workspace ELSE m.origin END,"
-    " m.origin_repo, m.origin_commit, m.verified_commit, coalesce(m.last_verified_at, r.created_at),"
+    " m.origin_repo, m.origin_commit, m.verified_commit,"
+    " coalesce(m.last_verified_at, r.created_at),"
     " m.writer_client, m.writer_model, m.superseded_by"
     " FROM records r LEFT JOIN memory_meta m ON m.rowid = r.rowid"
 )
@@ -57,7 +58,8 @@ class MemoryReads:
     def _rows(self, condition: str, params: Sequence[Any]) -> list[MemoryRow]:
         rows = []
         for r in self._conn.execute(f"{_ROW_SQL} WHERE {condition}", params):
-            rows.append(MemoryRow(*r[:4], _tags.decode(r[4]), *r[5:]))
+            values: list[Any] = [*r[:4], _tags.decode(r[4]), *r[5:]]
+            rows.append(MemoryRow(*values))
         if not rows:
             return rows
         by_rowid = {r.rowid: r for r in rows}
@@ -81,16 +83,21 @@ class MemoryReads:
         """Memories by public id that are not forgotten (any eligibility)."""
         if not ids:
             return {}
-        return {r.id: r for r in self._rows(
-            f"r.id IN ({marks(ids)}) AND r.kind = 'memory' AND r.tombstoned_at IS NULL", list(ids)
-        )}
+        return {
+            r.id: r
+            for r in self._rows(
+                f"r.id IN ({marks(ids)}) AND r.kind = 'memory' AND r.tombstoned_at IS NULL",
+                list(ids),
+            )
+        }
 
     def pinned_constraints(self, f: Filter) -> list[MemoryRow]:
         """Constraint facts that are current, under the filter."""
         clause, params = where(f)
         return self._rows(
             "r.rowid IN (SELECT rowid FROM memory_meta WHERE distortion_tolerance = 'constraint'"
-            f" AND superseded_by IS NULL) AND {clause}", params,
+            f" AND superseded_by IS NULL) AND {clause}",
+            params,
         )
 
     def current_facts(self, key: str, origin: str | None, now: float) -> list[Fact]:
@@ -101,32 +108,49 @@ class MemoryReads:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return {}
-        return dict(self._conn.execute(
-            f"SELECT id, text FROM records WHERE id IN ({marks(wanted)})", wanted).fetchall())
+        return dict(
+            self._conn.execute(
+                f"SELECT id, text FROM records WHERE id IN ({marks(wanted)})", wanted
+            ).fetchall()
+        )
 
     def uses(self, rowids: Sequence[int]) -> list[UseRow]:
         if not rowids:
             return []
-        return [UseRow(*row) for row in self._conn.execute(
-            f"SELECT rowid, outcome, ts, note FROM memory_uses WHERE rowid IN ({marks(rowids)})"
-            " ORDER BY ts DESC", list(rowids),
-        )]
+        return [
+            UseRow(*row)
+            for row in self._conn.execute(
+                f"SELECT rowid, outcome, ts, note FROM memory_uses WHERE rowid IN ({marks(rowids)})"
+                " ORDER BY ts DESC",
+                list(rowids),
+            )
+        ]
 
     def use_counts(self, rowid: int) -> dict[str, int]:
-        return dict(self._conn.execute(
-            "SELECT outcome, count(*) FROM memory_uses WHERE rowid = ? GROUP BY outcome", (rowid,)
-        ).fetchall())
+        return dict(
+            self._conn.execute(
+                "SELECT outcome, count(*) FROM memory_uses WHERE rowid = ? GROUP BY outcome",
+                (rowid,),
+            ).fetchall()
+        )
 
     def links_from(self, rowid: int) -> list[tuple[str, str, str | None]]:
-        return [tuple(row) for row in self._conn.execute(  # type: ignore[misc]
-            "SELECT rel, dst_id, note FROM memory_links WHERE src = ?", (rowid,))]
+        return [
+            tuple(row)
+            for row in self._conn.execute(
+                "SELECT rel, dst_id, note FROM memory_links WHERE src = ?", (rowid,)
+            )
+        ]
 
     def depended_on_by(self, memory_id: str) -> list[tuple[str, str, str | None]]:
-        return [tuple(row) for row in self._conn.execute(  # type: ignore[misc]
-            "SELECT r.id, r.text, l.note FROM memory_links l JOIN records r ON r.rowid = l.src"
-            " WHERE l.dst_id = ? AND l.rel = 'depends_on' AND r.tombstoned_at IS NULL",
-            (memory_id,),
-        )]
+        return [
+            tuple(row)
+            for row in self._conn.execute(
+                "SELECT r.id, r.text, l.note FROM memory_links l JOIN records r ON r.rowid = l.src"
+                " WHERE l.dst_id = ? AND l.rel = 'depends_on' AND r.tombstoned_at IS NULL",
+                (memory_id,),
+            )
+        ]
 
     def depends_on(self, rowids: Sequence[int]) -> dict[int, list[tuple[str, str | None]]]:
         out: dict[int, list[tuple[str, str | None]]] = {}
@@ -134,27 +158,33 @@ class MemoryReads:
             return out
         for src, dst, note in self._conn.execute(
             "SELECT src, dst_id, note FROM memory_links WHERE rel = 'depends_on'"
-            f" AND src IN ({marks(rowids)})", list(rowids),
+            f" AND src IN ({marks(rowids)})",
+            list(rowids),
         ):
             out.setdefault(src, []).append((dst, note))
         return out
 
     def prior_session_boundary(self, session: str) -> float | None:
         row = self._conn.execute(
-            "SELECT max(ts) FROM memory_events WHERE session != ?", (session,)).fetchone()
+            "SELECT max(ts) FROM memory_events WHERE session != ?", (session,)
+        ).fetchone()
         return None if row[0] is None else float(row[0])
 
     def origin_repo(self, memory_id: str) -> str | None:
         row = self._conn.execute(
             "SELECT m.origin_repo FROM records r JOIN memory_meta m ON m.rowid = r.rowid"
-            " WHERE r.id = ?", (memory_id,),
+            " WHERE r.id = ?",
+            (memory_id,),
         ).fetchone()
         return None if row is None else row[0]
 
     def use_token_key(self) -> bytes:
         if self._token_key is None:
-            self._token_key = bytes(self._conn.execute(
-                "SELECT key FROM daemon_keys WHERE name = 'use_token'").fetchone()[0])
+            self._token_key = bytes(
+                self._conn.execute(
+                    "SELECT key FROM daemon_keys WHERE name = 'use_token'"
+                ).fetchone()[0]
+            )
         return self._token_key
 
 
@@ -176,7 +206,9 @@ def current_facts(conn: sqlite3.Connection, key: str, origin: str | None, now: f
 # --------------------------------------------------------------------------- writes
 
 
-def _event(conn: sqlite3.Connection, now: float, who: Principal, record_id: str, event: str) -> None:
+def _event(
+    conn: sqlite3.Connection, now: float, who: Principal, record_id: str, event: str
+) -> None:
     conn.execute(
         "INSERT INTO memory_events (ts, session, agent, record_id, event) VALUES (?, ?, ?, ?, ?)",
         (now, who.session, who.agent, record_id, event),
@@ -185,19 +217,25 @@ def _event(conn: sqlite3.Connection, now: float, who: Principal, record_id: str,
 
 def _require_memories(conn: sqlite3.Connection, ids: list[str], what: str) -> None:
     for memory_id in ids:
-        if conn.execute(
-            "SELECT 1 FROM records WHERE id = ? AND kind = 'memory' AND tombstoned_at IS NULL",
-            (memory_id,),
-        ).fetchone() is None:
-            raise RecallError("not_found", f"{what} names {memory_id}, which is not a stored memory")
+        if (
+            conn.execute(
+                "SELECT 1 FROM records WHERE id = ? AND kind = 'memory' AND tombstoned_at IS NULL",
+                (memory_id,),
+            ).fetchone()
+            is None
+        ):
+            raise RecallError(
+                "not_found", f"{what} names {memory_id}, which is not a stored memory"
+            )
 
 
 # ``fresh``: the row was inserted in this job and has no labels, paths or links yet, so there
 # is nothing to read or delete first (a store is a capture's hot path: statements count).
 
 
-def _write_labels(conn: sqlite3.Connection, rowid: int, kind: str, values: list[str], *,
-                  fresh: bool = False) -> None:
+def _write_labels(
+    conn: sqlite3.Connection, rowid: int, kind: str, values: list[str], *, fresh: bool = False
+) -> None:
     if not fresh:
         conn.execute("DELETE FROM memory_labels WHERE rowid = ? AND kind = ?", (rowid, kind))
     if values:
@@ -207,13 +245,15 @@ def _write_labels(conn: sqlite3.Connection, rowid: int, kind: str, values: list[
         )
 
 
-def _write_paths(conn: sqlite3.Connection, rowid: int, text: str, explicit: list[str], *,
-                 fresh: bool = False) -> list[str]:
+def _write_paths(
+    conn: sqlite3.Connection, rowid: int, text: str, explicit: list[str], *, fresh: bool = False
+) -> list[str]:
     """Explicit paths are claim-anchored; paths in the text are evidence. Attested ones stay."""
     attested: set[str] = set()
     if not fresh:
         attested = {
-            r[0] for r in conn.execute(
+            r[0]
+            for r in conn.execute(
                 "SELECT path FROM memory_paths WHERE rowid = ? AND anchored = 2", (rowid,)
             )
         }
@@ -228,8 +268,9 @@ def _write_paths(conn: sqlite3.Connection, rowid: int, text: str, explicit: list
     return [*rows, *sorted(attested - rows.keys())]
 
 
-def _write_depends(conn: sqlite3.Connection, rowid: int, links: list[p.DependsOn], *,
-                   fresh: bool = False) -> None:
+def _write_depends(
+    conn: sqlite3.Connection, rowid: int, links: list[p.DependsOn], *, fresh: bool = False
+) -> None:
     _require_memories(conn, [d.id for d in links], "depends_on")
     if not fresh:
         conn.execute("DELETE FROM memory_links WHERE src = ? AND rel = 'depends_on'", (rowid,))
@@ -263,19 +304,35 @@ class MemoryWrites:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 
-    def store(self, who: Principal, req: p.MemoryStore, *, repo: str | None, commit: str | None,
-              trust: Assessment, now: float) -> tuple[p.MemoryStored, int | None]:
+    def store(
+        self,
+        who: Principal,
+        req: p.MemoryStore,
+        *,
+        repo: str | None,
+        commit: str | None,
+        trust: Assessment,
+        now: float,
+    ) -> tuple[p.MemoryStored, int | None]:
         """Insert one memory (or answer with the existing one for a duplicate or a replayed
         key); returns the reply and the new row, if one was written."""
         conn = self._conn
         if req.kind == "fact" and req.subject is None:
             raise RecallError("invalid_request", "a fact needs a subject (the entity it is about)")
         if req.kind == "entry" and req.subject is not None:
-            raise RecallError("invalid_request", "subject applies to facts; store it with kind 'fact'")
+            raise RecallError(
+                "invalid_request", "subject applies to facts; store it with kind 'fact'"
+            )
         earlier = replayed(conn, who.agent, req.idempotency_key)
         if earlier is not None:
-            return p.MemoryStored(id=0, record_id=earlier, replayed=True, kind=req.kind,
-                                  action="replayed", subject=req.subject), None
+            return p.MemoryStored(
+                id=0,
+                record_id=earlier,
+                replayed=True,
+                kind=req.kind,
+                action="replayed",
+                subject=req.subject,
+            ), None
         _require_memories(conn, req.supersedes, "supersedes")
         workspace = req.workspace or who.workspace
         digest = content_hash("memory", req.text)
@@ -286,8 +343,14 @@ class MemoryWrites:
         ).fetchone()
         if row is not None:
             remember_key(conn, who.agent, req.idempotency_key, row[0], now)
-            return p.MemoryStored(id=0, record_id=row[0], duplicate=True, kind=req.kind,
-                                  action="duplicate", subject=req.subject), None
+            return p.MemoryStored(
+                id=0,
+                record_id=row[0],
+                duplicate=True,
+                kind=req.kind,
+                action="duplicate",
+                subject=req.subject,
+            ), None
 
         record_id = new_id("mem")
         ts = req.ts if req.ts is not None else now
@@ -296,10 +359,21 @@ class MemoryWrites:
             " session, source, text, tags, trust, eligibility, expires_at, content_hash)"
             " VALUES (?, 'memory', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                record_id, ts, now, now, workspace, who.agent, who.uid,
-                req.session or who.session, req.source, req.text,
-                _json.encode(_labels(req.tags)).decode(), trust.trust, trust.eligibility,
-                now + req.ttl_s if req.ttl_s is not None else None, digest,
+                record_id,
+                ts,
+                now,
+                now,
+                workspace,
+                who.agent,
+                who.uid,
+                req.session or who.session,
+                req.source,
+                req.text,
+                _json.encode(_labels(req.tags)).decode(),
+                trust.trust,
+                trust.eligibility,
+                now + req.ttl_s if req.ttl_s is not None else None,
+                digest,
             ),
         )
         rowid = cur.lastrowid
@@ -312,8 +386,19 @@ class MemoryWrites:
             " last_verified_at, writer_client, writer_model, trust_reasons)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                rowid, req.kind, req.subject, key, req.authority, req.distortion_tolerance,
-                origin, repo, commit, commit, now, who.client or None, who.model,
+                rowid,
+                req.kind,
+                req.subject,
+                key,
+                req.authority,
+                req.distortion_tolerance,
+                origin,
+                repo,
+                commit,
+                commit,
+                now,
+                who.client or None,
+                who.model,
                 _json.encode(list(trust.reasons)).decode(),
             ),
         )
@@ -337,29 +422,52 @@ class MemoryWrites:
         contested_with: list[str] = []
         if key is not None and not trust.blocked:
             others = [f for f in current_facts(conn, key, origin, now) if f.rowid != rowid]
-            decision = decide_fact(req.authority, ts, [FactView(f.id, f.authority, f.ts) for f in others],
-                                   explicit=bool(superseded))
+            decision = decide_fact(
+                req.authority,
+                ts,
+                [FactView(f.id, f.authority, f.ts) for f in others],
+                explicit=bool(superseded),
+            )
             action, contested_with = decision.action, list(decision.contested_with)
             if decision.history_of is not None:
                 # About an earlier time than the current answer: history from the start.
-                conn.execute("UPDATE memory_meta SET superseded_by = ? WHERE rowid = ?",
-                             (decision.history_of, rowid))
+                conn.execute(
+                    "UPDATE memory_meta SET superseded_by = ? WHERE rowid = ?",
+                    (decision.history_of, rowid),
+                )
             for f in others:
                 if f.id in decision.supersedes:
-                    conn.execute("UPDATE memory_meta SET superseded_by = ? WHERE rowid = ?",
-                                 (record_id, f.rowid))
+                    conn.execute(
+                        "UPDATE memory_meta SET superseded_by = ? WHERE rowid = ?",
+                        (record_id, f.rowid),
+                    )
             superseded += decision.supersedes
         _event(conn, now, who, record_id, "stored")
         remember_key(conn, who.agent, req.idempotency_key, record_id, now)
         return p.MemoryStored(
-            id=0, record_id=record_id, kind=req.kind, action=action, subject=req.subject,
-            superseded=superseded, contested=bool(contested_with), contested_with=contested_with,
-            authority=req.authority, trust=trust.trust, cited_paths=cited,
-            origin_repo=repo, origin_commit=commit,
+            id=0,
+            record_id=record_id,
+            kind=req.kind,
+            action=action,
+            subject=req.subject,
+            superseded=superseded,
+            contested=bool(contested_with),
+            contested_with=contested_with,
+            authority=req.authority,
+            trust=trust.trust,
+            cited_paths=cited,
+            origin_repo=repo,
+            origin_commit=commit,
         ), rowid
 
-    def update(self, who: Principal, req: p.MemoryUpdate, head: str | None, now: float,
-               score: Callable[[str, str | None, str], Assessment]) -> tuple[p.MemoryChanged, bool]:
+    def update(
+        self,
+        who: Principal,
+        req: p.MemoryUpdate,
+        head: str | None,
+        now: float,
+        score: Callable[[str, str | None, str], Assessment],
+    ) -> tuple[p.MemoryChanged, bool]:
         """Correct a memory in place (an update is also a verification); returns the reply
         and whether its text changed (it must be embedded again)."""
         conn = self._conn
@@ -368,15 +476,17 @@ class MemoryWrites:
         if req.subject is not None:
             if kind != "fact":
                 raise RecallError("invalid_request", "subject applies to facts")
-            conn.execute("UPDATE memory_meta SET subject = ?, subject_key = ? WHERE rowid = ?",
-                         (req.subject, subject_key(req.subject), rowid))
+            conn.execute(
+                "UPDATE memory_meta SET subject = ?, subject_key = ? WHERE rowid = ?",
+                (req.subject, subject_key(req.subject), rowid),
+            )
             changed.append("subject")
         if req.text is not None:
             text = req.text
             digest = content_hash("memory", text)
             clash = conn.execute(
-                "SELECT id FROM records WHERE workspace = ? AND kind = 'memory' AND content_hash = ?"
-                " AND tombstoned_at IS NULL AND rowid != ?",
+                "SELECT id FROM records WHERE workspace = ? AND kind = 'memory'"
+                " AND content_hash = ? AND tombstoned_at IS NULL AND rowid != ?",
                 (workspace, digest, rowid),
             ).fetchone()
             if clash is not None:
@@ -384,7 +494,8 @@ class MemoryWrites:
             # embed_state 0: the embedding actor re-embeds it and replaces the old vector.
             conn.execute(
                 "UPDATE records SET text = ?, content_hash = ?, embed_state = 0 WHERE rowid = ?",
-                (text, digest, rowid))
+                (text, digest, rowid),
+            )
             changed.append("text")
         if req.source is not None:
             source = req.source
@@ -396,13 +507,19 @@ class MemoryWrites:
             changed.append("authority")
         if {"text", "source", "authority"} & set(changed):
             trust = score(text, source, authority)
-            conn.execute("UPDATE records SET trust = ?, eligibility = ? WHERE rowid = ?",
-                         (trust.trust, trust.eligibility, rowid))
-            conn.execute("UPDATE memory_meta SET trust_reasons = ? WHERE rowid = ?",
-                         (_json.encode(list(trust.reasons)).decode(), rowid))
+            conn.execute(
+                "UPDATE records SET trust = ?, eligibility = ? WHERE rowid = ?",
+                (trust.trust, trust.eligibility, rowid),
+            )
+            conn.execute(
+                "UPDATE memory_meta SET trust_reasons = ? WHERE rowid = ?",
+                (_json.encode(list(trust.reasons)).decode(), rowid),
+            )
         if req.tags is not None:
-            conn.execute("UPDATE records SET tags = ? WHERE rowid = ?",
-                         (_json.encode(_labels(req.tags)).decode(), rowid))
+            conn.execute(
+                "UPDATE records SET tags = ? WHERE rowid = ?",
+                (_json.encode(_labels(req.tags)).decode(), rowid),
+            )
             changed.append("tags")
         for name, values in (("scope", req.scopes), ("band", req.bands), ("episode", req.episodes)):
             if values is not None:
@@ -410,24 +527,31 @@ class MemoryWrites:
                 changed.append(f"{name}s")
         if req.distortion_tolerance is not None:
             value = None if req.distortion_tolerance == "none" else req.distortion_tolerance
-            conn.execute("UPDATE memory_meta SET distortion_tolerance = ? WHERE rowid = ?",
-                         (value, rowid))
+            conn.execute(
+                "UPDATE memory_meta SET distortion_tolerance = ? WHERE rowid = ?", (value, rowid)
+            )
             changed.append("distortion_tolerance")
         if req.depends_on is not None:
             _write_depends(conn, rowid, req.depends_on)
             changed.append("depends_on")
         if req.paths is not None or "text" in changed:
-            explicit = req.paths if req.paths is not None else [
-                r[0] for r in conn.execute(
-                    "SELECT path FROM memory_paths WHERE rowid = ? AND anchored = 1", (rowid,)
-                )
-            ]
+            explicit = (
+                req.paths
+                if req.paths is not None
+                else [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT path FROM memory_paths WHERE rowid = ? AND anchored = 1", (rowid,)
+                    )
+                ]
+            )
             _write_paths(conn, rowid, text, explicit)
             if req.paths is not None:
                 changed.append("paths")
         if req.ttl_s is not None:
-            conn.execute("UPDATE records SET expires_at = ? WHERE rowid = ?",
-                         (now + req.ttl_s, rowid))
+            conn.execute(
+                "UPDATE records SET expires_at = ? WHERE rowid = ?", (now + req.ttl_s, rowid)
+            )
             changed.append("ttl_s")
         conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, rowid))
         conn.execute(
@@ -436,15 +560,22 @@ class MemoryWrites:
             (now, head, rowid),
         )
         _event(conn, now, who, req.memory_id, "updated")
-        return p.MemoryChanged(id=0, memory_id=req.memory_id, updated_at=now, last_verified_at=now,
-                               verified_commit=head, changed=changed), "text" in changed
+        return p.MemoryChanged(
+            id=0,
+            memory_id=req.memory_id,
+            updated_at=now,
+            last_verified_at=now,
+            verified_commit=head,
+            changed=changed,
+        ), "text" in changed
 
     def rowid_of(self, memory_id: str) -> int | None:
         row = self._conn.execute("SELECT rowid FROM records WHERE id = ?", (memory_id,)).fetchone()
         return None if row is None else int(row[0])
 
-    def verify(self, who: Principal, req: p.MemoryVerify, head: str | None,
-               now: float) -> p.MemoryChanged:
+    def verify(
+        self, who: Principal, req: p.MemoryVerify, head: str | None, now: float
+    ) -> p.MemoryChanged:
         """Refresh last_verified_at (and the commit drift base); attested paths become anchors."""
         conn = self._conn
         rowid = _live_row(conn, req.memory_id)[0]
@@ -459,13 +590,26 @@ class MemoryWrites:
         )
         _event(conn, now, who, req.memory_id, "verified")
         changed = ["last_verified_at"] + (["verified_paths"] if req.verified_paths else [])
-        updated_at = conn.execute("SELECT updated_at FROM records WHERE rowid = ?",
-                                  (rowid,)).fetchone()[0]
-        return p.MemoryChanged(id=0, memory_id=req.memory_id, updated_at=updated_at,
-                               last_verified_at=now, verified_commit=head, changed=changed)
+        updated_at = conn.execute(
+            "SELECT updated_at FROM records WHERE rowid = ?", (rowid,)
+        ).fetchone()[0]
+        return p.MemoryChanged(
+            id=0,
+            memory_id=req.memory_id,
+            updated_at=updated_at,
+            last_verified_at=now,
+            verified_commit=head,
+            changed=changed,
+        )
 
-    def record_uses(self, who: Principal, targets: Sequence[tuple[str, str | None]],
-                    outcome: p.Outcome, note: str | None, now: float) -> p.UseRecorded:
+    def record_uses(
+        self,
+        who: Principal,
+        targets: Sequence[tuple[str, str | None]],
+        outcome: p.Outcome,
+        note: str | None,
+        now: float,
+    ) -> p.UseRecorded:
         """Record ``outcome`` for each (memory id, token nonce); a token's outcome replaces an
         earlier one of the same token."""
         conn = self._conn
@@ -511,14 +655,20 @@ class MemoryWrites:
             winner = facts[-1] if req.accept else facts[0]
         losers = [f for f in facts if f.rowid != winner.rowid]
         for f in losers:
-            conn.execute("UPDATE memory_meta SET superseded_by = ? WHERE rowid = ?",
-                         (winner.id, f.rowid))
-        conn.execute("UPDATE memory_meta SET last_verified_at = ? WHERE rowid = ?",
-                     (now, winner.rowid))
+            conn.execute(
+                "UPDATE memory_meta SET superseded_by = ? WHERE rowid = ?", (winner.id, f.rowid)
+            )
+        conn.execute(
+            "UPDATE memory_meta SET last_verified_at = ? WHERE rowid = ?", (now, winner.rowid)
+        )
         conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, winner.rowid))
         _event(conn, now, who, winner.id, "resolved")
         return p.FactResolved(
-            id=0, resolved=True, subject=req.subject,
+            id=0,
+            resolved=True,
+            subject=req.subject,
             accepted=req.accept if req.accept is not None else winner.rowid != facts[0].rowid,
-            current=winner.id, current_text=winner.text, superseded=[f.id for f in losers],
+            current=winner.id,
+            current_text=winner.text,
+            superseded=[f.id for f in losers],
         )

@@ -24,8 +24,15 @@ class OperationReads:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 
-    def export_page(self, after: int, limit: int, workspace: str | None, kind: str | None,
-                    now: float, page_bytes: int) -> p.ExportPage:
+    def export_page(
+        self,
+        after: int,
+        limit: int,
+        workspace: str | None,
+        kind: str | None,
+        now: float,
+        page_bytes: int,
+    ) -> p.ExportPage:
         """One page of live records in rowid order (tombstoned and expired ones are gone);
         at most ``page_bytes`` of text, and at least one record."""
         conn = self._conn
@@ -39,7 +46,9 @@ class OperationReads:
             params.append(kind)
         total = None
         if after == 0:
-            total = conn.execute(f"SELECT count(*) FROM records WHERE {where}", params).fetchone()[0]
+            total = conn.execute(f"SELECT count(*) FROM records WHERE {where}", params).fetchone()[
+                0
+            ]
         rows = conn.execute(
             "SELECT rowid, id, kind, text, workspace, agent, ts, created_at, updated_at,"
             " session, source, tags, trust, eligibility, expires_at FROM records"
@@ -52,9 +61,19 @@ class OperationReads:
         for row in rows:
             last = row[0]
             records[row[0]] = p.ExportedRecord(
-                id=row[1], kind=row[2], text=row[3], workspace=row[4], agent=row[5], ts=row[6],
-                created_at=row[7], updated_at=row[8], session=row[9], source=row[10],
-                tags=_strings.decode(row[11]), trust=row[12], eligibility=row[13],
+                id=row[1],
+                kind=row[2],
+                text=row[3],
+                workspace=row[4],
+                agent=row[5],
+                ts=row[6],
+                created_at=row[7],
+                updated_at=row[8],
+                session=row[9],
+                source=row[10],
+                tags=_strings.decode(row[11]),
+                trust=row[12],
+                eligibility=row[13],
                 expires_at=row[14],
             )
             size += len(row[3].encode())
@@ -62,8 +81,9 @@ class OperationReads:
                 break
         self._add_experience_fields(records)
         full = len(records) == limit or size >= page_bytes
-        return p.ExportPage(id=0, records=list(records.values()),
-                            next_after=last if full else None, total=total)
+        return p.ExportPage(
+            id=0, records=list(records.values()), next_after=last if full else None, total=total
+        )
 
     def _add_experience_fields(self, records: dict[int, p.ExportedRecord]) -> None:
         """Give experience rows their metadata and live lessons, lesson rows their support."""
@@ -86,8 +106,12 @@ class OperationReads:
                 experiences,
             ):
                 records[rowid].experience = p.ExportedExperience(
-                    task_class=task_class, strategy=strategy, status=status,
-                    tool_calls=tool_calls, minutes=minutes, files=_strings.decode(files),
+                    task_class=task_class,
+                    strategy=strategy,
+                    status=status,
+                    tool_calls=tool_calls,
+                    minutes=minutes,
+                    files=_strings.decode(files),
                     lessons=links[rowid],
                 )
         if lessons:
@@ -113,10 +137,17 @@ class OperationReads:
         ids = np.empty(0, dtype=np.int64)
         stale = 0
         if model is not None:
-            ids = np.array([r[0] for r in conn.execute(
-                "SELECT v.rowid FROM vectors v JOIN records r ON r.rowid = v.rowid"
-                " WHERE v.model = ? AND r.tombstoned_at IS NULL ORDER BY v.rowid", (model,))],
-                dtype=np.int64)
+            ids = np.array(
+                [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT v.rowid FROM vectors v JOIN records r ON r.rowid = v.rowid"
+                        " WHERE v.model = ? AND r.tombstoned_at IS NULL ORDER BY v.rowid",
+                        (model,),
+                    )
+                ],
+                dtype=np.int64,
+            )
             stale = conn.execute(
                 "SELECT count(*) FROM records r WHERE r.tombstoned_at IS NULL"
                 " AND r.embed_state = 1 AND NOT EXISTS (SELECT 1 FROM vectors v"
@@ -126,17 +157,30 @@ class OperationReads:
         backlog = conn.execute(
             "SELECT count(*) FROM records WHERE tombstoned_at IS NULL AND embed_state = 0"
         ).fetchone()[0]
-        return DoctorFigures(problems=problems, schema_version=schema_version(conn),
-                             schema_expected=len(MIGRATIONS), vector_ids=ids, stale=int(stale),
-                             backlog=int(backlog))
+        return DoctorFigures(
+            problems=problems,
+            schema_version=schema_version(conn),
+            schema_expected=len(MIGRATIONS),
+            vector_ids=ids,
+            stale=int(stale),
+            backlog=int(backlog),
+        )
 
     def approvals(self) -> list[ApprovalRow]:
-        return [ApprovalRow(*row) for row in self._conn.execute(
-            "SELECT workspace, approved_at, approved_by FROM workspace_approvals")]
+        return [
+            ApprovalRow(*row)
+            for row in self._conn.execute(
+                "SELECT workspace, approved_at, approved_by FROM workspace_approvals"
+            )
+        ]
 
     def credentials(self) -> list[CredentialRow]:
-        return [CredentialRow(agent, bytes(digest), created) for agent, digest, created in
-                self._conn.execute("SELECT agent, token_digest, created_at FROM agent_credentials")]
+        return [
+            CredentialRow(agent, bytes(digest), created)
+            for agent, digest, created in self._conn.execute(
+                "SELECT agent, token_digest, created_at FROM agent_credentials"
+            )
+        ]
 
 
 class OperationWrites:
@@ -153,14 +197,19 @@ class OperationWrites:
         return ApprovalRow(workspace, now, by) if cur.rowcount else None
 
     def revoke_approval(self, workspace: str) -> bool:
-        cur = self._conn.execute("DELETE FROM workspace_approvals WHERE workspace = ?",
-                                 (workspace,))
+        cur = self._conn.execute(
+            "DELETE FROM workspace_approvals WHERE workspace = ?", (workspace,)
+        )
         return cur.rowcount > 0
 
     def enroll_agent(self, agent: str, token_digest: bytes, now: float) -> bool:
         """Store the digest of a new token for ``agent``; True when it replaced one."""
-        exists = self._conn.execute(
-            "SELECT 1 FROM agent_credentials WHERE agent = ?", (agent,)).fetchone() is not None
+        exists = (
+            self._conn.execute(
+                "SELECT 1 FROM agent_credentials WHERE agent = ?", (agent,)
+            ).fetchone()
+            is not None
+        )
         self._conn.execute(
             "INSERT INTO agent_credentials (agent, token_digest, created_at) VALUES (?, ?, ?)"
             " ON CONFLICT (agent) DO UPDATE SET token_digest = excluded.token_digest,"
@@ -170,8 +219,12 @@ class OperationWrites:
         return exists
 
     def enrolled(self, agent: str) -> bool:
-        return self._conn.execute(
-            "SELECT 1 FROM agent_credentials WHERE agent = ?", (agent,)).fetchone() is not None
+        return (
+            self._conn.execute(
+                "SELECT 1 FROM agent_credentials WHERE agent = ?", (agent,)
+            ).fetchone()
+            is not None
+        )
 
     def revoke_agent(self, agent: str) -> bool:
         cur = self._conn.execute("DELETE FROM agent_credentials WHERE agent = ?", (agent,))

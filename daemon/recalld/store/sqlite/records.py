@@ -27,8 +27,9 @@ def replayed(conn: sqlite3.Connection, agent: str, key: str | None) -> str | Non
     return None if row is None else str(row[0])
 
 
-def remember_key(conn: sqlite3.Connection, agent: str, key: str | None, record_id: str,
-                 now: float) -> None:
+def remember_key(
+    conn: sqlite3.Connection, agent: str, key: str | None, record_id: str, now: float
+) -> None:
     """Record that ``agent``'s request with ``key`` wrote ``record_id`` (no-op without a key)."""
     if key is not None:
         conn.execute(
@@ -72,16 +73,21 @@ class RecordReads:
         }
 
     def has_pending(self) -> bool:
-        return self._conn.execute(f"{_SETTLEABLE} LIMIT 1", _SETTLEABLE_PARAMS).fetchone() is not None
+        return (
+            self._conn.execute(f"{_SETTLEABLE} LIMIT 1", _SETTLEABLE_PARAMS).fetchone() is not None
+        )
 
     def unembedded(self, after: int, limit: int) -> list[tuple[int, str]]:
         """The embedding backlog: (rowid, text) of records with no vector yet, in rowid order
         (a record still waiting for its evaluation waits for that first)."""
-        return [tuple(row) for row in self._conn.execute(  # type: ignore[misc]
-            "SELECT rowid, text FROM records WHERE embed_state = 0 AND rowid > ?"
-            " AND tombstoned_at IS NULL AND eligibility != 'pending' ORDER BY rowid LIMIT ?",
-            (after, limit),
-        )]
+        return [
+            tuple(row)
+            for row in self._conn.execute(
+                "SELECT rowid, text FROM records WHERE embed_state = 0 AND rowid > ?"
+                " AND tombstoned_at IS NULL AND eligibility != 'pending' ORDER BY rowid LIMIT ?",
+                (after, limit),
+            )
+        ]
 
     def counts(self) -> tuple[dict[str, dict[str, int]], int]:
         counts: dict[str, dict[str, int]] = {}
@@ -115,14 +121,16 @@ class RecordWrites:
         """Tombstone one record and drop its vector row; returns the reply and the rowid to
         take out of the vector index (None when it was forgotten already)."""
         row = self._conn.execute(
-            "SELECT rowid, kind, tombstoned_at FROM records WHERE id = ?", (record_id,),
+            "SELECT rowid, kind, tombstoned_at FROM records WHERE id = ?",
+            (record_id,),
         ).fetchone()
         if row is None:
             raise RecallError("not_found", f"no record {record_id}")
         rowid, kind, tombstoned_at = row
         if tombstoned_at is not None:
-            return p.Forgotten(id=0, record_id=record_id, kind=kind,
-                               tombstoned_at=tombstoned_at, already=True), None
+            return p.Forgotten(
+                id=0, record_id=record_id, kind=kind, tombstoned_at=tombstoned_at, already=True
+            ), None
         self._conn.execute(
             "UPDATE records SET tombstoned_at = ?, updated_at = ? WHERE rowid = ?",
             (now, now, rowid),
@@ -161,8 +169,11 @@ class RecordWrites:
 
     def mark_all_unembedded(self) -> int:
         """Every live record waits for a vector again (old vectors serve until replaced)."""
-        return int(self._conn.execute(
-            "UPDATE records SET embed_state = 0 WHERE tombstoned_at IS NULL").rowcount)
+        return int(
+            self._conn.execute(
+                "UPDATE records SET embed_state = 0 WHERE tombstoned_at IS NULL"
+            ).rowcount
+        )
 
     def probe(self) -> None:
         self._conn.execute("SELECT 1").fetchone()

@@ -48,8 +48,9 @@ class LexicalPlan:
     min_rowid: int | None = None
 
 
-def lexical_plan(conn: sqlite3.Connection, terms: Sequence[str],
-                 budget: int = LEXICAL_BUDGET) -> LexicalPlan | None:
+def lexical_plan(
+    conn: sqlite3.Connection, terms: Sequence[str], budget: int = LEXICAL_BUDGET
+) -> LexicalPlan | None:
     """Bound the records one lexical search scores to about ``budget`` (module docstring)."""
     match = fts_query(terms)
     if match is None:
@@ -70,7 +71,8 @@ def lexical_plan(conn: sqlite3.Connection, terms: Sequence[str],
         return LexicalPlan(fts_query([t for _, t in kept]) or match)
     row = conn.execute(
         "SELECT rowid FROM records_fts WHERE records_fts MATCH ? ORDER BY rowid DESC"
-        " LIMIT 1 OFFSET ?", (match, budget - 1),
+        " LIMIT 1 OFFSET ?",
+        (match, budget - 1),
     ).fetchone()
     return LexicalPlan(match, min_rowid=row[0] if row else None)
 
@@ -86,10 +88,12 @@ def _doc_frequency(conn: sqlite3.Connection, db: str, term: str, cap: int) -> in
     hit = _df_cache.get(key)
     if hit is not None and now - hit[0] < DF_TTL_S:
         return hit[1]
-    n = int(conn.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM records_fts WHERE records_fts MATCH ? LIMIT ?)",
-        (fts_query([term]), cap + 1),
-    ).fetchone()[0])
+    n = int(
+        conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM records_fts WHERE records_fts MATCH ? LIMIT ?)",
+            (fts_query([term]), cap + 1),
+        ).fetchone()[0]
+    )
     if len(_df_cache) >= DF_CACHE_SIZE:
         _df_cache.clear()
     _df_cache[key] = (now, n)
@@ -180,14 +184,17 @@ class RetrievalReads:
     def newest(self, f: Filter, limit: int) -> list[int]:
         clause, params = where(f)
         return [
-            row[0] for row in self._conn.execute(
+            row[0]
+            for row in self._conn.execute(
                 f"SELECT r.rowid FROM records r WHERE {clause} ORDER BY r.ts DESC, r.rowid DESC"
-                " LIMIT ?", (*params, limit),
+                " LIMIT ?",
+                (*params, limit),
             )
         ]
 
-    def neighbours(self, rowids: Sequence[int],
-                   span: int) -> list[tuple[int, str, str, list[int], list[int]]]:
+    def neighbours(
+        self, rowids: Sequence[int], span: int
+    ) -> list[tuple[int, str, str, list[int], list[int]]]:
         if not rowids:
             return []
         sql = _NEIGHBOURS_SQL.format(marks(rowids))
@@ -211,8 +218,10 @@ class RetrievalReads:
         if not rowids:
             return set()
         return {
-            row[0] for row in self._conn.execute(
-                f"SELECT rowid FROM records_fts WHERE records_fts MATCH ? AND rowid IN ({marks(rowids)})",
+            row[0]
+            for row in self._conn.execute(
+                "SELECT rowid FROM records_fts WHERE records_fts MATCH ?"
+                f" AND rowid IN ({marks(rowids)})",
                 (fts_query([term]), *rowids),
             )
         }

@@ -136,11 +136,14 @@ class VectorIndex:
         """
         started = time.perf_counter()
         ids = np.array(
-            [r[0] for r in conn.execute(
-                "SELECT v.rowid FROM vectors v JOIN records r ON r.rowid = v.rowid"
-                " WHERE v.model = ? AND r.tombstoned_at IS NULL ORDER BY v.rowid",
-                (self.model,),
-            )],
+            [
+                r[0]
+                for r in conn.execute(
+                    "SELECT v.rowid FROM vectors v JOIN records r ON r.rowid = v.rowid"
+                    " WHERE v.model = ? AND r.tombstoned_at IS NULL ORDER BY v.rowid",
+                    (self.model,),
+                )
+            ],
             dtype=np.int64,
         )
         reason = self._try_snapshot(ids)
@@ -182,14 +185,17 @@ class VectorIndex:
         nlist = int(min(8192, 4 * math.sqrt(expected)))
         # A random sample of the collection, read by rowid, trains the coarse quantiser.
         sample = [
-            blob for (blob,) in conn.execute(
+            blob
+            for (blob,) in conn.execute(
                 "SELECT vec FROM vectors WHERE model = ? ORDER BY random() LIMIT ?",
                 (self.model, IVF_TRAIN_SAMPLE),
-            ) if len(blob) == self.dim * 4
+            )
+            if len(blob) == self.dim * 4
         ]
         train = np.frombuffer(b"".join(sample), dtype=np.float32).reshape(len(sample), self.dim)
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, nlist,
-                                   faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexIVFFlat(
+            faiss.IndexFlatIP(self.dim), self.dim, nlist, faiss.METRIC_INNER_PRODUCT
+        )
         index.train(train)
         index.nprobe = max(1, nlist // IVF_PROBE_SHARE)
         return index
@@ -224,7 +230,7 @@ class VectorIndex:
         with self._lock.write():
             if len(ids) and int(ids.min()) <= self._max_id:
                 # A re-embedded record replaces its old vector rather than doubling it.
-                self._index.remove_ids(ids)
+                self._index.remove_ids(ids)  # type: ignore[arg-type]  # the SWIG wrapper takes ids
             self._index.add_with_ids(np.ascontiguousarray(vecs, dtype=np.float32), ids)
             if len(ids):
                 self._max_id = max(self._max_id, int(ids.max()))
@@ -232,7 +238,7 @@ class VectorIndex:
 
     def remove_sync(self, ids: np.ndarray) -> None:
         with self._lock.write():
-            self._index.remove_ids(ids)
+            self._index.remove_ids(ids)  # type: ignore[arg-type]  # the SWIG wrapper takes ids
             self.dirty = True
 
     # ------------------------------------------------------------------ search
@@ -266,7 +272,7 @@ class VectorIndex:
         with self._lock.read():
             query = vec.reshape(1, -1).astype(np.float32, copy=False)
             lims, scores, ids = self._index.range_search(query, threshold)
-        return ids[lims[0]:lims[1]], scores[lims[0]:lims[1]]
+        return ids[lims[0] : lims[1]], scores[lims[0] : lims[1]]
 
     # ------------------------------------------------------------------ snapshot
 
@@ -285,8 +291,13 @@ class VectorIndex:
                 self.dirty = False
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
-            meta = _Meta(model=self.model, dim=self.dim, ntotal=ntotal, saved_at=time.time(),
-                         checksum=_file_digest(tmp))
+            meta = _Meta(
+                model=self.model,
+                dim=self.dim,
+                ntotal=ntotal,
+                saved_at=time.time(),
+                checksum=_file_digest(tmp),
+            )
             tmp_meta.write_bytes(msgspec.json.encode(meta))
             os.replace(tmp, path)
             os.replace(tmp_meta, meta_path)
@@ -304,9 +315,12 @@ def _index_ids(index: faiss.Index) -> np.ndarray:
     """Every id held by a flat ``IndexIDMap2`` or an ``IndexIVF``."""
     if isinstance(index, faiss.IndexIVF):
         lists = index.invlists
+        assert lists is not None
         parts = [
             faiss.rev_swig_ptr(lists.get_ids(i), lists.list_size(i)).copy()
-            for i in range(index.nlist) if lists.list_size(i)
+            for i in range(index.nlist)
+            if lists.list_size(i)
         ]
         return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
+    assert isinstance(index, faiss.IndexIDMap2)
     return faiss.vector_to_array(index.id_map).astype(np.int64)
