@@ -87,12 +87,19 @@ class ByteBudget:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
-        self._freed = anyio.Event()
+        # Made by the first frame that has to wait, set (and dropped) by the next release:
+        # the common case, a budget with room, costs no event and no cancel scope.
+        self._freed: anyio.Event | None = None
 
     async def acquire(self, size: int, within_s: float) -> bool:
         """Reserve ``size`` bytes; False when they did not free up within ``within_s``."""
+        if self.used + size <= self.limit:
+            self.used += size
+            return True
         with anyio.move_on_after(within_s):
             while self.used + size > self.limit:
+                if self._freed is None:
+                    self._freed = anyio.Event()
                 await self._freed.wait()
             self.used += size
             return True
@@ -100,8 +107,9 @@ class ByteBudget:
 
     def release(self, size: int) -> None:
         self.used -= size
-        self._freed.set()
-        self._freed = anyio.Event()
+        if self._freed is not None:
+            self._freed.set()
+            self._freed = None
 
 
 class Server:
