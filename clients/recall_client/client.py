@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import os
 import socket
-import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,6 +19,7 @@ from . import protocol as p
 from .paths import (
     admin_token_path,
     find_workspace,
+    peer_credentials,
     read_admin_token,
     read_token_file,
     socket_path,
@@ -58,9 +58,7 @@ def _check_server(stream: SocketStream, sock: Path) -> None:
     Raises:
         UntrustedSocket: the peer runs as another uid.
     """
-    raw: socket.socket = stream.extra(SocketAttribute.raw_socket)
-    creds = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", creds)
+    uid, pid = peer_credentials(stream.extra(SocketAttribute.raw_socket))
     if uid != os.getuid():
         raise UntrustedSocket(
             f"the socket at {sock} is served by uid {uid} (pid {pid}), not by you "

@@ -7,7 +7,9 @@ default, so a ``socket`` set in config.toml is where clients look too.
 from __future__ import annotations
 
 import os
+import socket
 import stat
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +26,21 @@ __all__ = [
     "file_config",
     "find_workspace",
     "log_file",
+    "peer_credentials",
     "read_admin_token",
     "read_token_file",
     "runtime_dir",
     "socket_path",
     "state_dir",
 ]
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int]:
+    """(uid, pid) of the process at the other end of a UNIX socket (SO_PEERCRED: the kernel
+    vouches for it). The daemon checks its clients with it, every client its server."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return uid, pid
 
 
 class InsecureDirectory(PermissionError):

@@ -17,8 +17,6 @@ import itertools
 import logging
 import math
 import os
-import socket
-import struct
 import time
 import uuid
 from collections.abc import Callable
@@ -29,6 +27,7 @@ import msgspec
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from recall_client import protocol as p
+from recall_client.paths import peer_credentials
 
 from ..config import Settings
 from ..domain import scopes
@@ -70,14 +69,6 @@ class Connection:
     idle: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     # Turns at the search workers (see Route.read).
     reads: anyio.Semaphore = field(default_factory=lambda: anyio.Semaphore(1))
-
-
-def _peer_credentials(stream: SocketStream) -> tuple[int, int]:
-    """(uid, pid) of the peer from SO_PEERCRED; the kernel vouches for these."""
-    sock: socket.socket = stream.extra(SocketAttribute.raw_socket)
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", creds)
-    return uid, pid
 
 
 class ByteBudget:
@@ -154,7 +145,7 @@ class Server:
                 await stream.aclose()
 
     async def _serve(self, stream: SocketStream) -> None:
-        uid, pid = _peer_credentials(stream)
+        uid, pid = peer_credentials(stream.extra(SocketAttribute.raw_socket))
         settings = self._settings()
         if uid != os.getuid():
             self.refused += 1
