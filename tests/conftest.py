@@ -9,20 +9,26 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
+import psycopg
 import pytest
+from pgserver import PgServer
+from psycopg.conninfo import make_conninfo
 from recall_client import protocol as p
 from recall_client.client import RecallClient, connect
 from recall_client.launch import start_daemon
 from recall_client.paths import read_admin_token
+from recalld.store.postgres.schema import init_database
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -44,6 +50,8 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "RECALLD_SOCKET",
         "RECALLD_DATA_DIR",
         "RECALLD_EMBEDDER",
+        "RECALLD_DATABASE_URL",
+        "RECALLD_VISIBILITY",
         "NOTIFY_SOCKET",
         "RECALL_AGENT",
         "LISTEN_FDS",
@@ -123,6 +131,23 @@ class DaemonProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    @property
+    def database_url(self) -> str | None:
+        return self.extra_env.get("RECALLD_DATABASE_URL")
+
+    def sql(self, statement: str, *params: object) -> list[tuple[Any, ...]]:
+        """Rows of a read-only query (``?`` placeholders) on this daemon's store, whichever
+        engine it is: what a test checks of the stored state, as the daemon's own role."""
+        url = self.database_url
+        if url is not None:
+            with psycopg.connect(url) as conn:
+                return list(conn.execute(statement.replace("?", "%s"), params).fetchall())
+        db = sqlite3.connect(f"file:{self.data_dir / 'recalld.db'}?mode=ro", uri=True)
+        try:
+            return list(db.execute(statement, params).fetchall())
+        finally:
+            db.close()
+
     @asynccontextmanager
     async def client(
         self, agent: str = "tester", workspace: str = "/ws/test"
@@ -189,10 +214,36 @@ def daemon_factory(tmp_path: Path) -> Iterator[DaemonFactory]:
         d.kill()
 
 
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``backend``: the store a test's daemon uses. Tests marked ``both_backends`` (whole
+    modules, by ``pytestmark``) run once on each, but those marked ``sqlite_only`` (they
+    look at the SQLite file itself); the others on the embedded SQLite, or on PostgreSQL
+    alone when RECALLD_TEST_BACKEND says so (to try a module before marking it)."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("sqlite_only") is not None:
+        chosen: tuple[str, ...] = ("sqlite",)
+    elif metafunc.definition.get_closest_marker("both_backends") is not None:
+        chosen = BACKENDS
+    else:
+        chosen = (os.environ.get("RECALLD_TEST_BACKEND", "sqlite"),)
+    metafunc.parametrize("backend", chosen)
+
+
 @pytest.fixture
-async def running_daemon(daemon_factory: DaemonFactory) -> AsyncIterator[DaemonProcess]:
-    """A real daemon (hash embedder) on a temp socket and data dir."""
-    d = daemon_factory()
+async def running_daemon(
+    daemon_factory: DaemonFactory, backend: str, request: pytest.FixtureRequest
+) -> AsyncIterator[DaemonProcess]:
+    """A real daemon (hash embedder) on a temp socket and data dir, on the ``backend`` store
+    (a fresh database of the session's PostgreSQL, as role alice, for "postgres")."""
+    extra: dict[str, str] = {}
+    if backend == "postgres":
+        db: TeamDb = request.getfixturevalue("team_db")
+        extra["RECALLD_DATABASE_URL"] = db.url("alice")
+    d = daemon_factory(extra_env=extra)
     await d.start()
     try:
         yield d
@@ -200,3 +251,40 @@ async def running_daemon(daemon_factory: DaemonFactory) -> AsyncIterator[DaemonP
         if d.proc is not None and d.proc.poll() is None:
             code = await d.stop()
             assert code == 0, f"daemon exited {code}:\n{d.log()}"
+
+
+# ---------------------------------------------------------------- team memory (PostgreSQL)
+
+# Database roles the team-memory tests use: one per person (each daemon connects as one).
+ROLE_PASSWORDS = {"alice": "alice-secret-1", "bob": "bob-secret-2"}
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
+    """One real PostgreSQL 18 with pgvector for the session (scripts/pgserver.py)."""
+    with PgServer(tmp_path_factory.mktemp("pg")) as server:
+        yield server
+
+
+@dataclass
+class TeamDb:
+    """A fresh database on the shared server, migrated, with a login role per person."""
+
+    server: PgServer
+    name: str
+
+    @property
+    def admin_url(self) -> str:
+        return make_conninfo(self.server.superuser_url, dbname=self.name)
+
+    def url(self, role: str) -> str:
+        return self.server.url_for(role, ROLE_PASSWORDS[role], self.name)
+
+
+@pytest.fixture
+def team_db(pg_server: PgServer) -> TeamDb:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    pg_server.create_database(name)
+    db = TeamDb(pg_server, name)
+    init_database(db.admin_url, ROLE_PASSWORDS)
+    return db

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 from recall_client import protocol as p
@@ -37,13 +35,9 @@ def ids(result: p.WorkSearchResult) -> list[str]:
 
 def eligibility(d: DaemonProcess, record_id: str) -> str:
     """What the evaluator decided, read from the database file itself."""
-    db = sqlite3.connect(f"file:{d.data_dir / 'recalld.db'}?mode=ro", uri=True)
-    try:
-        row = db.execute("SELECT eligibility FROM records WHERE id = ?", (record_id,)).fetchone()
-    finally:
-        db.close()
-    assert row is not None, record_id
-    return str(row[0])
+    rows = d.sql("SELECT eligibility FROM records WHERE id = ?", record_id)
+    assert rows, record_id
+    return str(rows[0][0])
 
 
 async def settled(d: DaemonProcess, *record_ids: str, within_s: float = 15) -> dict[str, str]:
@@ -64,6 +58,11 @@ async def embedded(d: DaemonProcess, n: int, within_s: float = 30) -> None:
     assert report.index.size >= n and report.index.embedding_backlog == 0, report.index
 
 
-def database_bytes(data_dir: Path) -> bytes:
-    """Every byte the daemon keeps on disk: database, WAL, FAISS snapshot."""
-    return b"".join(path.read_bytes() for path in sorted(data_dir.iterdir()) if path.is_file())
+def database_bytes(d: DaemonProcess) -> bytes:
+    """Every byte the daemon keeps: its database, WAL and FAISS snapshot on disk, or every
+    row of every table of its PostgreSQL database, as text."""
+    if d.database_url is None:
+        files = sorted(d.data_dir.iterdir())
+        return b"".join(path.read_bytes() for path in files if path.is_file())
+    tables = [t for (t,) in d.sql("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+    return "".join(str(row) for t in tables for row in d.sql(f"SELECT t::text FROM {t} t")).encode()

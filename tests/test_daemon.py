@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import struct
 from pathlib import Path
 
@@ -15,6 +14,8 @@ from recall_client import protocol as p
 from recall_client.client import DaemonUnavailable, RecallClient, RemoteError, connect
 
 from .conftest import DaemonFactory, DaemonProcess
+
+pytestmark = pytest.mark.both_backends
 
 THREE = [
     "The deploy script lives in tools/deploy.sh and needs the VPN up.",
@@ -100,8 +101,7 @@ async def test_concurrent_writers_are_group_committed_and_all_acknowledged(
     report = await running_daemon.status()
     capture = next(a for a in report.actors if a.name == "capture")
     assert capture.processed >= 400
-    db = sqlite3.connect(running_daemon.data_dir / "recalld.db")
-    assert db.execute("SELECT count(*) FROM records").fetchone()[0] == 400
+    assert running_daemon.sql("SELECT count(*) FROM records") == [(400,)]
 
 
 async def test_bad_parameters_get_a_typed_error_and_the_connection_goes_on(
@@ -189,6 +189,7 @@ async def test_the_welcome_carries_the_peer_credentials(running_daemon: DaemonPr
         assert rc.welcome.agent == "who"
 
 
+@pytest.mark.sqlite_only
 async def test_socket_and_data_are_private(running_daemon: DaemonProcess) -> None:
     assert running_daemon.socket.stat().st_mode & 0o777 == 0o600
     assert running_daemon.socket.parent.stat().st_mode & 0o777 == 0o700

@@ -28,6 +28,8 @@ from .episode_helpers import (
     settled,
 )
 
+pytestmark = pytest.mark.both_backends
+
 # ----------------------------------------------------------------- capture
 
 
@@ -412,7 +414,7 @@ async def test_a_captured_secret_is_findable_by_no_search_and_absent_from_disk(
         for ep in listing.results:
             assert "[REDACTED:" in (ep.summary or "") and "[REDACTED:" in (ep.error_code or "")
     assert await d.stop() == 0
-    raw = database_bytes(d.data_dir)
+    raw = database_bytes(d)
     assert b"[REDACTED:" in raw
     for name, core in CORES.items():
         assert core.encode() not in raw, name
@@ -442,8 +444,7 @@ async def test_forget_tombstones_an_episode_and_drops_its_vector(
         assert again.already and again.tombstoned_at == forgotten.tombstoned_at
     report = await running_daemon.status()
     assert report.index.size == 1
-    db = sqlite3.connect(running_daemon.data_dir / "recalld.db")
-    assert db.execute("SELECT count(*) FROM vectors").fetchone()[0] == 1
+    assert running_daemon.sql("SELECT count(*) FROM vectors") == [(1,)]
 
 
 async def test_forget_works_on_memories_too(running_daemon: DaemonProcess) -> None:

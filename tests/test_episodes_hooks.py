@@ -17,6 +17,8 @@ from recall_client.episode_input import InputError, episode_from_hook, episodes_
 from .conftest import BIN, REPO, DaemonProcess
 from .episode_helpers import database_bytes, ids, search, settled
 
+pytestmark = pytest.mark.both_backends
+
 FIXTURES = Path(__file__).parent / "fixtures"
 AGENT = "claude-code"
 
@@ -196,7 +198,7 @@ async def test_a_recorded_session_is_captured_in_order_with_its_secrets_redacted
         fixed = await search(rc, query="export job", tool="Bash")
     assert {ep.status for ep in fixed.results} == {"ok"}
     assert await running_daemon.stop() == 0
-    assert b"s3cr3t-Export-99" not in database_bytes(running_daemon.data_dir)
+    assert b"s3cr3t-Export-99" not in database_bytes(running_daemon)
 
 
 # ----------------------------------------------------------------- recallctl

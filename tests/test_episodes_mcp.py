@@ -18,6 +18,8 @@ from .conftest import BIN, DaemonProcess
 from .episode_helpers import settled
 from .test_mcp_shim import text_of
 
+pytestmark = pytest.mark.both_backends
+
 # Seed 001's parameter table: name -> (JSON type, default, bounds/enum).
 SEED_PARAMETERS: dict[str, tuple[str, Any, dict[str, Any]]] = {
     "query": ("string", None, {"minLength": 1}),

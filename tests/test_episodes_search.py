@@ -16,6 +16,8 @@ from recalld.retrieval.work_reader import shape
 from .conftest import DaemonFactory, DaemonProcess
 from .episode_helpers import HIJACK, LOW_TRUST, capture, embedded, ids, search, settled
 
+pytestmark = pytest.mark.both_backends
+
 # ----------------------------------------------------------------- the reader contract
 
 

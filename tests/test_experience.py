@@ -7,6 +7,9 @@ from recall_client import protocol as p
 from recall_client.client import RecallClient, RemoteError
 
 from .conftest import DaemonFactory, DaemonProcess
+from .episode_helpers import database_bytes
+
+pytestmark = pytest.mark.both_backends
 
 LOGIN = "Fixed the login bug where an expired token was accepted after logout"
 CI = "Cut CI build time by caching pip wheels between GitHub Actions runs"
@@ -340,8 +343,7 @@ async def test_secrets_are_redacted_before_storage(running_daemon: DaemonProcess
     assert "[REDACTED:github_token]" in shown.experience.description
     assert shown.experience.strategy is not None and secret not in shown.experience.strategy
     assert secret not in shown.lessons[0].text
-    for path in running_daemon.data_dir.iterdir():
-        assert secret.encode() not in path.read_bytes(), path
+    assert secret.encode() not in database_bytes(running_daemon)
 
 
 async def test_a_retried_record_is_stored_once(running_daemon: DaemonProcess) -> None:

@@ -15,6 +15,8 @@ from mcp import Client
 from .conftest import BIN, DaemonFactory, DaemonProcess
 from .test_mcp_shim import hints_of, shim, text_of
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture
 async def running_daemon(running_daemon: DaemonProcess) -> DaemonProcess:

@@ -18,6 +18,8 @@ from recall_client.ctl_experience import PAYLOAD_WAIT_S
 
 from .conftest import BIN, REPO, DaemonFactory, DaemonProcess
 
+pytestmark = pytest.mark.both_backends
+
 FIXTURES = Path(__file__).parent / "fixtures"
 AGENT = "claude-code"
 SESSION = "0d9a7e31-2c54-4b8f-a6e0-93f1b2c4d5e6"

@@ -12,6 +12,8 @@ from recalld.store.port import SessionEpisode
 
 from .conftest import DaemonProcess
 
+pytestmark = pytest.mark.both_backends
+
 AGENT = "claude-code"
 WS = "/ws/shop"
 T0 = 1_700_000_000.0

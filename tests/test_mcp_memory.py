@@ -8,11 +8,14 @@ from pathlib import Path
 from typing import Any, cast
 
 import jsonschema  # type: ignore[import-untyped]
+import pytest
 from mcp import Client
 
 from .conftest import DaemonProcess
 from .test_mcp_shim import hints_of, shim, text_of
 from .test_memories import git, settled
+
+pytestmark = pytest.mark.both_backends
 
 TOOLS = {
     "memory_store",

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from mcp import Client
 
 from .conftest import DaemonProcess
 from .test_mcp_shim import shim, text_of
 from .test_memories import settled
+
+pytestmark = pytest.mark.both_backends
 
 DESCRIPTION = "Moved the nightly backup job from cron to a systemd timer with persistent catch-up"
 QUERY = "nightly backup systemd timer"

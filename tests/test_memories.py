@@ -16,6 +16,8 @@ from recall_client.client import RecallClient, RemoteError, connect
 
 from .conftest import DaemonFactory, DaemonProcess
 
+pytestmark = pytest.mark.both_backends
+
 DAY = 86400.0
 
 
@@ -687,6 +689,7 @@ async def test_temporal_cues_add_events_oldest_first(running_daemon: DaemonProce
     assert plain.events is None
 
 
+@pytest.mark.sqlite_only
 async def test_memories_loaded_straight_into_records_are_served_as_plain_entries(
     running_daemon: DaemonProcess,
 ) -> None:

@@ -19,6 +19,8 @@ from recall_client.progress import Progress
 from .conftest import BIN, DaemonFactory, DaemonProcess
 from .test_daemon import _wait_embedded
 
+pytestmark = pytest.mark.both_backends
+
 COMMANDS = ["export", "import", "backup", "reindex", "workspace", "doctor", "config"]
 
 
@@ -198,6 +200,7 @@ def test_the_progress_bar_draws_on_a_terminal_only() -> None:
 # --------------------------------------------------------------------------- backup
 
 
+@pytest.mark.sqlite_only
 async def test_backup_is_consistent_while_the_daemon_writes(
     running_daemon: DaemonProcess, tmp_path: Path
 ) -> None:

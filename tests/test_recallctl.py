@@ -6,7 +6,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from .conftest import BIN, DaemonProcess
+
+pytestmark = pytest.mark.both_backends
 
 
 def ctl(d: DaemonProcess, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 from recall_client import protocol as p
 from recalld.domain.policy import TRUST_FLOOR as DEFAULT_TRUST_FLOOR
@@ -11,6 +9,9 @@ from recalld.ingest.redact import redact
 from recalld.ingest.trust import assess
 
 from .conftest import DaemonProcess
+from .episode_helpers import database_bytes
+
+pytestmark = pytest.mark.both_backends
 
 SECRETS = {
     "aws_key": "AKIAIOSFODNN7EXAMPLE",
@@ -75,10 +76,7 @@ async def test_a_stored_secret_never_reaches_the_database_file(
             result = await rc.call(p.MemorySearch(query=secret[:40]), p.MemorySearchResult)
             assert all(secret not in h.text for h in result.hits)
     await running_daemon.stop()
-    raw = b""
-    for path in running_daemon.data_dir.iterdir():
-        raw += path.read_bytes()
+    raw = database_bytes(running_daemon)
     for name, core in CORES.items():
         assert core.encode() not in raw, name
-    db = sqlite3.connect(running_daemon.data_dir / "recalld.db")
-    assert db.execute("SELECT count(*) FROM records").fetchone()[0] == len(SECRETS)
+    assert running_daemon.sql("SELECT count(*) FROM records") == [(len(SECRETS),)]

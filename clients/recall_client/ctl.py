@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import msgspec
 
-from . import __version__, ctl_experience, ctl_ops
+from . import __version__, ctl_db, ctl_experience, ctl_ops
 from . import protocol as p
 from .client import DaemonUnavailable, RecallClient, RemoteError, connect
 from .ctl_hello import hello_tokens
@@ -23,6 +24,17 @@ _json = msgspec.json.Encoder()
 
 def _print_json(value: Any) -> None:
     sys.stdout.write(msgspec.json.format(_json.encode(value), indent=2).decode() + "\n")
+
+
+def _database_lines(db: p.DatabaseStatus | None) -> list[str]:
+    if db is None:
+        return []
+    line = f"database {db.engine} {db.location}  {db.state}"
+    if db.role:
+        line += f"  as role {db.role}"
+    if db.state != "ok" and db.since is not None:
+        line += f" for {_duration(max(0.0, time.time() - db.since))}: {db.error or '-'}"
+    return [line]
 
 
 def render_status(report: p.StatusReport) -> str:
@@ -39,6 +51,7 @@ def render_status(report: p.StatusReport) -> str:
         f"up {_duration(report.uptime_s)}",
         f"socket   {report.socket}",
         f"data     {report.data_dir}",
+        *_database_lines(report.database),
         f"model    {model}",
         f"search   {'hybrid (lexical + semantic)' if report.semantic_search else 'lexical only'}"
         f"  latency p50 {_ms(lat.p50)} ms  p90 {_ms(lat.p90)} ms  p99 {_ms(lat.p99)} ms",
@@ -126,7 +139,10 @@ async def _search(rc: RecallClient, args: argparse.Namespace) -> int:
 async def _store(rc: RecallClient, args: argparse.Namespace) -> int:
     text = args.text if args.text != "-" else sys.stdin.read()
     reply = await rc.call(
-        p.MemoryStore(text=text, tags=args.tag or [], source=args.source), p.Stored
+        p.MemoryStore(
+            text=text, tags=args.tag or [], source=args.source, visibility=args.visibility
+        ),
+        p.Stored,
     )
     if args.json:
         _print_json(reply)
@@ -317,6 +333,11 @@ def _parser() -> argparse.ArgumentParser:
     so.add_argument("text")
     so.add_argument("--tag", action="append", help="a tag (repeatable)")
     so.add_argument("--source")
+    so.add_argument(
+        "--visibility",
+        choices=["private", "team"],
+        help="in a team database: who sees it (default: the daemon's configured default)",
+    )
     so.add_argument("--json", action="store_true")
     so.set_defaults(run=_store)
 
@@ -391,6 +412,7 @@ def _parser() -> argparse.ArgumentParser:
 
     ctl_experience.add_commands(sub)
     ctl_ops.add_commands(sub)
+    ctl_db.add_commands(sub)
     return ap
 
 

@@ -347,6 +347,13 @@ def register(server: MCPServer, session: Callable[[], Session]) -> None:
                 "recording again.",
             ),
         ] = None,
+        visibility: Annotated[
+            Literal["private", "team"] | None,
+            Field(
+                description="In a team database: private (only your role sees it) or team "
+                "(every member does). Omit for the daemon's configured default (private).",
+            ),
+        ] = None,
     ) -> RecordExperienceResult:
         req = p.RecordExperience(
             description=description,
@@ -360,6 +367,7 @@ def register(server: MCPServer, session: Callable[[], Session]) -> None:
             session=session,
             # The shim may retry after a reconnect; a key makes that retry harmless.
             idempotency_key=idempotency_key or f"mcp-{uuid.uuid4().hex}",
+            visibility=visibility,
         )
         reply = await call(req, p.ExperienceRecorded)
         return RecordExperienceResult(

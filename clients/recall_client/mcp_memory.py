@@ -736,6 +736,13 @@ def register(server: MCPServer, session: Callable[[], Session]) -> None:
                 "storing again.",
             ),
         ] = None,
+        visibility: Annotated[
+            Literal["private", "team"] | None,
+            Field(
+                description="In a team database: private (only your role sees it) or team "
+                "(every member does). Omit for the daemon's configured default (private).",
+            ),
+        ] = None,
     ) -> MemoryStoreResult:
         req = p.MemoryStore(
             text=text,
@@ -756,6 +763,7 @@ def register(server: MCPServer, session: Callable[[], Session]) -> None:
             global_scope=global_scope,
             # The shim may retry after a reconnect; a key makes that retry harmless.
             idempotency_key=idempotency_key or f"mcp-{uuid.uuid4().hex}",
+            visibility=visibility,
         )
         r = await call(req, p.Stored)
         if not isinstance(r, p.MemoryStored):

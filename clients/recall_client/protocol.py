@@ -37,6 +37,7 @@ __all__ = [
     "ConnectedAgent",
     "Contender",
     "CortexFact",
+    "DatabaseStatus",
     "DependsOn",
     "DependsOnResolved",
     "Doctor",
@@ -109,6 +110,7 @@ __all__ = [
     "Stored",
     "UseRecorded",
     "VerdictSet",
+    "Visibility",
     "Welcome",
     "WorkEpisode",
     "WorkFloor",
@@ -169,6 +171,9 @@ CitedPaths = Annotated[list[FilePath], Meta(max_length=64)]
 Commit = Annotated[str, Meta(pattern=r"^[0-9a-f]{7,64}$")]
 MemoryKind = Literal["entry", "fact"]
 Authority = Literal["first-party", "quoted"]
+# private: only the role (person) that stored it sees it in a shared database; team: every
+# role of that database does. The embedded store has one user and keeps it for migration.
+Visibility = Literal["private", "team"]
 DistortionTolerance = Literal["constraint"]
 Outcome = Literal["used", "ignored", "contradicted", "corrected"]
 Relevance = Literal["high", "medium", "low"]
@@ -251,6 +256,8 @@ class MemoryStore(Request, tag="memory_store"):
     origin_commit: Commit | None = None
     # No origin: the memory passes every auto_scope filter (user-wide preferences).
     global_scope: bool = False
+    # Who sees it in a shared (team) database; unset: the daemon's configured default.
+    visibility: Visibility | None = None
 
 
 class MemoryUpdate(Request, tag="memory_update"):
@@ -461,6 +468,8 @@ class RecordExperience(Request, tag="record_experience"):
     ts: Annotated[float, Meta(ge=0)] | None = None
     # A retried request with the same key returns the first request's result.
     idempotency_key: IdempotencyKey | None = None
+    # Who sees it (and its lessons) in a shared database; unset: the configured default.
+    visibility: Visibility | None = None
 
 
 class SearchExperience(Request, tag="search_experience"):
@@ -959,6 +968,21 @@ class Latency(Struct, kw_only=True):
     p99: float | None = None
 
 
+class DatabaseStatus(Struct, kw_only=True):
+    """The store the daemon uses and whether it answers."""
+
+    engine: Literal["sqlite", "postgresql"]
+    # The database file, or the server's URL without its password.
+    location: str
+    state: Literal["ok", "unavailable"] = "ok"
+    # Since when it is in that state (unix seconds), and the last error while unavailable.
+    since: float | None = None
+    error: str | None = None
+    # Records are visible to their owner only unless shared with the team (a shared
+    # database); the role this daemon connects as.
+    role: str | None = None
+
+
 class StatusReport(Struct, kw_only=True):
     state: RunState
     version: str
@@ -977,6 +1001,7 @@ class StatusReport(Struct, kw_only=True):
     search_latency_ms: Latency
     # No work in hand: every write committed and evaluated, every vector embedded and indexed.
     settled: bool = False
+    database: DatabaseStatus | None = None
 
 
 class StatusResult(Reply, tag="status_result"):

@@ -50,7 +50,7 @@ from .pipeline.settled import Settled
 from .pipeline.writer import IndexChange, WriteJob, WriteQueue, WriterActor
 from .retrieval.memory_reader import MemoryReader, MemorySearchConfig
 from .retrieval.search_actor import SearchActor
-from .store.port import Reader
+from .store.port import Reader, Store
 from .store.sqlite import SqliteStore
 
 __all__ = ["Daemon", "SocketInUse"]
@@ -113,7 +113,7 @@ class Daemon:
     ) -> None:
         s = self.settings
         async with AsyncExitStack() as stack:
-            store = SqliteStore(self.data_dir, durability=s.durability)
+            store = await anyio.to_thread.run_sync(_open_store, s, self.data_dir)
             stack.callback(store.close)
             self.store = store
             self.admin_token = ensure_admin_token(self.admin_token_path)
@@ -457,8 +457,19 @@ class Daemon:
             index=self.store.index_status,
             counts=lambda: self._read_aside(lambda r: r.records.counts()),
             settled=self.settled.now,
+            database=self.store.database,
         )
         return await build_report(parts, who)
+
+
+def _open_store(s: Settings, data_dir: Path) -> Store:
+    """The engine the settings name: a shared PostgreSQL, else the embedded SQLite."""
+    if s.database_url:
+        # Imported here: psycopg is loaded only by daemons that use team memory.
+        from .store.postgres import PgStore
+
+        return PgStore(s.database_url)
+    return SqliteStore(data_dir, durability=s.durability)
 
 
 async def _answers(path: Path) -> bool:

@@ -33,6 +33,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # full: fsync every group commit, so an acknowledged write survives power loss, not only
     # kill -9. normal: WAL without fsync per commit (survives process crashes only).
     durability: Literal["full", "normal"] = "full"
+    # Empty: the embedded store (SQLite + FAISS in data_dir). A postgresql:// URL: team
+    # memory in that PostgreSQL (with pgvector), shared with the other daemons that use it.
+    database_url: str = ""
+    # What a memory or experience is stored as when its write names no visibility: private
+    # (its owner's role alone sees it) or team (every role of the shared database does).
+    visibility: Literal["private", "team"] = "private"
     search_workers: Annotated[int, Meta(ge=1, le=32)] = 2
     capture_batch: Annotated[int, Meta(ge=1, le=10_000)] = 1024
     queue_size: Annotated[int, Meta(ge=16, le=1_000_000)] = 8192
@@ -89,6 +95,8 @@ ENV = {
     "RECALLD_MODEL_PATH": "model_path",
     "RECALLD_EMBED_BACKEND": "embed_backend",
     "RECALLD_DURABILITY": "durability",
+    "RECALLD_DATABASE_URL": "database_url",
+    "RECALLD_VISIBILITY": "visibility",
     "RECALLD_LOG_LEVEL": "log_level",
     "RECALLD_RESPONSE_FORMAT": "response_format",
     "RECALLD_AUTOSTART": "autostart",

@@ -19,8 +19,10 @@ from recall_client.client import RecallClient, RemoteError, connect
 from recall_client.paths import read_admin_token
 
 from ..conftest import DaemonProcess
-from ..episode_helpers import HIJACK, settled
+from ..episode_helpers import HIJACK, database_bytes, settled
 from .writes import ctl, shim_params
+
+pytestmark = pytest.mark.both_backends
 
 VICTIM_WS, MALLORY_WS = "/ws/victim", "/ws/mallory"
 # The attacks search for MARK; only the victim's stored texts hold TELL, so a reply with
@@ -259,7 +261,7 @@ async def test_an_enrolled_agent_name_needs_its_token(
         await rc.call(p.AgentRevoke(agent="claude"), p.AgentChanged)
     assert await hello() == "welcome"
     # The database holds a digest, never the token.
-    db = (d.data_dir / "recalld.db").read_bytes() + (d.data_dir / "recalld.db-wal").read_bytes()
+    db = database_bytes(d)
     assert rotated.token.encode() not in db and enrolled.token.encode() not in db
 
 

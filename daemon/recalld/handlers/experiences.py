@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
+import msgspec
 import numpy as np
 from recall_client import protocol as p
 
@@ -150,6 +151,7 @@ async def record(
         RecallError: ``invalid_request`` for a file outside the workspace; ``busy`` or
             ``unavailable`` from the writer.
     """
+    req = msgspec.structs.replace(req, visibility=services.visibility(req.visibility))
     result: p.ExperienceRecorded = await services.write(ExperienceJob(who, req))
     return result
 

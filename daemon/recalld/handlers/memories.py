@@ -13,6 +13,7 @@ import time
 from functools import partial
 
 import anyio
+import msgspec
 from recall_client import protocol as p
 
 from ..domain import use_tokens
@@ -147,6 +148,7 @@ async def store(services: Services, who: Principal, req: p.MemoryStore) -> p.Mem
         if not known:
             origin = await anyio.to_thread.run_sync(git_origin, workspace)
     _check_origin_repo(req, workspace, origin)
+    req = msgspec.structs.replace(req, visibility=services.visibility(req.visibility))
     result: p.MemoryStored = await services.write(_Store(who, req, origin))
     return result
 

@@ -97,11 +97,11 @@ async def doctor(services: Services, who: Principal, req: p.Doctor) -> p.DoctorR
 
 
 def _check_database(figures: DoctorFigures) -> p.DoctorCheck:
-    if figures.problems != ["ok"]:
+    if figures.problems:
         return p.DoctorCheck(
             name="database",
             ok=False,
-            detail="PRAGMA integrity_check: "
+            detail="integrity check: "
             + "; ".join(figures.problems)
             + ". Restore from a backup (recallctl backup).",
         )
@@ -114,7 +114,7 @@ def _check_database(figures: DoctorFigures) -> p.DoctorCheck:
     return p.DoctorCheck(
         name="database",
         ok=True,
-        detail=f"integrity_check ok, schema version {figures.schema_version}",
+        detail=f"integrity check ok, schema version {figures.schema_version}",
     )
 
 

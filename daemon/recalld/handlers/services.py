@@ -62,6 +62,10 @@ class Services:
     index_ids: Callable[[], Awaitable[np.ndarray]]
     index_status: Callable[[], p.IndexStatus | None]
 
+    def visibility(self, chosen: p.Visibility | None) -> p.Visibility:
+        """A write's visibility: the one it names, else the configured default."""
+        return chosen if chosen is not None else self.settings().visibility
+
     async def search(self, fn: Callable[[Reader], T]) -> T:
         """``read``, typed."""
         result: T = await self.read(fn)

@@ -12,6 +12,7 @@ from recall_client import protocol as p
 
 from ..domain.principal import Principal
 from ..domain.scopes import ADMIN
+from ..errors import RecallError
 from ..pipeline.model import Model
 from ..stats import ActorStats
 from .services import Services
@@ -53,6 +54,8 @@ class StatusParts:
     settled: Callable[[], bool]
     # The index keeper, reported with the index (it is the embedding stage's tail).
     keeper: Actor
+    # The store the daemon uses and whether it answers.
+    database: Callable[[], p.DatabaseStatus]
 
 
 async def build_report(parts: StatusParts, who: Principal) -> p.StatusReport:
@@ -78,7 +81,13 @@ async def build_report(parts: StatusParts, who: Principal) -> p.StatusReport:
             )
         )
     model = parts.model
-    records, backlog = await parts.counts()
+    try:
+        records, backlog = await parts.counts()
+    except RecallError as exc:
+        if exc.code != "unavailable":
+            raise
+        # The database is away: the report says so (database.state) instead of failing.
+        records, backlog = {}, 0
     index = parts.index() or p.IndexStatus()
     index.embedding_backlog = backlog
     index.pending_changes = parts.keeper.queue_depth()[0]
@@ -119,6 +128,7 @@ async def build_report(parts: StatusParts, who: Principal) -> p.StatusReport:
         agents=agents,
         search_latency_ms=p.Latency(p50=p50, p90=p90, p99=p99),
         settled=parts.settled(),
+        database=parts.database(),
     )
 
 

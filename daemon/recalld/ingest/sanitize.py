@@ -50,6 +50,8 @@ _Plan = Callable[[Any, str, _Walk], Any]
 
 
 def _free(value: str, where: str, walk: _Walk) -> str:
+    # A NUL is no text (PostgreSQL cannot store one): every engine keeps U+FFFD instead.
+    value = value.replace("\x00", "\ufffd")
     if not walk.redact_free:
         return value
     cleaned, kinds = redact(value)
@@ -58,6 +60,8 @@ def _free(value: str, where: str, walk: _Walk) -> str:
 
 
 def _identifier(value: str, where: str, walk: _Walk) -> str:
+    if "\x00" in value:
+        raise RecallError("invalid_request", f"{where} holds a NUL character")
     _cleaned, kinds = redact(value)
     if kinds:
         raise RecallError(

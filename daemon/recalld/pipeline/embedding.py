@@ -17,6 +17,7 @@ import numpy as np
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from ..errors import RecallError
 from ..stats import ActorStats
 from ..store.port import Reader, Store, WriteTx
 from .model import Model
@@ -46,7 +47,7 @@ class _StoreVectors(WriteJob):
     def apply(self, tx: WriteTx, now: float) -> list[int]:
         stored = tx.records.store_vectors(
             self.model,
-            [(rowid, vec.tobytes()) for rowid, vec in zip(self.rows, self.vecs, strict=True)],
+            list(zip(self.rows, self.vecs, strict=True)),
         )
         keep = set(stored)
         self.index_adds = [
@@ -157,9 +158,14 @@ class EmbeddingActor:
     async def _drain_backlog(self) -> None:
         after = 0
         while True:
-            rows = await anyio.to_thread.run_sync(
-                self._reader.records.unembedded, after, self._batch, limiter=self._read_limiter
-            )
+            try:
+                rows = await anyio.to_thread.run_sync(
+                    self._reader.records.unembedded, after, self._batch, limiter=self._read_limiter
+                )
+            except RecallError as exc:
+                # A shared database away (restarting): the next nudge looks again.
+                self.stats.failed(0, exc.message)
+                return
             if not rows:
                 self.backlog = 0
                 return

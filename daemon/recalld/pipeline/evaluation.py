@@ -16,6 +16,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..domain.policy import eligibility, settle_episode
+from ..errors import RecallError
 from ..stats import ActorStats
 from ..store.port import Reader, WriteTx
 from .writer import WriteJob
@@ -94,7 +95,7 @@ class EvaluationActor:
             self.state = "stopped"
 
     async def _settle(self) -> None:
-        while await anyio.to_thread.run_sync(self._reader.records.has_pending):
+        while await self._has_pending():
             job = _SettlePending(self._batch)
             try:
                 await self._submit(job)
@@ -105,6 +106,14 @@ class EvaluationActor:
                 return
             if not settled:
                 return
+
+    async def _has_pending(self) -> bool:
+        try:
+            return await anyio.to_thread.run_sync(self._reader.records.has_pending)
+        except RecallError as exc:
+            # A shared database away (restarting): the next nudge looks again.
+            self.stats.failed(0, exc.message)
+            return False
 
     def _forward(self, rowids: list[int]) -> None:
         # The embedding actor reads its backlog from the store; this is only a wake-up, and

@@ -9,8 +9,9 @@ above the store package. Two sides:
   candidates under a :class:`Filter` (the reader contract, typed), and for rows.
 
 :class:`Store` is the engine's lifecycle: readers, batches, the vector index it keeps.
-SQLite with FAISS (``store.sqlite``) is the one implementation today; the shapes are the
-engine's business, not the callers'.
+Two implementations: SQLite with FAISS (``store.sqlite``, the embedded default) and
+PostgreSQL with pgvector (``store.postgres``, team memory); the SQL they share is written
+once (``store.sql``). The shapes are the engine's business, not the callers'.
 """
 
 from __future__ import annotations
@@ -458,7 +459,7 @@ class RecordWrites(Protocol):
         now: float,
         settle: Callable[[str, float, bool, str | None, float | None], str],
     ) -> int: ...
-    def store_vectors(self, model: str, rows: Sequence[tuple[int, bytes]]) -> list[int]: ...
+    def store_vectors(self, model: str, rows: Sequence[tuple[int, np.ndarray]]) -> list[int]: ...
     def mark_all_unembedded(self) -> int: ...
     def probe(self) -> None: ...
 
@@ -602,6 +603,10 @@ class Store(Protocol):
 
     def snapshot(self) -> None:
         """Persist the vector index if it changed (blocking)."""
+        ...
+
+    def database(self) -> p.DatabaseStatus:
+        """The engine and whether it answers, as last seen (no I/O: status calls it)."""
         ...
 
     def close(self) -> None: ...

@@ -18,13 +18,14 @@ from recall_client import protocol as p
 
 from ...errors import RecallError
 from ..port import BatchJob, Reader, StorageFailure
-from .episodes import EpisodeReads, EpisodeWrites
-from .experiences import ExperienceReads, ExperienceWrites, Unindexed
-from .memories import MemoryReads, MemoryWrites
-from .operations import OperationReads, OperationWrites
-from .records import RecordReads, RecordWrites
+from ..sql.episodes import EpisodeReads, EpisodeWrites
+from ..sql.experiences import ExperienceReads, ExperienceWrites
+from ..sql.memories import MemoryReads, MemoryWrites
+from ..sql.operations import OperationReads, OperationWrites
+from ..sql.records import RecordReads, RecordWrites
+from .lessons import FaissLessons, Unindexed
 from .retrieval import RetrievalReads
-from .schema import DB_NAME, open_reader, open_writer
+from .schema import DB_NAME, SqliteDb, open_reader, open_writer
 from .vector_index import VectorIndex
 
 __all__ = ["DB_NAME", "SqliteReader", "SqliteStore", "SqliteWriteTx"]
@@ -49,7 +50,7 @@ _STORAGE_FAILURES = frozenset(
 class SqliteReader:
     """The read side of the port on one connection."""
 
-    def __init__(self, conn: sqlite3.Connection, store: SqliteStore) -> None:
+    def __init__(self, conn: SqliteDb, store: SqliteStore) -> None:
         self.conn = conn
         self.search = RetrievalReads(conn, store.index)
         self.memories = MemoryReads(conn)
@@ -62,12 +63,12 @@ class SqliteReader:
 class SqliteWriteTx:
     """The write side of the port, on the writer connection inside a batch."""
 
-    def __init__(self, conn: sqlite3.Connection, store: SqliteStore) -> None:
+    def __init__(self, conn: SqliteDb, store: SqliteStore) -> None:
         self.read = SqliteReader(conn, store)
         self.records = RecordWrites(conn)
         self.memories = MemoryWrites(conn)
         self.episodes = EpisodeWrites(conn)
-        self.experiences = ExperienceWrites(conn, store.index, store.unindexed)
+        self.experiences = ExperienceWrites(conn, FaissLessons(store.index, store.unindexed))
         self.ops = OperationWrites(conn)
 
 
@@ -113,7 +114,7 @@ class SqliteStore:
             raise StorageFailure(f"{type(exc).__name__}: {exc}") from exc
         self.unindexed.committed()
 
-    def _apply(self, conn: sqlite3.Connection, job: BatchJob, now: float) -> None:
+    def _apply(self, conn: SqliteDb, job: BatchJob, now: float) -> None:
         mark = self.unindexed.mark()
         conn.execute("SAVEPOINT job")
         try:
@@ -173,6 +174,9 @@ class SqliteStore:
     def snapshot(self) -> None:
         if self._index is not None:
             self._index.snapshot_sync()
+
+    def database(self) -> p.DatabaseStatus:
+        return p.DatabaseStatus(engine="sqlite", location=str(self.data_dir / DB_NAME))
 
     def close(self) -> None:
         self._writer.close()

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..port import Filter
-from .filters import marks, where
+from ..sql.candidates import SharedRetrieval
+from ..sql.filters import marks, where
+from .schema import SqliteDb
 from .vector_index import VectorIndex
 
 __all__ = ["LEXICAL_BUDGET", "RetrievalReads", "fts_query", "lexical_plan"]
@@ -104,29 +106,13 @@ def _doc_frequency(conn: sqlite3.Connection, db: str, term: str, cap: int) -> in
 # workers' threads; an entry is replaced whole, and a lost race only counts twice.
 _df_cache: dict[tuple[str, str, int], tuple[float, int]] = {}
 
-# Neighbours of each record in its session, nearest first on each side: up to ? before and
-# ? after, ordered by (ts, rowid) so turns stored in one second keep their capture order.
-_NEIGHBOURS_SQL = """
-SELECT c.rowid, c.workspace, c.kind,
-  (SELECT group_concat(rowid) FROM (SELECT n.rowid FROM records n
-     WHERE n.workspace = c.workspace AND n.kind = c.kind AND n.session = c.session
-       AND (n.ts, n.rowid) < (c.ts, c.rowid) ORDER BY n.ts DESC, n.rowid DESC LIMIT ?)),
-  (SELECT group_concat(rowid) FROM (SELECT n.rowid FROM records n
-     WHERE n.workspace = c.workspace AND n.kind = c.kind AND n.session = c.session
-       AND (n.ts, n.rowid) > (c.ts, c.rowid) ORDER BY n.ts, n.rowid LIMIT ?))
-FROM records c WHERE c.rowid IN ({}) AND c.session IS NOT NULL
-"""
 
-
-def _ids(joined: str | None) -> list[int]:
-    return [int(x) for x in joined.split(",")] if joined else []
-
-
-class RetrievalReads:
+class RetrievalReads(SharedRetrieval):
     """The channels' candidates, on one read connection (and the FAISS index, once open)."""
 
-    def __init__(self, conn: sqlite3.Connection, index: Callable[[], VectorIndex | None]) -> None:
-        self._conn = conn
+    def __init__(self, conn: SqliteDb, index: Callable[[], VectorIndex | None]) -> None:
+        super().__init__(conn)
+        self._conn: SqliteDb = conn
         self._index = index
 
     def database_id(self) -> str:
@@ -136,7 +122,7 @@ class RetrievalReads:
         plan = lexical_plan(self._conn, terms)
         if plan is None:
             return []
-        clause, params = where(f)
+        clause, params = where(self._conn, f)
         return [
             (rowid, -bm25)  # FTS5's bm25() is lower-is-better
             for rowid, bm25 in self._conn.execute(
@@ -168,51 +154,6 @@ class RetrievalReads:
 
     def has_vectors(self) -> bool:
         return self._index() is not None
-
-    def visible(self, rowids: Sequence[int], f: Filter) -> set[int]:
-        if not rowids:
-            return set()
-        clause, params = where(f)
-        return {
-            row[0]
-            for row in self._conn.execute(
-                f"SELECT r.rowid FROM records r WHERE r.rowid IN ({marks(rowids)}) AND {clause}",
-                (*rowids, *params),
-            )
-        }
-
-    def newest(self, f: Filter, limit: int) -> list[int]:
-        clause, params = where(f)
-        return [
-            row[0]
-            for row in self._conn.execute(
-                f"SELECT r.rowid FROM records r WHERE {clause} ORDER BY r.ts DESC, r.rowid DESC"
-                " LIMIT ?",
-                (*params, limit),
-            )
-        ]
-
-    def neighbours(
-        self, rowids: Sequence[int], span: int
-    ) -> list[tuple[int, str, str, list[int], list[int]]]:
-        if not rowids:
-            return []
-        sql = _NEIGHBOURS_SQL.format(marks(rowids))
-        return [
-            (rowid, workspace, kind, _ids(before), _ids(after))
-            for rowid, workspace, kind, before, after in self._conn.execute(
-                sql, (span, span, *rowids)
-            ).fetchall()
-        ]
-
-    def session_sample(self, workspace: str, kind: str, limit: int) -> list[tuple[str, str]]:
-        rows = self._conn.execute(
-            "SELECT session, text FROM records WHERE workspace = ? AND kind = ?"
-            " AND session IS NOT NULL AND tombstoned_at IS NULL"
-            " ORDER BY ts DESC, rowid DESC LIMIT ?",
-            (workspace, kind, limit),
-        ).fetchall()
-        return [(s, t) for s, t in reversed(rows)]
 
     def matching(self, term: str, rowids: Sequence[int]) -> set[int]:
         if not rowids:

@@ -7,12 +7,16 @@ in WAL mode so readers never block the writer nor each other.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import sqlite3
 from pathlib import Path
+from typing import Any
 
-__all__ = ["DB_NAME", "MIGRATIONS", "key_digest", "open_reader", "open_writer", "schema_version"]
+import numpy as np
+
+from ..sql.records import key_digest
+
+__all__ = ["DB_NAME", "MIGRATIONS", "SqliteDb", "open_reader", "open_writer", "schema_version"]
 
 log = logging.getLogger(__name__)
 
@@ -240,6 +244,12 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     UPDATE idempotency SET key = recalld_key_digest(key);
     """,
+    # 9: who may see a record once it lives in a shared database (PostgreSQL's row-level
+    # security reads it; here it is kept so an export or a migration carries it along).
+    """
+    ALTER TABLE records ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private'
+        CHECK (visibility IN ('private', 'team'));
+    """,
 ]
 
 
@@ -262,9 +272,32 @@ def _configure(conn: sqlite3.Connection, cache_mib: int) -> None:
     conn.execute("PRAGMA mmap_size=0")
 
 
-def key_digest(key: str) -> str:
-    """How an idempotency key is stored and looked up: a digest, never the key itself."""
-    return hashlib.blake2b(key.encode(), digest_size=16, person=b"recalld-idem").hexdigest()
+class SqliteDb(sqlite3.Connection):
+    """A connection that also answers what the shared SQL asks of its engine
+    (:class:`~recalld.store.sql.db.Db`); made by ``sqlite3.connect(factory=...)``, so a
+    statement costs no more than on a plain connection."""
+
+    def vector(self, vec: np.ndarray) -> bytes:
+        return vec.astype(np.float32, copy=False).tobytes()
+
+    def vector_of(self, value: Any) -> np.ndarray:
+        return np.frombuffer(value, dtype=np.float32)
+
+    def json_values(self, column: str) -> str:
+        return f"json_each({column})"
+
+    def joined(self, column: str) -> str:
+        return f"group_concat({column})"
+
+    def lock(self, *key: str) -> None:
+        """One writer connection, in BEGIN IMMEDIATE: every write is serialised already."""
+
+    def integrity(self) -> list[str]:
+        problems = [str(row[0]) for row in self.execute("PRAGMA integrity_check(20)")]
+        return [] if problems == ["ok"] else problems
+
+    def schema(self) -> tuple[int, int]:
+        return schema_version(self), len(MIGRATIONS)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -306,7 +339,7 @@ def _split(script: str) -> list[str]:
     return statements
 
 
-def open_writer(data_dir: Path, *, durability: str = "full") -> sqlite3.Connection:
+def open_writer(data_dir: Path, *, durability: str = "full") -> SqliteDb:
     """Open the one writer connection, creating and migrating the database as needed.
 
     The connection is used from one worker thread at a time (the capture actor serialises
@@ -314,7 +347,11 @@ def open_writer(data_dir: Path, *, durability: str = "full") -> sqlite3.Connecti
     """
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     conn = sqlite3.connect(
-        data_dir / DB_NAME, isolation_level=None, check_same_thread=False, timeout=10
+        data_dir / DB_NAME,
+        isolation_level=None,
+        check_same_thread=False,
+        timeout=10,
+        factory=SqliteDb,
     )
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
@@ -326,10 +363,12 @@ def open_writer(data_dir: Path, *, durability: str = "full") -> sqlite3.Connecti
     return conn
 
 
-def open_reader(data_dir: Path) -> sqlite3.Connection:
+def open_reader(data_dir: Path) -> SqliteDb:
     """Open a read-only connection for searches (one per search worker)."""
     uri = f"file:{data_dir / DB_NAME}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=10)
+    conn = sqlite3.connect(
+        uri, uri=True, isolation_level=None, check_same_thread=False, timeout=10, factory=SqliteDb
+    )
     _configure(conn, READER_CACHE_MIB)
     conn.execute("PRAGMA query_only=ON")
     return conn

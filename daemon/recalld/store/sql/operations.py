@@ -1,9 +1,7 @@
-"""What recallctl's operations read and write in SQLite: export pages, the doctor's figures,
+"""What recallctl's operations read and write: export pages, the doctor's figures,
 workspace approvals and agent credentials."""
 
 from __future__ import annotations
-
-import sqlite3
 
 import msgspec
 import numpy as np
@@ -11,9 +9,9 @@ from recall_client import protocol as p
 
 from ...domain.policy import confidence
 from ..port import ApprovalRow, CredentialRow, DoctorFigures
+from .db import Db
 from .experiences import lesson_stats
 from .filters import marks
-from .schema import MIGRATIONS, schema_version
 
 __all__ = ["OperationReads", "OperationWrites"]
 
@@ -21,7 +19,7 @@ _strings = msgspec.json.Decoder(list[str])
 
 
 class OperationReads:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Db) -> None:
         self._conn = conn
 
     def export_page(
@@ -133,7 +131,7 @@ class OperationReads:
     def doctor_figures(self, model: str | None) -> DoctorFigures:
         """Integrity, schema version, and (for ``model``) the vectors the index must hold."""
         conn = self._conn
-        problems = [row[0] for row in conn.execute("PRAGMA integrity_check(20)")]
+        problems = conn.integrity()
         ids = np.empty(0, dtype=np.int64)
         stale = 0
         if model is not None:
@@ -157,10 +155,11 @@ class OperationReads:
         backlog = conn.execute(
             "SELECT count(*) FROM records WHERE tombstoned_at IS NULL AND embed_state = 0"
         ).fetchone()[0]
+        version, expected = conn.schema()
         return DoctorFigures(
             problems=problems,
-            schema_version=schema_version(conn),
-            schema_expected=len(MIGRATIONS),
+            schema_version=version,
+            schema_expected=expected,
             vector_ids=ids,
             stale=int(stale),
             backlog=int(backlog),
@@ -184,14 +183,14 @@ class OperationReads:
 
 
 class OperationWrites:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Db) -> None:
         self._conn = conn
 
     def approve(self, workspace: str, by: str, now: float) -> ApprovalRow | None:
         """Record an approval; None when the workspace was approved already."""
         cur = self._conn.execute(
-            "INSERT OR IGNORE INTO workspace_approvals (workspace, approved_at, approved_by)"
-            " VALUES (?, ?, ?)",
+            "INSERT INTO workspace_approvals (workspace, approved_at, approved_by)"
+            " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
             (workspace, now, by),
         )
         return ApprovalRow(workspace, now, by) if cur.rowcount else None
@@ -210,10 +209,10 @@ class OperationWrites:
             ).fetchone()
             is not None
         )
+        # Replace, not upsert: in a shared database the key is the owner's and the agent's.
+        self._conn.execute("DELETE FROM agent_credentials WHERE agent = ?", (agent,))
         self._conn.execute(
-            "INSERT INTO agent_credentials (agent, token_digest, created_at) VALUES (?, ?, ?)"
-            " ON CONFLICT (agent) DO UPDATE SET token_digest = excluded.token_digest,"
-            " created_at = excluded.created_at",
+            "INSERT INTO agent_credentials (agent, token_digest, created_at) VALUES (?, ?, ?)",
             (agent, token_digest, now),
         )
         return exists

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..port import Filter
+from .db import Db
 
 __all__ = ["marks", "where"]
 
@@ -15,7 +16,7 @@ def marks(values: Sequence[Any]) -> str:
     return ",".join("?" * len(values))
 
 
-def where(f: Filter) -> tuple[str, list[Any]]:
+def where(db: Db, f: Filter) -> tuple[str, list[Any]]:
     """``(condition, parameters)`` for ``f``."""
     clauses = [
         "r.kind = ?",
@@ -56,7 +57,9 @@ def where(f: Filter) -> tuple[str, list[Any]]:
         clauses.append("r.rowid IN (SELECT rowid FROM episodes WHERE tool = ?)")
         params.append(f.tool)
     if f.tags:
-        clauses.append(f"EXISTS (SELECT 1 FROM json_each(r.tags) WHERE value IN ({marks(f.tags)}))")
+        clauses.append(
+            f"EXISTS (SELECT 1 FROM {db.json_values('r.tags')} WHERE value IN ({marks(f.tags)}))"
+        )
         params += f.tags
     if f.sources:
         clauses.append(f"r.source IN ({marks(f.sources)})")

@@ -1,4 +1,4 @@
-"""Experiences and lessons in SQLite (seed 000).
+"""Experiences and lessons (seed 000).
 
 An experience is a ``records`` row of kind 'experience' (its text the task description) plus
 an ``experiences`` row (class, strategy, status, tool_calls, minutes, files). A lesson is a
@@ -11,15 +11,13 @@ Lessons are merged as they are written, inside the experience's own transaction,
 policy's rule (same words, or a vector within its cosine of a surfacing lesson of the
 workspace): the reply can say which stored lesson a new one joined, and two experiences
 bringing the same new lesson in one group commit cannot both create it. The nearest stored
-lessons come from a FAISS range search, plus the lessons committed but not yet in FAISS
-(:class:`Unindexed`).
+lessons come from the engine (:class:`NearLessons`).
 """
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import msgspec
 import numpy as np
@@ -38,11 +36,11 @@ from ..port import (
     RollupWrite,
     SessionRollup,
 )
+from .db import Db
 from .filters import marks, where
-from .records import remember_key, replayed
-from .vector_index import VectorIndex
+from .records import remember_key, replayed, visibility
 
-__all__ = ["ExperienceReads", "ExperienceWrites", "Unindexed"]
+__all__ = ["ExperienceReads", "ExperienceWrites", "NearLessons"]
 
 # A session's rolled-up experience supports at most this many lessons.
 MAX_LESSONS = 20
@@ -51,65 +49,29 @@ _json = msgspec.json.Encoder()
 _strings = msgspec.json.Decoder(list[str])
 
 
-class Unindexed:
-    """Lesson vectors written but not yet in the FAISS index, so the merge check sees them.
+class NearLessons(Protocol):
+    """The engine's nearest-neighbour view of lesson vectors, for the merge check."""
 
-    A lesson joins FAISS only after its transaction commits; until then (and for lessons
-    written earlier in the same group commit) its vector waits here. Entries carry the record
-    id because a rolled-back insert frees its rowid for the next one; the store rolls back
-    what a failed savepoint added (:meth:`mark`, :meth:`rollback`).
-    """
+    def near(self, vec: np.ndarray, threshold: float) -> dict[int, tuple[str | None, float]]:
+        """rowid -> (record id, when known; cosine) of lesson vectors at least ``threshold``
+        near ``vec``, of any workspace, including those this transaction wrote."""
+        ...
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._vecs: dict[int, tuple[str, np.ndarray]] = {}
-        self._added: list[int] = []
-
-    def add(self, rowid: int, record_id: str, vec: np.ndarray) -> None:
-        with self._lock:
-            self._vecs[rowid] = (record_id, vec)
-            self._added.append(rowid)
-
-    def mark(self) -> int:
-        """Where the writer is in what was added (the writer thread's alone)."""
-        return len(self._added)
-
-    def rollback(self, mark: int) -> None:
-        """Forget what was added since ``mark``: its savepoint was rolled back."""
-        with self._lock:
-            for rowid in self._added[mark:]:
-                self._vecs.pop(rowid, None)
-            del self._added[mark:]
-
-    def committed(self) -> None:
-        """The batch committed: what it added stays until the index has it."""
-        self._added.clear()
-
-    def discard(self, rowids: Sequence[int]) -> None:
-        with self._lock:
-            for rowid in rowids:
-                self._vecs.pop(rowid, None)
-
-    def near(self, vec: np.ndarray, threshold: float) -> dict[int, tuple[str, float]]:
-        with self._lock:
-            entries = list(self._vecs.items())
-        return {
-            rowid: (record_id, sim)
-            for rowid, (record_id, other) in entries
-            if (sim := float(other @ vec)) >= threshold
-        }
+    def written(self, rowid: int, record_id: str, vec: np.ndarray) -> None:
+        """A lesson vector this transaction wrote."""
+        ...
 
 
-def lesson_stats(
-    conn: sqlite3.Connection, lesson_rowids: Sequence[int]
-) -> dict[int, tuple[int, float]]:
+def lesson_stats(conn: Db, lesson_rowids: Sequence[int]) -> dict[int, tuple[int, float]]:
     """(support, confidence) of each lesson, counting only experiences that still surface
     (not forgotten, eligible). A lesson with no such experience is absent from the result."""
     if not lesson_rowids:
         return {}
     out: dict[int, tuple[int, float]] = {}
     for rowid, n, successes, failures in conn.execute(
-        "SELECT ls.lesson_rowid, count(*), total(e.status = 'success'), total(e.status = 'failure')"
+        "SELECT ls.lesson_rowid, count(*),"
+        " sum(CASE WHEN e.status = 'success' THEN 1 ELSE 0 END),"
+        " sum(CASE WHEN e.status = 'failure' THEN 1 ELSE 0 END)"
         " FROM lesson_support ls"
         " JOIN records x ON x.rowid = ls.experience_rowid"
         " JOIN experiences e ON e.rowid = ls.experience_rowid"
@@ -123,7 +85,7 @@ def lesson_stats(
     return out
 
 
-def experience_rows(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, ExperienceRow]:
+def experience_rows(conn: Db, rowids: Sequence[int]) -> dict[int, ExperienceRow]:
     if not rowids:
         return {}
     return {
@@ -138,7 +100,7 @@ def experience_rows(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int
     }
 
 
-def recorded_lessons(conn: sqlite3.Connection, merged: dict[int, bool]) -> list[p.RecordedLesson]:
+def recorded_lessons(conn: Db, merged: dict[int, bool]) -> list[p.RecordedLesson]:
     """The lessons linked to an experience, in its order, with their live support."""
     stats = lesson_stats(conn, list(merged))
     out = []
@@ -154,7 +116,7 @@ def recorded_lessons(conn: sqlite3.Connection, merged: dict[int, bool]) -> list[
 
 
 class ExperienceReads:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Db) -> None:
         self._conn = conn
 
     def rows(self, rowids: Sequence[int]) -> dict[int, ExperienceRow]:
@@ -189,7 +151,7 @@ class ExperienceReads:
 
     def find(self, record_id: str, f: Filter) -> tuple[int, str | None] | None:
         """(rowid, session) of the experience ``record_id`` if ``f`` lets it through."""
-        clause, params = where(f)
+        clause, params = where(self._conn, f)
         row = self._conn.execute(
             f"SELECT r.rowid, r.session FROM records r WHERE r.id = ? AND {clause}",
             (record_id, *params),
@@ -200,7 +162,7 @@ class ExperienceReads:
         row = self._conn.execute(
             "SELECT vec FROM vectors WHERE rowid = ? AND model = ?", (rowid, model)
         ).fetchone()
-        return None if row is None else np.frombuffer(row[0], dtype=np.float32)
+        return None if row is None else self._conn.vector_of(row[0])
 
     def rollup_of(self, workspace: str, session: str) -> SessionRollup | None:
         row = self._conn.execute(
@@ -228,13 +190,11 @@ class ExperienceWrites:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
-        index: Callable[[], VectorIndex | None],
-        unindexed: Unindexed,
+        conn: Db,
+        lessons: NearLessons,
     ) -> None:
         self._conn = conn
-        self._index = index
-        self._unindexed = unindexed
+        self._lessons = lessons
 
     # ------------------------------------------------------------------ recording
 
@@ -327,8 +287,8 @@ class ExperienceWrites:
                 who, req, plan, now, lesson, plan.lesson_trust[i], plan.vector(i + 1), written
             )
             self._conn.execute(
-                "INSERT OR IGNORE INTO lesson_support (lesson_rowid, experience_rowid, created_at)"
-                " VALUES (?, ?, ?)",
+                "INSERT INTO lesson_support (lesson_rowid, experience_rowid, created_at)"
+                " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 (rowid, exp_rowid, now),
             )
             self._conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, rowid))
@@ -368,14 +328,8 @@ class ExperienceWrites:
 
     def _nearest_lesson(self, workspace: str, vec: np.ndarray) -> int | None:
         """The surfacing lesson of this workspace nearest in meaning, if near enough."""
-        index = self._index()
-        near: dict[int, tuple[str | None, float]] = {}
-        if index is not None:
-            # FAISS holds every kind and workspace: it proposes, SQL keeps this workspace's
-            # live lessons. FAISS's range is exclusive; the merge rule is "at least".
-            ids, sims = index.range_search_sync(vec, LESSON_MERGE_COSINE - 1e-6)
-            near = {int(i): (None, float(sim)) for i, sim in zip(ids, sims, strict=True)}
-        near.update(self._unindexed.near(vec, LESSON_MERGE_COSINE))
+        # The engine proposes, SQL keeps this workspace's live lessons.
+        near = self._lessons.near(vec, LESSON_MERGE_COSINE)
         if not near:
             return None
         live = [
@@ -406,8 +360,8 @@ class ExperienceWrites:
     ) -> int:
         cur = self._conn.execute(
             "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
-            " session, source, text, trust, eligibility, content_hash, embed_state)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " session, source, text, trust, eligibility, content_hash, embed_state, visibility)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING rowid",
             (
                 record_id,
                 kind,
@@ -424,19 +378,19 @@ class ExperienceWrites:
                 trust.eligibility,
                 digest,
                 0 if vec is None else 1,
+                visibility(req.visibility),
             ),
         )
-        rowid = cur.lastrowid
-        assert rowid is not None
+        rowid = int(cur.fetchone()[0])
         if vec is not None:
             assert plan.model is not None
             self._conn.execute(
                 "INSERT INTO vectors (rowid, model, vec) VALUES (?, ?, ?)",
-                (rowid, plan.model, vec.tobytes()),
+                (rowid, plan.model, self._conn.vector(vec)),
             )
             written.vectors.append((rowid, vec))
             if kind == "lesson":
-                self._unindexed.add(rowid, record_id, vec)
+                self._lessons.written(rowid, record_id, vec)
         else:
             written.rowids.append(rowid)
         return rowid
@@ -554,8 +508,9 @@ class ExperienceWrites:
         else:
             assert plan.model is not None
             self._conn.execute(
-                "INSERT OR REPLACE INTO vectors (rowid, model, vec) VALUES (?, ?, ?)",
-                (rowid, plan.model, vec.tobytes()),
+                "INSERT INTO vectors (rowid, model, vec) VALUES (?, ?, ?)"
+                " ON CONFLICT (rowid) DO UPDATE SET model = excluded.model, vec = excluded.vec",
+                (rowid, plan.model, self._conn.vector(vec)),
             )
             written.vectors.append((rowid, vec))
         self._conn.execute(

@@ -1,23 +1,29 @@
-"""What every kind of record shares in SQLite: idempotency keys, forgetting, evaluation's
+"""What every kind of record shares: idempotency keys, forgetting, evaluation's
 backlog, vectors, and what authorization and status read of records."""
 
 from __future__ import annotations
 
-import sqlite3
+import hashlib
 from collections.abc import Callable, Sequence
 
+import numpy as np
 from recall_client import protocol as p
 
 from ...domain.policy import HARD_TRUST_FLOOR, SUCCESS_STATUSES
 from ...errors import RecallError
 from ..port import Ownership
+from .db import Db
 from .filters import marks
-from .schema import key_digest
 
-__all__ = ["RecordReads", "RecordWrites", "remember_key", "replayed"]
+__all__ = ["RecordReads", "RecordWrites", "key_digest", "remember_key", "replayed", "visibility"]
 
 
-def replayed(conn: sqlite3.Connection, agent: str, key: str | None) -> str | None:
+def key_digest(key: str) -> str:
+    """How an idempotency key is stored and looked up: a digest, never the key itself."""
+    return hashlib.blake2b(key.encode(), digest_size=16, person=b"recalld-idem").hexdigest()
+
+
+def replayed(conn: Db, agent: str, key: str | None) -> str | None:
     """The record an earlier request of ``agent`` with idempotency key ``key`` wrote."""
     if key is None:
         return None
@@ -27,15 +33,19 @@ def replayed(conn: sqlite3.Connection, agent: str, key: str | None) -> str | Non
     return None if row is None else str(row[0])
 
 
-def remember_key(
-    conn: sqlite3.Connection, agent: str, key: str | None, record_id: str, now: float
-) -> None:
+def remember_key(conn: Db, agent: str, key: str | None, record_id: str, now: float) -> None:
     """Record that ``agent``'s request with ``key`` wrote ``record_id`` (no-op without a key)."""
     if key is not None:
         conn.execute(
             "INSERT INTO idempotency (agent, key, record_id, created_at) VALUES (?, ?, ?, ?)",
             (agent, key_digest(key), record_id, now),
         )
+
+
+def visibility(chosen: str | None) -> str:
+    """What a record is stored with: the handlers fill in the configured default, so None
+    comes only from the daemon's own writes, which stay private."""
+    return chosen or "private"
 
 
 # Pending records the policy can settle now: episodes waiting for a verdict are skipped, so
@@ -45,7 +55,7 @@ _SETTLEABLE = (
     "SELECT r.rowid, r.kind, r.trust, e.blocked, e.status, e.task_result FROM records r"
     " LEFT JOIN episodes e ON e.rowid = r.rowid WHERE r.eligibility = 'pending'"
     " AND r.tombstoned_at IS NULL"
-    " AND (r.kind != 'episode' OR e.blocked OR r.trust < ? OR e.task_result IS NOT NULL"
+    " AND (r.kind != 'episode' OR e.blocked != 0 OR r.trust < ? OR e.task_result IS NOT NULL"
     f" OR e.status IN ({marks(sorted(SUCCESS_STATUSES))}))"
 )
 _SETTLEABLE_PARAMS = (HARD_TRUST_FLOOR, *sorted(SUCCESS_STATUSES))
@@ -55,7 +65,7 @@ Settle = Callable[[str, float, bool, str | None, float | None], str]
 
 
 class RecordReads:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Db) -> None:
         self._conn = conn
 
     def ownership(self, ids: Sequence[str]) -> dict[str, Ownership]:
@@ -108,7 +118,7 @@ class RecordReads:
 
 
 class RecordWrites:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Db) -> None:
         self._conn = conn
 
     def replayed(self, agent: str, key: str | None) -> str | None:
@@ -150,19 +160,20 @@ class RecordWrites:
             )
         return len(rows)
 
-    def store_vectors(self, model: str, rows: Sequence[tuple[int, bytes]]) -> list[int]:
+    def store_vectors(self, model: str, rows: Sequence[tuple[int, np.ndarray]]) -> list[int]:
         """Write vectors for records that still exist, and mark them embedded; the rowids
         written."""
         stored: list[int] = []
-        for rowid, blob in rows:
+        for rowid, vec in rows:
             cur = self._conn.execute(
                 "UPDATE records SET embed_state = 1 WHERE rowid = ? AND tombstoned_at IS NULL",
                 (rowid,),
             )
             if cur.rowcount:
                 self._conn.execute(
-                    "INSERT OR REPLACE INTO vectors (rowid, model, vec) VALUES (?, ?, ?)",
-                    (rowid, model, blob),
+                    "INSERT INTO vectors (rowid, model, vec) VALUES (?, ?, ?)"
+                    " ON CONFLICT (rowid) DO UPDATE SET model = excluded.model, vec = excluded.vec",
+                    (rowid, model, self._conn.vector(vec)),
                 )
                 stored.append(rowid)
         return stored

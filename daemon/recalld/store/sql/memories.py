@@ -1,4 +1,4 @@
-"""Memories and canonical facts in SQLite: the writes (inside a group commit) and the reads.
+"""Memories and canonical facts: the writes (inside a group commit) and the reads.
 
 A memory is a ``records`` row of kind 'memory' plus its ``memory_meta`` row (kind, subject,
 authority, origin, verification, supersession), its labels, cited paths, links and recorded
@@ -8,7 +8,6 @@ stores it, so the reply and every later search already see it.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -21,8 +20,9 @@ from ...domain.policy import Assessment, FactView, decide_fact, subject_key
 from ...domain.principal import Principal
 from ...errors import RecallError
 from ..port import Fact, Filter, MemoryRow, UseRow
+from .db import Db
 from .filters import marks, where
-from .records import remember_key, replayed
+from .records import remember_key, replayed, visibility
 
 __all__ = ["MemoryReads", "MemoryWrites"]
 
@@ -51,7 +51,7 @@ def _labels(values: Iterable[str]) -> list[str]:
 
 
 class MemoryReads:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Db) -> None:
         self._conn = conn
         self._token_key: bytes | None = None
 
@@ -93,7 +93,7 @@ class MemoryReads:
 
     def pinned_constraints(self, f: Filter) -> list[MemoryRow]:
         """Constraint facts that are current, under the filter."""
-        clause, params = where(f)
+        clause, params = where(self._conn, f)
         return self._rows(
             "r.rowid IN (SELECT rowid FROM memory_meta WHERE distortion_tolerance = 'constraint'"
             f" AND superseded_by IS NULL) AND {clause}",
@@ -188,13 +188,13 @@ class MemoryReads:
         return self._token_key
 
 
-def current_facts(conn: sqlite3.Connection, key: str, origin: str | None, now: float) -> list[Fact]:
+def current_facts(conn: Db, key: str, origin: str | None, now: float) -> list[Fact]:
     return [
         Fact(*row)
         for row in conn.execute(
             "SELECT r.rowid, r.id, m.authority, r.ts, r.created_at, r.text, m.subject,"
             " m.distortion_tolerance FROM memory_meta m JOIN records r ON r.rowid = m.rowid"
-            " WHERE m.subject_key = ? AND m.origin IS ? AND m.kind = 'fact'"
+            " WHERE m.subject_key = ? AND m.origin IS NOT DISTINCT FROM ? AND m.kind = 'fact'"
             " AND m.superseded_by IS NULL AND r.tombstoned_at IS NULL"
             " AND (r.expires_at IS NULL OR r.expires_at > ?) AND r.eligibility = 'eligible'"
             " ORDER BY r.created_at, r.rowid",
@@ -206,16 +206,14 @@ def current_facts(conn: sqlite3.Connection, key: str, origin: str | None, now: f
 # --------------------------------------------------------------------------- writes
 
 
-def _event(
-    conn: sqlite3.Connection, now: float, who: Principal, record_id: str, event: str
-) -> None:
+def _event(conn: Db, now: float, who: Principal, record_id: str, event: str) -> None:
     conn.execute(
         "INSERT INTO memory_events (ts, session, agent, record_id, event) VALUES (?, ?, ?, ?, ?)",
         (now, who.session, who.agent, record_id, event),
     )
 
 
-def _require_memories(conn: sqlite3.Connection, ids: list[str], what: str) -> None:
+def _require_memories(conn: Db, ids: list[str], what: str) -> None:
     for memory_id in ids:
         if (
             conn.execute(
@@ -234,7 +232,7 @@ def _require_memories(conn: sqlite3.Connection, ids: list[str], what: str) -> No
 
 
 def _write_labels(
-    conn: sqlite3.Connection, rowid: int, kind: str, values: list[str], *, fresh: bool = False
+    conn: Db, rowid: int, kind: str, values: list[str], *, fresh: bool = False
 ) -> None:
     if not fresh:
         conn.execute("DELETE FROM memory_labels WHERE rowid = ? AND kind = ?", (rowid, kind))
@@ -246,7 +244,7 @@ def _write_labels(
 
 
 def _write_paths(
-    conn: sqlite3.Connection, rowid: int, text: str, explicit: list[str], *, fresh: bool = False
+    conn: Db, rowid: int, text: str, explicit: list[str], *, fresh: bool = False
 ) -> list[str]:
     """Explicit paths are claim-anchored; paths in the text are evidence. Attested ones stay."""
     attested: set[str] = set()
@@ -262,31 +260,31 @@ def _write_paths(
     rows.update({path: 1 for path in explicit})
     if rows:
         conn.executemany(
-            "INSERT OR IGNORE INTO memory_paths (rowid, path, anchored) VALUES (?, ?, ?)",
+            "INSERT INTO memory_paths (rowid, path, anchored) VALUES (?, ?, ?)"
+            " ON CONFLICT DO NOTHING",
             [(rowid, path, anchored) for path, anchored in rows.items() if path not in attested],
         )
     return [*rows, *sorted(attested - rows.keys())]
 
 
-def _write_depends(
-    conn: sqlite3.Connection, rowid: int, links: list[p.DependsOn], *, fresh: bool = False
-) -> None:
+def _write_depends(conn: Db, rowid: int, links: list[p.DependsOn], *, fresh: bool = False) -> None:
     _require_memories(conn, [d.id for d in links], "depends_on")
     if not fresh:
         conn.execute("DELETE FROM memory_links WHERE src = ? AND rel = 'depends_on'", (rowid,))
     if links:
         conn.executemany(
-            "INSERT OR REPLACE INTO memory_links (src, rel, dst_id, note)"
-            " VALUES (?, 'depends_on', ?, ?)",
+            "INSERT INTO memory_links (src, rel, dst_id, note) VALUES (?, 'depends_on', ?, ?)"
+            " ON CONFLICT (src, rel, dst_id) DO UPDATE SET note = excluded.note",
             [(rowid, d.id, d.note) for d in links],
         )
 
 
-def _live_row(conn: sqlite3.Connection, memory_id: str) -> tuple[Any, ...]:
+def _live_row(conn: Db, memory_id: str) -> tuple[Any, ...]:
     # A memory bulk-loaded straight into records gets its metadata row on first change.
     conn.execute(
-        "INSERT OR IGNORE INTO memory_meta (rowid, origin, last_verified_at)"
-        " SELECT rowid, workspace, created_at FROM records WHERE id = ? AND kind = 'memory'",
+        "INSERT INTO memory_meta (rowid, origin, last_verified_at)"
+        " SELECT rowid, workspace, created_at FROM records WHERE id = ? AND kind = 'memory'"
+        " ON CONFLICT DO NOTHING",
         (memory_id,),
     )
     row = conn.execute(
@@ -301,7 +299,7 @@ def _live_row(conn: sqlite3.Connection, memory_id: str) -> tuple[Any, ...]:
 
 
 class MemoryWrites:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Db) -> None:
         self._conn = conn
 
     def store(
@@ -356,8 +354,9 @@ class MemoryWrites:
         ts = req.ts if req.ts is not None else now
         cur = conn.execute(
             "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
-            " session, source, text, tags, trust, eligibility, expires_at, content_hash)"
-            " VALUES (?, 'memory', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " session, source, text, tags, trust, eligibility, expires_at, content_hash,"
+            " visibility) VALUES (?, 'memory', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " RETURNING rowid",
             (
                 record_id,
                 ts,
@@ -374,10 +373,10 @@ class MemoryWrites:
                 trust.eligibility,
                 now + req.ttl_s if req.ttl_s is not None else None,
                 digest,
+                visibility(req.visibility),
             ),
         )
-        rowid = cur.lastrowid
-        assert rowid is not None
+        rowid = int(cur.fetchone()[0])
         origin = None if req.global_scope or workspace == "/" else workspace
         key = subject_key(req.subject) if req.subject else None
         conn.execute(
@@ -410,7 +409,8 @@ class MemoryWrites:
         superseded = list(req.supersedes)
         for target in superseded:
             conn.execute(
-                "INSERT OR IGNORE INTO memory_links (src, rel, dst_id) VALUES (?, 'supersedes', ?)",
+                "INSERT INTO memory_links (src, rel, dst_id) VALUES (?, 'supersedes', ?)"
+                " ON CONFLICT DO NOTHING",
                 (rowid, target),
             )
             conn.execute(
@@ -421,6 +421,9 @@ class MemoryWrites:
         action = "superseded" if superseded else "inserted"
         contested_with: list[str] = []
         if key is not None and not trust.blocked:
+            # Another writer storing a fact on this subject waits until this one commits,
+            # then sees it: the decision below holds when two daemons store at once.
+            conn.lock("fact", key, origin or "")
             others = [f for f in current_facts(conn, key, origin, now) if f.rowid != rowid]
             decision = decide_fact(
                 req.authority,
@@ -636,6 +639,7 @@ class MemoryWrites:
         if (req.accept is None) == (req.keep_id is None):
             raise RecallError("invalid_request", "give exactly one of accept or keep_id")
         key = subject_key(req.subject)
+        conn.lock("fact", key, who.workspace)
         facts = current_facts(conn, key, who.workspace, now)
         if len(facts) < 2:
             facts = current_facts(conn, key, None, now)

@@ -1,4 +1,4 @@
-"""Work episodes in SQLite (seed 001).
+"""Work episodes (seed 001).
 
 An episode is a ``records`` row of kind ``episode`` (ts, workspace = vault, agent = caller,
 session = session_id, text = summary, tags, trust, eligibility, expiry, tombstone) plus an
@@ -9,7 +9,6 @@ files it touched).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ from ...domain.policy import Assessment
 from ...domain.principal import Principal
 from ...errors import RecallError
 from ..port import EpisodeRow, SessionEpisode
+from .db import Db
 from .filters import marks
 from .records import remember_key, replayed
 
@@ -31,7 +31,7 @@ _strings = msgspec.json.Decoder(list[str])
 
 
 class EpisodeReads:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Db) -> None:
         self._conn = conn
 
     def rows(self, rowids: Sequence[int]) -> dict[int, EpisodeRow]:
@@ -98,7 +98,7 @@ class EpisodeReads:
 
 
 def _existing(
-    conn: sqlite3.Connection, record_id: str, *, duplicate: bool = False, replayed: bool = False
+    conn: Db, record_id: str, *, duplicate: bool = False, replayed: bool = False
 ) -> p.EpisodeCaptured:
     row = conn.execute(
         "SELECT e.prev_id, r.eligibility, r.trust, e.blocked FROM records r"
@@ -124,7 +124,7 @@ def _existing(
 
 
 class EpisodeWrites:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Db) -> None:
         self._conn = conn
 
     def capture(
@@ -155,6 +155,8 @@ class EpisodeWrites:
         else:
             prev_id = None
             if req.session_id is not None:
+                # The chain stays one chain when two daemons capture into one session.
+                conn.lock("session", req.session_id, who.agent, str(who.uid))
                 prev = conn.execute(
                     "SELECT id FROM records WHERE session = ? AND kind = 'episode'"
                     " AND agent = ? AND uid = ? ORDER BY rowid DESC LIMIT 1",
@@ -165,7 +167,8 @@ class EpisodeWrites:
             cur = conn.execute(
                 "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
                 " session, source, text, tags, trust, eligibility, expires_at, content_hash)"
-                " VALUES (?, 'episode', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+                " VALUES (?, 'episode', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)"
+                " RETURNING rowid",
                 (
                     record_id,
                     ts,
@@ -183,8 +186,7 @@ class EpisodeWrites:
                     digest,
                 ),
             )
-            rowid = cur.lastrowid
-            assert rowid is not None
+            rowid = int(cur.fetchone()[0])
             conn.execute(
                 "INSERT INTO episodes (rowid, channel, episode_type, tool, status, error_code,"
                 " duration_ms, result_size, task_result, verdict_at, blocked, prev_id, files)"

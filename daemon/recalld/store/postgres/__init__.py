@@ -1,0 +1,296 @@
+"""Team memory: PostgreSQL (with pgvector) as the store many daemons share.
+
+Each daemon keeps its socket, model, ingest stage and writer; what it commits lands in the
+shared database, which every other daemon reads at once (text search at COMMIT, vectors
+too: the HNSW index is a table index, not a local cache). The statements are the shared
+SQL of ``store.sql``; this package adds the engine: connections (``db``), the schema with
+row-level security (``schema``), bm25 over tsvector (``textsearch``), and the candidates
+(``retrieval``).
+
+What SQLite's single writer gave for free, many writers must earn:
+
+- **Acknowledged = committed.** A batch is one transaction; a connection lost before its
+  COMMIT returned fails every job of the batch ``unavailable`` (a COMMIT whose answer was
+  lost may have committed: the client's retry with its idempotency key finds it).
+- **Once means once.** Dedup and idempotency are unique indexes. When another daemon
+  commits the same row first, this job's insert fails; its savepoint is rolled back and the
+  job runs again, and now finds the committed row (a duplicate, or a replay).
+- **Decisions hold.** A fact's supersession and an episode's chain are decided under an
+  advisory lock on their subject or session, taken in the transaction that stores them.
+  A deadlock between two daemons' batches rolls one back whole; it is run again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+import psycopg.errors
+from recall_client import protocol as p
+
+from ...errors import RecallError
+from ..port import BatchJob, Reader, StorageFailure
+from ..sql.episodes import EpisodeReads, EpisodeWrites
+from ..sql.experiences import ExperienceReads, ExperienceWrites
+from ..sql.memories import MemoryReads, MemoryWrites
+from ..sql.operations import OperationReads, OperationWrites
+from ..sql.records import RecordReads, RecordWrites
+from .db import LOST, ConnectionState, PgDb, connect
+from .retrieval import RetrievalReads
+from .schema import MIGRATIONS, VECTOR_DIM, schema_version
+
+__all__ = ["PgReader", "PgStore", "PgWriteTx"]
+
+log = logging.getLogger(__name__)
+
+# A job that keeps meeting another daemon's uniqueness (or a batch that keeps deadlocking)
+# is run this many times before it gives up and says so.
+JOB_ATTEMPTS = 4
+BATCH_ATTEMPTS = 4
+_BATCH_CONFLICTS = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
+
+
+class PgLessons:
+    """:class:`~recalld.store.sql.experiences.NearLessons` in SQL: the HNSW index holds
+    this transaction's own vectors already, so nothing waits aside."""
+
+    def __init__(self, db: PgDb, store: PgStore) -> None:
+        self._db = db
+        self._store = store
+
+    def near(self, vec: np.ndarray, threshold: float) -> dict[int, tuple[str | None, float]]:
+        model = self._store.model
+        if model is None:
+            return {}
+        v = self._db.vector(vec)
+        return {
+            int(rowid): (None, float(sim))
+            for rowid, sim in self._db.execute(
+                "SELECT v.rowid, 1 - (v.vec <=> ?) FROM vectors v JOIN records r"
+                " ON r.rowid = v.rowid WHERE v.model = ? AND r.kind = 'lesson'"
+                " AND r.tombstoned_at IS NULL ORDER BY v.vec <=> ? LIMIT 16",
+                (v, model, v),
+            )
+            if sim >= threshold
+        }
+
+    def written(self, rowid: int, record_id: str, vec: np.ndarray) -> None:
+        """In the index already (see the class docstring)."""
+
+
+class PgReader:
+    def __init__(self, db: PgDb, store: PgStore) -> None:
+        self.db = db
+        self.search = RetrievalReads(db, store.location, lambda: store.model)
+        self.memories = MemoryReads(db)
+        self.episodes = EpisodeReads(db)
+        self.experiences = ExperienceReads(db)
+        self.records = RecordReads(db)
+        self.ops = OperationReads(db)
+
+
+class PgWriteTx:
+    def __init__(self, db: PgDb, store: PgStore) -> None:
+        self.read = PgReader(db, store)
+        self.records = RecordWrites(db)
+        self.memories = MemoryWrites(db)
+        self.episodes = EpisodeWrites(db)
+        self.experiences = ExperienceWrites(db, PgLessons(db, store))
+        self.ops = OperationWrites(db)
+
+
+class PgStore:
+    """The storage port on a shared PostgreSQL."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.state = ConnectionState(url)
+        self.location = self.state.url
+        self.model: str | None = None
+        self._size = 0
+        self._size_lock = threading.Lock()
+        self._writer = PgDb(lambda: connect(url, autocommit=True), self.state, reconnect=False)
+        try:
+            self._check(self._writer.conn)
+        except RecallError as exc:
+            raise RuntimeError(f"database {self.location}: {exc.message}") from exc
+        (role,) = self._writer.execute("SELECT current_user").fetchone()
+        self.role = str(role)
+        self._tx = PgWriteTx(self._writer, self)
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        version = schema_version(conn)
+        if version != len(MIGRATIONS):
+            raise RuntimeError(
+                f"database {self.location} is at schema version {version}, this recalld"
+                f" needs {len(MIGRATIONS)}: run `recallctl db init --url ...` as its owner"
+            )
+        # The use_token key is the owner's: every daemon of one person accepts the tokens
+        # any of them handed out.
+        conn.execute(
+            "INSERT INTO daemon_keys (name, key) VALUES ('use_token', %s) ON CONFLICT DO NOTHING",
+            (os.urandom(32),),
+        )
+
+    # ------------------------------------------------------------------ readers
+
+    def reader(self) -> PgReader:
+        return PgReader(
+            PgDb(lambda: connect(self.url, autocommit=True), self.state, reconnect=True), self
+        )
+
+    def close_reader(self, reader: Reader) -> None:
+        assert isinstance(reader, PgReader), "a reader of another store"
+        reader.db.close()
+
+    # ------------------------------------------------------------------ writes
+
+    def apply_batch(self, jobs: Sequence[BatchJob], now: float) -> None:
+        for attempt in range(1, BATCH_ATTEMPTS + 1):
+            try:
+                self._batch(jobs, now)
+                self.state.saw(None)
+                return
+            except _BATCH_CONFLICTS as exc:
+                _reset(jobs)
+                log.info("batch conflicted with another daemon's (%s); attempt %d", exc, attempt)
+                failure: BaseException = exc
+            except (*LOST, RecallError) as exc:
+                # The connection is gone (or could not be opened): nothing of the batch is
+                # stored, or its COMMIT's answer was lost; either way it is not acknowledged.
+                _reset(jobs)
+                if isinstance(exc, LOST):
+                    self.state.saw(exc)
+                raise StorageFailure(f"database unreachable: {exc}") from exc
+            except psycopg.Error as exc:
+                _reset(jobs)
+                raise StorageFailure(f"{type(exc).__name__}: {exc}") from exc
+        raise StorageFailure(f"gave up after {BATCH_ATTEMPTS} conflicting attempts: {failure}")
+
+    def _batch(self, jobs: Sequence[BatchJob], now: float) -> None:
+        db = self._writer
+        db.execute("BEGIN")
+        try:
+            for job in jobs:
+                self._apply(db, job, now)
+            db.execute("COMMIT")
+        except BaseException:
+            db.abandon()
+            raise
+
+    def _apply(self, db: PgDb, job: BatchJob, now: float) -> None:
+        for _ in range(JOB_ATTEMPTS):
+            db.execute("SAVEPOINT job")
+            try:
+                job.result = job.apply(self._tx, now)
+            except psycopg.errors.UniqueViolation:
+                # Another daemon committed the same record (or key) first: run the job again
+                # and it finds it.
+                db.execute("ROLLBACK TO SAVEPOINT job")
+                job.rolled_back()
+                continue
+            except RecallError as exc:
+                job.error = exc
+            except (*_BATCH_CONFLICTS, *LOST):
+                raise
+            except psycopg.errors.InsufficientPrivilege as exc:
+                job.error = RecallError("forbidden", f"the database refused the write: {exc}")
+            except psycopg.Error as exc:
+                log.exception("write job %s failed", type(job).__name__)
+                job.error = RecallError("internal", f"write failed: {exc.sqlstate}")
+            except Exception as exc:  # a bug in one job must not fail its batch
+                log.exception("write job %s failed", type(job).__name__)
+                job.error = RecallError("internal", f"write failed: {type(exc).__name__}")
+            if job.error is not None:
+                db.execute("ROLLBACK TO SAVEPOINT job")
+                job.rolled_back()
+            db.execute("RELEASE SAVEPOINT job")
+            return
+        db.execute("RELEASE SAVEPOINT job")
+        job.error = RecallError(
+            "busy", "the write kept conflicting with other daemons' writes", retryable=True
+        )
+
+    # ------------------------------------------------------------------ vectors
+
+    def open_vectors(self, model: str, dim: int) -> None:
+        if dim != VECTOR_DIM:
+            raise RuntimeError(
+                f"the shared database holds {VECTOR_DIM}-dimensional vectors; the model"
+                f" {model} makes {dim}"
+            )
+        self.model = model
+        self.snapshot()
+
+    def vectors_added(self, ids: np.ndarray, vecs: np.ndarray) -> None:
+        # Committed vectors are in the HNSW index already; only the count moves.
+        with self._size_lock:
+            self._size += len(ids)
+
+    def vectors_removed(self, ids: np.ndarray) -> None:
+        with self._size_lock:
+            self._size = max(0, self._size - len(ids))
+
+    def index_ids(self) -> np.ndarray:
+        if self.model is None:
+            return np.empty(0, dtype=np.int64)
+        reader = self.reader()
+        try:
+            rows = reader.db.execute(
+                "SELECT v.rowid FROM vectors v JOIN records r ON r.rowid = v.rowid"
+                " WHERE v.model = ? AND r.tombstoned_at IS NULL ORDER BY v.rowid",
+                (self.model,),
+            ).fetchall()
+        finally:
+            self.close_reader(reader)
+        return np.array([r[0] for r in rows], dtype=np.int64)
+
+    def index_status(self) -> p.IndexStatus | None:
+        if self.model is None:
+            return None
+        return p.IndexStatus(
+            type="pgvector-hnsw", size=self._size, dim=VECTOR_DIM, model=self.model
+        )
+
+    def snapshot(self) -> None:
+        """Nothing to persist (the index is the database's); the vectors this daemon can see
+        are counted again, so status follows what other daemons wrote."""
+        if self.model is None:
+            return
+        reader = self.reader()
+        try:
+            (size,) = reader.db.execute(
+                "SELECT count(*) FROM vectors WHERE model = ?", (self.model,)
+            ).fetchone()
+        except RecallError:
+            return
+        finally:
+            self.close_reader(reader)
+        with self._size_lock:
+            self._size = int(size)
+
+    def database(self) -> p.DatabaseStatus:
+        s = self.state
+        return p.DatabaseStatus(
+            engine="postgresql",
+            location=self.location,
+            state="ok" if s.ok else "unavailable",
+            since=s.since,
+            error=s.error,
+            role=self.role,
+        )
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def _reset(jobs: Sequence[BatchJob]) -> None:
+    for job in jobs:
+        job.rolled_back()
+        job.result = None
+        job.error = None

@@ -1,0 +1,82 @@
+"""What both engines' retrieval reads the same way: visibility under the reader contract,
+the newest records, session neighbours and samples. The channels themselves (lexical,
+semantic) are each engine's own."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..port import Filter
+from .db import Db
+from .filters import marks, where
+
+__all__ = ["SharedRetrieval"]
+
+# Neighbours of each record in its session, nearest first on each side: up to ? before and
+# ? after, ordered by (ts, rowid) so turns stored in one second keep their capture order.
+_NEIGHBOURS_SQL = """
+SELECT c.rowid, c.workspace, c.kind,
+  (SELECT {joined} FROM (SELECT n.rowid FROM records n
+     WHERE n.workspace = c.workspace AND n.kind = c.kind AND n.session = c.session
+       AND (n.ts, n.rowid) < (c.ts, c.rowid) ORDER BY n.ts DESC, n.rowid DESC LIMIT ?) b),
+  (SELECT {joined} FROM (SELECT n.rowid FROM records n
+     WHERE n.workspace = c.workspace AND n.kind = c.kind AND n.session = c.session
+       AND (n.ts, n.rowid) > (c.ts, c.rowid) ORDER BY n.ts, n.rowid LIMIT ?) a)
+FROM records c WHERE c.rowid IN ({marks}) AND c.session IS NOT NULL
+"""
+
+
+def _ids(joined: str | None) -> list[int]:
+    return [int(x) for x in joined.split(",")] if joined else []
+
+
+class SharedRetrieval:
+    """The engine-neutral part of :class:`~recalld.store.port.RetrievalReads`."""
+
+    def __init__(self, conn: Db) -> None:
+        self._conn = conn
+
+    def visible(self, rowids: Sequence[int], f: Filter) -> set[int]:
+        if not rowids:
+            return set()
+        clause, params = where(self._conn, f)
+        return {
+            row[0]
+            for row in self._conn.execute(
+                f"SELECT r.rowid FROM records r WHERE r.rowid IN ({marks(rowids)}) AND {clause}",
+                (*rowids, *params),
+            )
+        }
+
+    def newest(self, f: Filter, limit: int) -> list[int]:
+        clause, params = where(self._conn, f)
+        return [
+            row[0]
+            for row in self._conn.execute(
+                f"SELECT r.rowid FROM records r WHERE {clause} ORDER BY r.ts DESC, r.rowid DESC"
+                " LIMIT ?",
+                (*params, limit),
+            )
+        ]
+
+    def neighbours(
+        self, rowids: Sequence[int], span: int
+    ) -> list[tuple[int, str, str, list[int], list[int]]]:
+        if not rowids:
+            return []
+        sql = _NEIGHBOURS_SQL.format(joined=self._conn.joined("rowid"), marks=marks(rowids))
+        return [
+            (rowid, workspace, kind, _ids(before), _ids(after))
+            for rowid, workspace, kind, before, after in self._conn.execute(
+                sql, (span, span, *rowids)
+            ).fetchall()
+        ]
+
+    def session_sample(self, workspace: str, kind: str, limit: int) -> list[tuple[str, str]]:
+        rows = self._conn.execute(
+            "SELECT session, text FROM records WHERE workspace = ? AND kind = ?"
+            " AND session IS NOT NULL AND tombstoned_at IS NULL"
+            " ORDER BY ts DESC, rowid DESC LIMIT ?",
+            (workspace, kind, limit),
+        ).fetchall()
+        return [(s, t) for s, t in reversed(rows)]

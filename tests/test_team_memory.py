@@ -1,0 +1,308 @@
+"""Team memory: several real daemons on one real PostgreSQL (with pgvector).
+
+Each daemon has its own socket, data dir and model, and connects as a database role: alice
+on two machines (laptop and dev box: one role, two daemons) and bob. What one stores, the
+others search; private rows stay their owner's, also through raw SQL as the other role; the
+guarantees of the single-writer SQLite store hold with many writers at once; a database
+restart costs retryable errors, never a false acknowledgement.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+
+import anyio
+import psycopg
+import pytest
+from mcp import Client
+from recall_client import protocol as p
+from recall_client.client import DaemonUnavailable, RecallClient, RemoteError
+
+from .conftest import DaemonFactory, DaemonProcess, TeamDb
+from .test_mcp_shim import shim
+
+WS = "/ws/team"
+
+
+def team_daemon(factory: DaemonFactory, db: TeamDb, name: str, role: str) -> DaemonProcess:
+    return factory(name, extra_env={"RECALLD_DATABASE_URL": db.url(role)})
+
+
+@asynccontextmanager
+async def team(
+    factory: DaemonFactory, db: TeamDb, *people: tuple[str, str]
+) -> AsyncIterator[list[DaemonProcess]]:
+    daemons = [team_daemon(factory, db, name, role) for name, role in people]
+    async with anyio.create_task_group() as tg:
+        for d in daemons:
+            tg.start_soon(d.start)
+    try:
+        yield daemons
+    finally:
+        for d in daemons:
+            await d.stop()
+
+
+async def store(rc: RecallClient, text: str, **kw: object) -> p.MemoryStored:
+    return await rc.call(p.MemoryStore(text=text, **kw), p.MemoryStored)  # type: ignore[arg-type]
+
+
+async def search(rc: RecallClient, query: str, **kw: object) -> list[str]:
+    reply = await rc.call(
+        p.MemorySearch(query=query, **kw),  # type: ignore[arg-type]
+        p.MemorySearchResult,
+    )
+    return [h.text for h in reply.hits]
+
+
+def raw_count(db: TeamDb, role: str, sql: str, *params: object) -> int:
+    """A hand-written query as ``role``: what row-level security lets it see."""
+    with psycopg.connect(db.url(role)) as conn:
+        row = conn.execute(sql, params).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_team_memories_are_shared_and_private_ones_stay_private(
+    daemon_factory: DaemonFactory, team_db: TeamDb
+) -> None:
+    async with team(daemon_factory, team_db, ("alice", "alice"), ("bob", "bob")) as (a, b):
+        # Through recall-mcp, as an agent host would.
+        async with Client(shim(str(a.socket), "--workspace", WS)) as client:
+            private = await client.call_tool(
+                "memory_store", {"text": "alice keeps her ssh passphrase hint in the blue notebook"}
+            )
+            shared = await client.call_tool(
+                "memory_store",
+                {
+                    "text": "the staging cluster deploys from the release branch",
+                    "visibility": "team",
+                },
+            )
+        assert not private.is_error and not shared.is_error
+        await a.settled()
+        await b.settled()
+        async with b.client(workspace=WS) as rc:
+            seen = await search(rc, "staging cluster release branch")
+            hidden = await search(rc, "ssh passphrase blue notebook")
+        assert "the staging cluster deploys from the release branch" in seen
+        assert not any("passphrase" in t for t in hidden)
+        async with a.client(workspace=WS) as rc:
+            assert any("passphrase" in t for t in await search(rc, "ssh passphrase notebook"))
+        # Row-level security holds for any SQL a role sends, not only the daemon's.
+        like = "SELECT count(*) FROM records WHERE text LIKE %s"
+        assert raw_count(team_db, "bob", like, "%passphrase%") == 0
+        assert raw_count(team_db, "alice", like, "%passphrase%") == 1
+        assert raw_count(team_db, "bob", like, "%staging cluster%") == 1
+        for table in ("memory_meta", "vectors", "memory_paths", "memory_labels"):
+            assert raw_count(team_db, "bob", f"SELECT count(*) FROM {table}") <= raw_count(
+                team_db, "alice", f"SELECT count(*) FROM {table}"
+            )
+        assert (
+            raw_count(
+                team_db,
+                "bob",
+                "SELECT count(*) FROM vectors v WHERE NOT EXISTS"
+                " (SELECT 1 FROM records r WHERE r.rowid = v.rowid AND r.visibility = 'team')",
+            )
+            == 0
+        )
+        # Nor can a role write in another's name.
+        with psycopg.connect(team_db.url("bob")) as conn, pytest.raises(psycopg.Error):
+            conn.execute(
+                "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent,"
+                " uid, text, content_hash, owner) VALUES ('mem_x', 'memory', 0, 0, 0, %s, 'x',"
+                " 0, 'forged', '\\x00', 'alice')",
+                (WS,),
+            )
+
+
+async def test_a_write_on_one_daemon_is_searchable_from_another(
+    daemon_factory: DaemonFactory, team_db: TeamDb
+) -> None:
+    async with team(daemon_factory, team_db, ("laptop", "alice"), ("devbox", "alice")) as (a, b):
+        async with a.client(workspace=WS) as rc:
+            await store(rc, "the flaky test in payments is caused by a shared tmp dir")
+        # Lexically at once: the COMMIT is what the other daemon reads.
+        async with b.client(workspace=WS) as rc:
+            assert await search(rc, "flaky payments tmp", mode="keyword")
+        # Semantically once embedded (by the daemon that stored it, or the other).
+        await a.settled()
+        await b.settled()
+        async with b.client(workspace=WS) as rc:
+            reply = await rc.call(
+                p.MemorySearch(query="why does the payments test fail sometimes", mode="hybrid"),
+                p.MemorySearchResult,
+            )
+        assert reply.semantic_used and reply.hits
+        assert "shared tmp dir" in reply.hits[0].text
+
+
+async def test_concurrent_writers_keep_dedup_and_idempotency(
+    daemon_factory: DaemonFactory, team_db: TeamDb
+) -> None:
+    async with team(daemon_factory, team_db, ("laptop", "alice"), ("devbox", "alice")) as (a, b):
+        texts = [
+            f"note {i}: the build cache lives under /var/cache/build-{i % 7}" for i in range(60)
+        ]
+        # (Not hex: a long hex string would be redacted as a secret, and all would be alike.)
+        keys = [f"retry-{n}-{uuid.uuid4().int % 1000}" for n in range(20)]
+        results: dict[str, list[p.MemoryStored]] = {"a": [], "b": []}
+
+        async def writer(d: DaemonProcess, out: list[p.MemoryStored]) -> None:
+            async with d.client(workspace=WS) as rc:
+                async with anyio.create_task_group() as tg:
+                    for t in texts:
+                        tg.start_soon(_append, out, store(rc, t))
+                    for k in keys:
+                        tg.start_soon(_append, out, store(rc, f"keyed note {k}", idempotency_key=k))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(writer, a, results["a"])
+            tg.start_soon(writer, b, results["b"])
+    # Every text once, though both daemons stored every one at the same moment.
+    assert raw_count(team_db, "alice", "SELECT count(*) FROM records WHERE kind = 'memory'") == (
+        len(texts) + len(keys)
+    )
+    assert (
+        raw_count(
+            team_db,
+            "alice",
+            "SELECT count(*) FROM (SELECT content_hash FROM records GROUP BY content_hash"
+            " HAVING count(*) > 1) d",
+        )
+        == 0
+    )
+    both = results["a"] + results["b"]
+    assert len(both) == 2 * (len(texts) + len(keys))
+    # Each pair of answers for one text names one record, one of them inserted.
+    inserted = [r for r in both if not (r.duplicate or r.replayed)]
+    assert len(inserted) == len(texts) + len(keys)
+
+
+async def _append(out: list[p.MemoryStored], call: Awaitable[p.MemoryStored]) -> None:
+    out.append(await call)
+
+
+async def test_concurrent_facts_on_one_subject_are_decided_once(
+    daemon_factory: DaemonFactory, team_db: TeamDb
+) -> None:
+    async with team(daemon_factory, team_db, ("laptop", "alice"), ("devbox", "alice")) as (a, b):
+        async with a.client(workspace=WS) as ra, b.client(workspace=WS) as rb:
+            for i in range(12):
+                subject = f"service {i} region"
+                first, second = await _both(
+                    store(
+                        ra, f"service {i} runs in eu-west-1", kind="fact", subject=subject, ts=100.0
+                    ),
+                    store(
+                        rb, f"service {i} runs in us-east-2", kind="fact", subject=subject, ts=200.0
+                    ),
+                )
+                current = raw_count(
+                    team_db,
+                    "alice",
+                    "SELECT count(*) FROM memory_meta m JOIN records r ON r.rowid = m.rowid"
+                    " WHERE m.subject = %s AND m.superseded_by IS NULL",
+                    subject,
+                )
+                # The later fact supersedes the earlier one, whichever committed first.
+                assert current == 1, (i, first, second)
+                assert (
+                    raw_count(
+                        team_db,
+                        "alice",
+                        "SELECT count(*) FROM memory_meta m JOIN records r ON r.rowid = m.rowid"
+                        " WHERE m.subject = %s AND m.superseded_by IS NULL AND r.text LIKE %s",
+                        subject,
+                        "%us-east-2%",
+                    )
+                    == 1
+                )
+
+
+async def _both(
+    x: Awaitable[p.MemoryStored], y: Awaitable[p.MemoryStored]
+) -> tuple[p.MemoryStored, p.MemoryStored]:
+    out: dict[int, p.MemoryStored] = {}
+
+    async def run(i: int, call: Awaitable[p.MemoryStored]) -> None:
+        out[i] = await call
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, 0, x)
+        tg.start_soon(run, 1, y)
+    return out[0], out[1]
+
+
+async def test_a_database_restart_costs_retries_never_a_false_acknowledgement(
+    daemon_factory: DaemonFactory, team_db: TeamDb
+) -> None:
+    async with team(daemon_factory, team_db, ("laptop", "alice")) as (a,):
+        acknowledged: list[str] = []
+        refused: list[RemoteError] = []
+        stop = anyio.Event()
+
+        async def keep_writing() -> None:
+            async with a.client(workspace=WS) as rc:
+                i = 0
+                while not stop.is_set():
+                    i += 1
+                    try:
+                        r = await store(rc, f"restart note {i}", idempotency_key=f"r{i}")
+                        acknowledged.append(r.record_id)
+                    except RemoteError as exc:
+                        refused.append(exc)
+                        await anyio.sleep(0.02)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keep_writing)
+            await anyio.sleep(0.5)
+            team_db.server.stop(remove=False)
+            await anyio.sleep(0.5)
+            report = await a.status()
+            assert report.database is not None and report.database.engine == "postgresql"
+            assert report.database.state == "unavailable", report.database
+            team_db.server.start()
+            await anyio.sleep(1.5)
+            stop.set()
+        assert refused and all(e.code == "unavailable" and e.retryable for e in refused), refused
+        report = await a.status()
+        assert report.database is not None and report.database.state == "ok"
+        ids = set(acknowledged)
+        with psycopg.connect(team_db.url("alice")) as conn:
+            stored = {r[0] for r in conn.execute("SELECT id FROM records WHERE kind = 'memory'")}
+        assert ids <= stored, ids - stored
+        # It reconnected by itself: writes after the restart are acknowledged again.
+        assert len(acknowledged) > 10
+
+
+async def test_kill_9_of_one_daemon_loses_nothing_acknowledged(
+    daemon_factory: DaemonFactory, team_db: TeamDb
+) -> None:
+    async with team(daemon_factory, team_db, ("laptop", "alice"), ("devbox", "alice")) as (a, b):
+        acked: list[str] = []
+
+        async def write() -> None:
+            async with a.client(workspace=WS) as rc:
+                for i in range(10_000):
+                    try:
+                        acked.append((await store(rc, f"crash note {i}")).record_id)
+                    except (RemoteError, DaemonUnavailable, OSError, anyio.EndOfStream):
+                        return
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write)
+            await anyio.sleep(1.0)
+            a.kill()
+        assert len(acked) > 20
+        async with b.client(workspace=WS) as rc:
+            found = await rc.call(
+                p.MemorySearch(query="crash note", mode="keyword", limit=50), p.MemorySearchResult
+            )
+        assert found.hits
+        with psycopg.connect(team_db.url("alice")) as conn:
+            stored = {r[0] for r in conn.execute("SELECT id FROM records")}
+        assert set(acked) <= stored
