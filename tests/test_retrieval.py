@@ -294,7 +294,7 @@ def common_words(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 
 def test_lexical_plan_is_exact_while_the_terms_fit_the_budget(common_words: dict[str, Any]) -> None:
-    conn = common_words["reader"].conn
+    conn = common_words["reader"].db
     plan = lexical_plan(conn, ["deploy", "staging", "zebra"], budget=1000)
     assert plan == LexicalPlan('"deploy" OR "staging" OR "zebra"')
     assert lexical_plan(conn, []) is None
@@ -304,7 +304,7 @@ def test_lexical_plan_keeps_the_rare_terms_that_fit_and_drops_the_common_ones(
     common_words: dict[str, Any],
 ) -> None:
     # df: zebra 1, staging 20, deploy 61. A budget of 30 holds zebra and staging only.
-    plan = lexical_plan(common_words["reader"].conn, ["deploy", "staging", "zebra"], budget=30)
+    plan = lexical_plan(common_words["reader"].db, ["deploy", "staging", "zebra"], budget=30)
     assert plan == LexicalPlan('"staging" OR "zebra"')
     found = fusion.retrieve(
         common_words["reader"], ["deploy", "zebra"], None, visible("/w"), limit=5, context_window=0

@@ -35,9 +35,10 @@ async def team(
     factory: DaemonFactory, db: TeamDb, *people: tuple[str, str]
 ) -> AsyncIterator[list[DaemonProcess]]:
     daemons = [team_daemon(factory, db, name, role) for name, role in people]
-    async with anyio.create_task_group() as tg:
-        for d in daemons:
-            tg.start_soon(d.start)
+    # One after the other: the daemons of one test share one config dir, and so one admin
+    # token file, which the first creates and the others read.
+    for d in daemons:
+        await d.start()
     try:
         yield daemons
     finally:

@@ -4,20 +4,30 @@ request to recalld, and its errors."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult
 from mcp_types import Tool as MCPTool
+from pydantic import Field
 
 from . import protocol as p
 from .client import DaemonUnavailable, RemoteError, Session
 
-__all__ = ["StrictMCPServer", "forwarder", "tool_error"]
+__all__ = ["StrictMCPServer", "VisibilityArg", "forwarder", "tool_error"]
 
 R = TypeVar("R", bound=p.Reply)
 L = TypeVar("L")
+
+# The visibility argument of the write tools (memory_store, record_experience).
+VisibilityArg = Annotated[
+    Literal["private", "team"] | None,
+    Field(
+        description="In a team database: private (only your role sees it) or team (every "
+        "member does). Omit for the daemon's configured default (private).",
+    ),
+]
 
 
 class StrictMCPServer(MCPServer[L]):

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from . import protocol as p
 from .client import Session
-from .mcp_common import forwarder
+from .mcp_common import VisibilityArg, forwarder
 
 __all__ = ["register"]
 
@@ -347,13 +347,7 @@ def register(server: MCPServer, session: Callable[[], Session]) -> None:
                 "recording again.",
             ),
         ] = None,
-        visibility: Annotated[
-            Literal["private", "team"] | None,
-            Field(
-                description="In a team database: private (only your role sees it) or team "
-                "(every member does). Omit for the daemon's configured default (private).",
-            ),
-        ] = None,
+        visibility: VisibilityArg = None,
     ) -> RecordExperienceResult:
         req = p.RecordExperience(
             description=description,

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 
 from . import protocol as p
 from .client import Session
-from .mcp_common import forwarder
+from .mcp_common import VisibilityArg, forwarder
 
 __all__ = ["register"]
 
@@ -736,13 +736,7 @@ def register(server: MCPServer, session: Callable[[], Session]) -> None:
                 "storing again.",
             ),
         ] = None,
-        visibility: Annotated[
-            Literal["private", "team"] | None,
-            Field(
-                description="In a team database: private (only your role sees it) or team "
-                "(every member does). Omit for the daemon's configured default (private).",
-            ),
-        ] = None,
+        visibility: VisibilityArg = None,
     ) -> MemoryStoreResult:
         req = p.MemoryStore(
             text=text,

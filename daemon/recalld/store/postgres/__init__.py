@@ -35,16 +35,12 @@ from recall_client import protocol as p
 
 from ...errors import RecallError
 from ..port import BatchJob, Reader, StorageFailure
-from ..sql.episodes import EpisodeReads, EpisodeWrites
-from ..sql.experiences import ExperienceReads, ExperienceWrites
-from ..sql.memories import MemoryReads, MemoryWrites
-from ..sql.operations import OperationReads, OperationWrites
-from ..sql.records import RecordReads, RecordWrites
+from ..sql.sides import SqlReader, SqlWriteTx
 from .db import LOST, ConnectionState, PgDb, connect
 from .retrieval import RetrievalReads
 from .schema import MIGRATIONS, VECTOR_DIM, schema_version
 
-__all__ = ["PgReader", "PgStore", "PgWriteTx"]
+__all__ = ["PgReader", "PgStore"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +49,9 @@ log = logging.getLogger(__name__)
 JOB_ATTEMPTS = 4
 BATCH_ATTEMPTS = 4
 _BATCH_CONFLICTS = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
+
+# A reader of the shared SQL on a PostgreSQL connection.
+PgReader = SqlReader[PgDb]
 
 
 class PgLessons:
@@ -83,25 +82,8 @@ class PgLessons:
         """In the index already (see the class docstring)."""
 
 
-class PgReader:
-    def __init__(self, db: PgDb, store: PgStore) -> None:
-        self.db = db
-        self.search = RetrievalReads(db, store.location, lambda: store.model)
-        self.memories = MemoryReads(db)
-        self.episodes = EpisodeReads(db)
-        self.experiences = ExperienceReads(db)
-        self.records = RecordReads(db)
-        self.ops = OperationReads(db)
-
-
-class PgWriteTx:
-    def __init__(self, db: PgDb, store: PgStore) -> None:
-        self.read = PgReader(db, store)
-        self.records = RecordWrites(db)
-        self.memories = MemoryWrites(db)
-        self.episodes = EpisodeWrites(db)
-        self.experiences = ExperienceWrites(db, PgLessons(db, store))
-        self.ops = OperationWrites(db)
+def _reader(db: PgDb, store: PgStore) -> PgReader:
+    return SqlReader(db, RetrievalReads(db, store.location, lambda: store.model))
 
 
 class PgStore:
@@ -121,7 +103,11 @@ class PgStore:
             raise RuntimeError(f"database {self.location}: {exc.message}") from exc
         (role,) = self._writer.execute("SELECT current_user").fetchone()
         self.role = str(role)
-        self._tx = PgWriteTx(self._writer, self)
+        self._tx = SqlWriteTx(
+            self._writer,
+            RetrievalReads(self._writer, self.location, lambda: self.model),
+            PgLessons(self._writer, self),
+        )
 
     def _check(self, conn: psycopg.Connection[Any]) -> None:
         version = schema_version(conn)
@@ -140,12 +126,12 @@ class PgStore:
     # ------------------------------------------------------------------ readers
 
     def reader(self) -> PgReader:
-        return PgReader(
+        return _reader(
             PgDb(lambda: connect(self.url, autocommit=True), self.state, reconnect=True), self
         )
 
     def close_reader(self, reader: Reader) -> None:
-        assert isinstance(reader, PgReader), "a reader of another store"
+        assert isinstance(reader, SqlReader), "a reader of another store"
         reader.db.close()
 
     # ------------------------------------------------------------------ writes

@@ -18,17 +18,16 @@ from recall_client import protocol as p
 
 from ...errors import RecallError
 from ..port import BatchJob, Reader, StorageFailure
-from ..sql.episodes import EpisodeReads, EpisodeWrites
-from ..sql.experiences import ExperienceReads, ExperienceWrites
-from ..sql.memories import MemoryReads, MemoryWrites
-from ..sql.operations import OperationReads, OperationWrites
-from ..sql.records import RecordReads, RecordWrites
+from ..sql.sides import SqlReader, SqlWriteTx
 from .lessons import FaissLessons, Unindexed
 from .retrieval import RetrievalReads
 from .schema import DB_NAME, SqliteDb, open_reader, open_writer
 from .vector_index import VectorIndex
 
-__all__ = ["DB_NAME", "SqliteReader", "SqliteStore", "SqliteWriteTx"]
+__all__ = ["DB_NAME", "SqliteReader", "SqliteStore"]
+
+# A reader of the shared SQL on a SQLite connection.
+SqliteReader = SqlReader[SqliteDb]
 
 log = logging.getLogger(__name__)
 
@@ -47,29 +46,8 @@ _STORAGE_FAILURES = frozenset(
 )
 
 
-class SqliteReader:
-    """The read side of the port on one connection."""
-
-    def __init__(self, conn: SqliteDb, store: SqliteStore) -> None:
-        self.conn = conn
-        self.search = RetrievalReads(conn, store.index)
-        self.memories = MemoryReads(conn)
-        self.episodes = EpisodeReads(conn)
-        self.experiences = ExperienceReads(conn)
-        self.records = RecordReads(conn)
-        self.ops = OperationReads(conn)
-
-
-class SqliteWriteTx:
-    """The write side of the port, on the writer connection inside a batch."""
-
-    def __init__(self, conn: SqliteDb, store: SqliteStore) -> None:
-        self.read = SqliteReader(conn, store)
-        self.records = RecordWrites(conn)
-        self.memories = MemoryWrites(conn)
-        self.episodes = EpisodeWrites(conn)
-        self.experiences = ExperienceWrites(conn, FaissLessons(store.index, store.unindexed))
-        self.ops = OperationWrites(conn)
+def _reader(conn: SqliteDb, store: SqliteStore) -> SqliteReader:
+    return SqlReader(conn, RetrievalReads(conn, store.index))
 
 
 class SqliteStore:
@@ -78,7 +56,11 @@ class SqliteStore:
         self._writer = open_writer(data_dir, durability=durability)
         self.unindexed = Unindexed()
         self._index: VectorIndex | None = None
-        self._tx = SqliteWriteTx(self._writer, self)
+        self._tx = SqlWriteTx(
+            self._writer,
+            RetrievalReads(self._writer, self.index),
+            FaissLessons(self.index, self.unindexed),
+        )
 
     def index(self) -> VectorIndex | None:
         return self._index
@@ -86,11 +68,11 @@ class SqliteStore:
     # ------------------------------------------------------------------ readers
 
     def reader(self) -> SqliteReader:
-        return SqliteReader(open_reader(self.data_dir), self)
+        return _reader(open_reader(self.data_dir), self)
 
     def close_reader(self, reader: Reader) -> None:
-        assert isinstance(reader, SqliteReader), "a reader of another store"
-        reader.conn.close()
+        assert isinstance(reader, SqlReader), "a reader of another store"
+        reader.db.close()
 
     # ------------------------------------------------------------------ writes
 
