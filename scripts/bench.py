@@ -8,6 +8,16 @@ over its socket, with the real bundled model, on this machine, in this run.
   --large   also 1M (vectors precomputed, queries through the real model)
   --peer    also mcp-memory-service, fed the same texts and queries (own venv,
             .peer-venv/, installed by scripts/setup-peer on first use)
+
+  --backend sqlite    the embedded store (the default)
+  --backend postgres  team memory: PostgreSQL 18 + pgvector on a throwaway local server
+                      (scripts/pgserver.py), a fresh database for each daemon; keys get
+                      a pg_ prefix. Capture (raw, 1 and 16 clients), hybrid and lexical
+                      search at 10k and 100k (the same corpus, copied with copy_store),
+                      start-up and RSS (daemon; server: pg_rss_server_mb); no embedding,
+                      shim, peer or 1M figures
+  --backend both      both, one after the other at each step on the same data and
+                      queries, side by side with pg/sqlite (ratio_pg_sqlite_* in --json)
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Literal
 
@@ -31,6 +42,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "daemon"), str(REPO / "clients"), str(REPO / "scripts")]
 
+from bench_backends import Backend, PgBench, backends_of, daemon_env, ratio  # noqa: E402
 from peer_bench import PeerError, ratios, run_peer, setup_peer  # noqa: E402
 from recall_client import protocol as p  # noqa: E402
 from recall_client.client import connect  # noqa: E402
@@ -178,23 +190,34 @@ def rss_mb(pid: int) -> float:
 
 
 class Daemon:
-    def __init__(self, root: Path, embedder: str = "minilm", durability: str = "full") -> None:
+    def __init__(
+        self,
+        root: Path,
+        embedder: str = "minilm",
+        durability: str = "full",
+        database_url: str | None = None,
+    ) -> None:
+        """A daemon in ``root``: on its embedded SQLite store, or on the PostgreSQL database
+        at ``database_url`` (team memory)."""
         self.root = root
         self.socket = root / "recalld.sock"
         self.data = root / "data"
         self.embedder = embedder
         self.durability = durability
+        self.database_url = database_url
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> float:
         """Start; return seconds from spawn to READY=1 (accepting)."""
         env = dict(
-            os.environ,
+            daemon_env(os.environ, self.database_url),
             RECALLD_SOCKET=str(self.socket),
             RECALLD_DATA_DIR=str(self.data),
             RECALLD_EMBEDDER=self.embedder,
             RECALLD_DURABILITY=self.durability,
             RECALLD_LOG_LEVEL="WARNING",
+            # No user config (a team database_url, search workers...) leaks in.
+            XDG_CONFIG_HOME=str(self.root / "config"),
         )
         async with await anyio.open_file(self.root / "log", "ab") as log:
             started = await start_daemon(
@@ -274,6 +297,29 @@ def bench_raw_insert(root: Path, texts: list[str], batch: int, durability: str) 
     rate = len(texts) / (time.perf_counter() - started)
     conn.close()
     return rate
+
+
+def bench_raw_insert_pg(url: str, texts: list[str], batch: int) -> float:
+    """:func:`bench_raw_insert` in PostgreSQL: the same rows, ``batch`` to a transaction,
+    over one connection as the daemon's role (its tsvector computed, its indexes kept)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        started = time.perf_counter()
+        now = time.time()
+        for i in range(0, len(texts), batch):
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent,"
+                    " uid, text, tags, trust, eligibility, content_hash) VALUES"
+                    " (%s, 'memory', %s, %s, %s, '/bench', 'raw', 0, %s, '[]', 1.0, 'eligible',"
+                    " %s)",
+                    [
+                        (new_id("mem"), now, now, now, t, content_hash("memory", t))
+                        for t in texts[i : i + batch]
+                    ],
+                )
+        return len(texts) / (time.perf_counter() - started)
 
 
 def build_corpus(data: Path, n: int, dim: int, basis: np.ndarray, seed: int = 3) -> None:
@@ -411,71 +457,152 @@ async def bench_vs_peer(
 
 # ---------------------------------------------------------------- main
 
+# The SQLite run's figures, in order: what `scripts/bench --json` has always printed.
+KEYS = (
+    "capture_acked_per_s_1",
+    "capture_acked_per_s_16",
+    "capture_raw_per_s",
+    "capture_vs_raw_ratio",
+    "hybrid_p50_ms_10k",
+    "hybrid_p99_ms_10k",
+    "lexical_p50_ms_10k",
+    "hybrid_p50_ms_100k",
+    "hybrid_p99_ms_100k",
+    "lexical_p50_ms_100k",
+    "hybrid_p50_ms_1m",
+    "hybrid_p99_ms_1m",
+    "lexical_p50_ms_1m",
+    "embed_pipeline_per_s",
+    "embed_bare_per_s",
+    "embed_vs_bare_ratio",
+    "rss_daemon_mb",
+    "rss_shim_mb",
+    "rss_daemon_plus_8_shims_mb",
+    "daemon_accepting_s",
+    "model_ready_s",
+    "shim_initialize_s",
+    *PEER_KEYS,
+)
+# Compared with PostgreSQL, the lexical p99 is kept too (for both backends).
+LEXICAL_P99_KEYS = ("lexical_p99_ms_10k", "lexical_p99_ms_100k")
+# What a PostgreSQL run measures, each as pg_<key>. rss_server_mb: the server's processes
+# (proportional set sizes, the shared buffers counted once), beside the daemon's RSS.
+PG_KEYS = (
+    "capture_acked_per_s_1",
+    "capture_acked_per_s_16",
+    "capture_raw_per_s",
+    "capture_vs_raw_ratio",
+    "hybrid_p50_ms_10k",
+    "hybrid_p99_ms_10k",
+    "lexical_p50_ms_10k",
+    "lexical_p99_ms_10k",
+    "hybrid_p50_ms_100k",
+    "hybrid_p99_ms_100k",
+    "lexical_p50_ms_100k",
+    "lexical_p99_ms_100k",
+    "rss_daemon_mb",
+    "rss_server_mb",
+    "daemon_accepting_s",
+    "model_ready_s",
+)
+PG_PREFIX = "pg_"
+RATIO_PREFIX = "ratio_pg_sqlite_"
+# PostgreSQL's own database per daemon (a fresh one each, as a new team's would be).
+PG_DATABASES = {"raw": "bench_raw", "capture": "bench_capture"}
 
-async def run(args: argparse.Namespace) -> dict[str, float | None]:
-    out: dict[str, float | None] = {
-        k: None
-        for k in (
-            "capture_acked_per_s_1",
-            "capture_acked_per_s_16",
-            "capture_raw_per_s",
-            "capture_vs_raw_ratio",
-            "hybrid_p50_ms_10k",
-            "hybrid_p99_ms_10k",
-            "lexical_p50_ms_10k",
-            "hybrid_p50_ms_100k",
-            "hybrid_p99_ms_100k",
-            "lexical_p50_ms_100k",
-            "hybrid_p50_ms_1m",
-            "hybrid_p99_ms_1m",
-            "lexical_p50_ms_1m",
-            "embed_pipeline_per_s",
-            "embed_bare_per_s",
-            "embed_vs_bare_ratio",
-            "rss_daemon_mb",
-            "rss_shim_mb",
-            "rss_daemon_plus_8_shims_mb",
-            "daemon_accepting_s",
-            "model_ready_s",
-            "shim_initialize_s",
-            *PEER_KEYS,
-        )
-    }
+Figures = dict[str, float | None]
+
+
+def sqlite_keys(compared: bool) -> list[str]:
+    """The SQLite run's keys; ``compared`` (with PostgreSQL): with the lexical p99 too."""
+    keys: list[str] = []
+    for key in KEYS:
+        keys.append(key)
+        p99 = key.replace("_p50_", "_p99_")
+        if compared and key.startswith("lexical_p50_") and p99 in LEXICAL_P99_KEYS:
+            keys.append(p99)
+    return keys
+
+
+def key_of(backend: Backend, key: str) -> str:
+    return key if backend == "sqlite" else PG_PREFIX + key
+
+
+def put(out: Figures, backend: Backend, key: str, value: float) -> None:
+    """Record one figure of ``backend``'s run, if that run reports it."""
+    name = key_of(backend, key)
+    if name in out:
+        out[name] = value
+
+
+async def run(args: argparse.Namespace) -> Figures:
+    backends = backends_of(args.backend)
+    compared = len(backends) > 1
+    out: Figures = {}
+    if "sqlite" in backends:
+        out.update(dict.fromkeys(sqlite_keys(compared)))
+    if "postgres" in backends:
+        out.update(dict.fromkeys(PG_PREFIX + k for k in PG_KEYS))
     # Install the peer first: a failed install fails the run at once, and pip's work does not
     # overlap recalld's measurements.
     peer_python = setup_peer() if args.peer else None
-    with tempfile.TemporaryDirectory(prefix="recalld-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="recalld-bench-") as tmp, ExitStack() as stack:
         root = Path(tmp)
+        # One server for the run, idle while SQLite is measured; a fresh database per daemon.
+        pg = stack.enter_context(PgBench(root / "pg")) if "postgres" in backends else None
+
+        def pg_url(name: str) -> str:
+            assert pg is not None
+            return pg.fresh(name)
 
         n_cap = 4000 if args.quick else 20000
         texts = synthetic_texts(n_cap * 3, seed=101)
         # The storage limit first, on a quiet machine: once the daemon runs, it embeds the
         # captured backlog in the background for minutes.
-        raw = out["capture_raw_per_s"] = bench_raw_insert(root, texts[n_cap * 2 :], 256, "full")
+        raw_texts = texts[n_cap * 2 :]
+        for b in backends:
+            if b == "sqlite":
+                raw = bench_raw_insert(root, raw_texts, 256, "full")
+            else:
+                raw = bench_raw_insert_pg(pg_url(PG_DATABASES["raw"]), raw_texts, 256)
+            put(out, b, "capture_raw_per_s", raw)
 
         # -------- start-up and capture (fresh daemon, real model)
-        d = Daemon(root / "capture")
-        d.root.mkdir()
-        accepting = out["daemon_accepting_s"] = await d.start()
-        t = time.perf_counter()
-        await d.status(wait=600)
-        ready = out["model_ready_s"] = accepting + (time.perf_counter() - t)
-        log(f"start: accepting {accepting:.2f}s, model ready {ready:.1f}s")
-        acked_1 = out["capture_acked_per_s_1"] = await bench_capture(d, texts[: n_cap // 4], 1)
-        acked_16 = out["capture_acked_per_s_16"] = await bench_capture(
-            d, texts[n_cap : n_cap * 2], 16
-        )
-        out["capture_vs_raw_ratio"] = acked_16 / raw
-        log(f"capture: 1 client {acked_1:.0f}/s, 16 clients {acked_16:.0f}/s, raw {raw:.0f}/s")
-        init, shim_rss = await bench_shim(d)
-        out["shim_initialize_s"], out["rss_shim_mb"] = init, shim_rss
-        emb = synthetic_texts(600 if args.quick else 2000, seed=202)
-        emb = [f"{t} (embedding run)" for t in emb]
-        pipe, bare = await bench_embedding(d, emb)
-        out["embed_pipeline_per_s"], out["embed_bare_per_s"] = pipe, bare
-        out["embed_vs_bare_ratio"] = pipe / bare
-        log(f"embedding: pipeline {pipe:.0f}/s, bare {bare:.0f}/s")
-        d.stop()
+        for b in backends:
+            if b == "sqlite":
+                d = Daemon(root / "capture")
+            else:
+                d = Daemon(root / "capture-pg", database_url=pg_url(PG_DATABASES["capture"]))
+            d.root.mkdir()
+            accepting = await d.start()
+            t = time.perf_counter()
+            await d.status(wait=600)
+            ready = accepting + (time.perf_counter() - t)
+            put(out, b, "daemon_accepting_s", accepting)
+            put(out, b, "model_ready_s", ready)
+            log(f"{b} start: accepting {accepting:.2f}s, model ready {ready:.1f}s")
+            acked_1 = await bench_capture(d, texts[: n_cap // 4], 1)
+            acked_16 = await bench_capture(d, texts[n_cap : n_cap * 2], 16)
+            raw = out[key_of(b, "capture_raw_per_s")] or float("nan")
+            put(out, b, "capture_acked_per_s_1", acked_1)
+            put(out, b, "capture_acked_per_s_16", acked_16)
+            put(out, b, "capture_vs_raw_ratio", acked_16 / raw)
+            log(
+                f"{b} capture: 1 client {acked_1:.0f}/s, 16 clients {acked_16:.0f}/s,"
+                f" raw {raw:.0f}/s"
+            )
+            if b == "sqlite":
+                # The shim and the pipeline's embedding do not depend on the store's engine:
+                # measured on SQLite alone.
+                init, shim_rss = await bench_shim(d)
+                out["shim_initialize_s"], out["rss_shim_mb"] = init, shim_rss
+                emb = synthetic_texts(600 if args.quick else 2000, seed=202)
+                emb = [f"{t} (embedding run)" for t in emb]
+                pipe, bare = await bench_embedding(d, emb)
+                out["embed_pipeline_per_s"], out["embed_bare_per_s"] = pipe, bare
+                out["embed_vs_bare_ratio"] = pipe / bare
+                log(f"embedding: pipeline {pipe:.0f}/s, bare {bare:.0f}/s")
+            d.stop()
 
         # -------- search at each size (precomputed corpus vectors, real query embeddings)
         from recalld.pipeline.bundled_model import bundled_model_path
@@ -491,32 +618,61 @@ async def run(args: argparse.Namespace) -> dict[str, float | None]:
         if args.large:
             sizes.append(("1m", 1_000_000))
         for label, n in sizes:
-            d = Daemon(root / f"search-{label}")
-            d.root.mkdir()
+            on = [b for b in backends if b == "sqlite" or label != "1m"]  # no 1M on PostgreSQL
+            if not on:
+                continue
+            corpus = root / f"search-{label}"
+            corpus.mkdir()
             t = time.perf_counter()
-            build_corpus(d.data, n, basis.shape[1], basis)
+            build_corpus(corpus / "data", n, basis.shape[1], basis)
             log(f"corpus {label}: built in {time.perf_counter() - t:.1f}s")
-            await d.start()
-            await d.wait_embedded()
-            h50, h99 = await bench_search(d, queries, "hybrid")
-            l50, _ = await bench_search(d, queries, "bm25")
-            out[f"hybrid_p50_ms_{label}"], out[f"hybrid_p99_ms_{label}"] = h50, h99
-            out[f"lexical_p50_ms_{label}"] = l50
-            log(
-                f"search {label}: hybrid p50 {h50:.1f} ms p99 {h99:.1f} ms, "
-                f"lexical p50 {l50:.1f} ms"
-            )
-            if label in ("100k",) or (args.quick and label == "10k"):
-                assert d.proc is not None
-                out["rss_daemon_mb"] = rss_mb(d.proc.pid)
-            d.stop()
-        if out["rss_daemon_mb"] is not None and out["rss_shim_mb"] is not None:
-            out["rss_daemon_plus_8_shims_mb"] = out["rss_daemon_mb"] + 8 * out["rss_shim_mb"]
+            url: str | None = None
+            if "postgres" in on:
+                assert pg is not None
+                # The same records and vectors, copied before any daemon has touched them.
+                name = f"bench_search_{label}"
+                url = pg_url(name)
+                fill = pg.fill(name, corpus / "data")
+                log(
+                    f"corpus {label} in PostgreSQL: {fill.records} records copied in"
+                    f" {fill.copy_s:.1f}s, HNSW index and VACUUM ANALYZE {fill.index_s:.1f}s"
+                )
+            for b in on:
+                if b == "sqlite":
+                    d = Daemon(corpus)
+                else:
+                    d = Daemon(root / f"search-{label}-pg", database_url=url)
+                    d.root.mkdir()
+                await d.start()
+                await d.wait_embedded()
+                h50, h99 = await bench_search(d, queries, "hybrid")
+                l50, l99 = await bench_search(d, queries, "bm25")
+                put(out, b, f"hybrid_p50_ms_{label}", h50)
+                put(out, b, f"hybrid_p99_ms_{label}", h99)
+                put(out, b, f"lexical_p50_ms_{label}", l50)
+                put(out, b, f"lexical_p99_ms_{label}", l99)
+                log(
+                    f"{b} search {label}: hybrid p50 {h50:.1f} ms p99 {h99:.1f} ms, "
+                    f"lexical p50 {l50:.1f} ms p99 {l99:.1f} ms"
+                )
+                if label in ("100k",) or (args.quick and label == "10k"):
+                    assert d.proc is not None
+                    put(out, b, "rss_daemon_mb", rss_mb(d.proc.pid))
+                    if pg is not None and b == "postgres":
+                        put(out, b, "rss_server_mb", pg.server_mb())
+                d.stop()
+        rss, shim = out.get("rss_daemon_mb"), out.get("rss_shim_mb")
+        if rss is not None and shim is not None:
+            out["rss_daemon_plus_8_shims_mb"] = rss + 8 * shim
 
         if peer_python is not None:
             out.update(
                 await bench_vs_peer(root, peer_python, 2000 if args.quick else 5000, queries[:100])
             )
+    if compared:
+        for key in PG_KEYS:
+            if key in out:
+                out[RATIO_PREFIX + key] = ratio(out[PG_PREFIX + key], out[key])
     return out
 
 
@@ -531,19 +687,63 @@ TARGETS = {
     "rss_daemon_plus_8_shims_mb": ("<=", 1024),
     "daemon_accepting_s": ("<=", 1.0),
 }
+# PostgreSQL against SQLite, pg/sqlite: search p50 at 100k within 2x.
+RATIO_TARGETS = {
+    "hybrid_p50_ms_100k": ("<=", 2.0),
+    "lexical_p50_ms_100k": ("<=", 2.0),
+}
 
 
-def render(out: dict[str, float | None]) -> str:
+def _met(value: float, target: tuple[str, float]) -> bool:
+    op, bound = target
+    return value >= bound if op == ">=" else value <= bound
+
+
+def _shown(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3f}"
+
+
+def render(out: Figures) -> str:
+    """One backend's figures (a PostgreSQL run's keys keep their pg_ prefix)."""
     lines = [f"{'metric':<30}{'value':>14}  target", "-" * 60]
     for key, value in out.items():
-        target = TARGETS.get(key)
+        target = TARGETS.get(key.removeprefix(PG_PREFIX))
         mark = ""
         if target and value is not None:
             op, bound = target
-            ok = value >= bound if op == ">=" else value <= bound
-            mark = f"{op} {bound}  {'ok' if ok else 'MISSED'}"
-        shown = "-" if value is None else (f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3f}")
-        lines.append(f"{key:<30}{shown:>14}  {mark}")
+            mark = f"{op} {bound}  {'ok' if _met(value, target) else 'MISSED'}"
+        lines.append(f"{key:<30}{_shown(value):>14}  {mark}")
+    return "\n".join(lines)
+
+
+def render_both(out: Figures) -> str:
+    """SQLite and PostgreSQL side by side, with pg/sqlite for every figure both have."""
+    keys = [k for k in out if not k.startswith((PG_PREFIX, RATIO_PREFIX))]
+    keys += [k for k in PG_KEYS if k not in out]  # PostgreSQL's alone (its server's memory)
+    head = f"{'metric':<30}{'sqlite':>12}{'postgres':>12}{'pg/sqlite':>11}  target"
+    lines = [head, "-" * 86]
+    for key in keys:
+        sq, pg = out.get(key), out.get(PG_PREFIX + key)
+        if sq is None and pg is None:
+            continue  # not measured in this run (a size, the peer)
+        r = out.get(RATIO_PREFIX + key)
+        marks = []
+        if (rt := RATIO_TARGETS.get(key)) and r is not None:
+            marks.append(f"pg/sqlite {rt[0]} {rt[1]:g} {'ok' if _met(r, rt) else 'MISSED'}")
+        if target := TARGETS.get(key):
+            met = [
+                f"{name} {'ok' if _met(v, target) else 'MISSED'}"
+                for name, v in (("sqlite", sq), ("pg", pg))
+                if v is not None
+            ]
+            if met:
+                marks.append(f"{target[0]} {target[1]}: {', '.join(met)}")
+        ratio_shown = "-" if r is None else f"{r:.2f}"
+        lines.append(
+            f"{key:<30}{_shown(sq):>12}{_shown(pg):>12}{ratio_shown:>11}  {'; '.join(marks)}"
+        )
     return "\n".join(lines)
 
 
@@ -554,15 +754,27 @@ def main() -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--quick", action="store_true", help="10k records only (a minute or two)")
-    ap.add_argument("--large", action="store_true", help="also 1M records")
-    ap.add_argument("--peer", action="store_true", help="also mcp-memory-service")
+    ap.add_argument("--large", action="store_true", help="also 1M records (SQLite only)")
+    ap.add_argument("--peer", action="store_true", help="also mcp-memory-service (SQLite only)")
+    ap.add_argument(
+        "--backend",
+        choices=["sqlite", "postgres", "both"],
+        default="sqlite",
+        help="the store the daemons run on (default sqlite); both: one after the other, side"
+        " by side",
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
+    if args.backend == "postgres" and (args.peer or args.large):
+        ap.error("--peer and --large measure the SQLite store: use --backend sqlite or both")
     try:
         out = anyio.run(run, args)
     except PeerError as exc:
         sys.exit(f"scripts/bench: {exc}")
-    print(json.dumps(out, indent=2) if args.json else render(out))
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(render_both(out) if args.backend == "both" else render(out))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,12 @@ counts for every dataset id that carries its text.
 
 Run it as ``scripts/bench_retrieval DIR [--mode hybrid] [--json]``. It lives beside the
 daemon, not in it: it drives a daemon as any client would.
+
+``--backend postgres`` runs the daemon on team memory instead: a fresh database on a
+throwaway PostgreSQL 18 with pgvector (``pgserver.py``), logged into as a member role, so
+row-level security applies as it would for a person. ``--backend both`` loads the dataset
+into a SQLite daemon, then into a PostgreSQL one, searches each the same way and reports
+both and their difference (postgres - sqlite), with how many queries got the same top 10.
 """
 
 from __future__ import annotations
@@ -31,24 +37,36 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+from bench_backends import PgBench, backends_of, daemon_env
 from recall_client import protocol as p
 from recall_client.client import RecallClient, connect
 from recall_client.launch import daemon_command, start_daemon
 
-__all__ = ["Dataset", "Memory", "Query", "load_dataset", "main", "score", "summarize"]
+__all__ = [
+    "Dataset",
+    "Memory",
+    "Query",
+    "difference",
+    "load_dataset",
+    "main",
+    "score",
+    "summarize",
+]
 
 METRICS = ("recall@5", "recall@10", "mrr@10")
 # Requests in flight while loading: enough to fill the writer's group commits.
 LOAD_CONCURRENCY = 256
 DEFAULT_SCOPE = "default"
 SearchMode = Literal["keyword", "bm25", "hybrid"]
+# PostgreSQL against SQLite: recall@10 within this much.
+RECALL_TOLERANCE = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +189,7 @@ def percentile(values: Sequence[float], pct: float) -> float:
 class _Daemon:
     root: Path
     embedder: str
+    database_url: str | None = None  # team memory on PostgreSQL; None: the SQLite store
     proc: subprocess.Popen[bytes] | None = None
     log: Path = field(init=False)
 
@@ -188,7 +207,7 @@ class _Daemon:
 
     async def start(self) -> None:
         """Start ``recalld`` and return once it reports READY=1."""
-        env = dict(os.environ)
+        env = daemon_env(os.environ, self.database_url)
         env.update(
             RECALLD_SOCKET=str(self.socket),
             RECALLD_DATA_DIR=str(self.root / "data"),
@@ -288,7 +307,8 @@ async def _wait_embedded(rc: RecallClient, records: int, timeout: float) -> p.St
 
 async def _search_all(
     rc: RecallClient, queries: Sequence[Query], loaded: Loaded, mode: SearchMode, min_score: float
-) -> tuple[list[dict[str, Any]], list[float]]:
+) -> tuple[list[dict[str, Any]], list[float], list[list[str]]]:
+    """Each query's metrics, its latency (ms) and its top 10 as dataset ids."""
     # Warm-up, untimed and unscored: the first searches pay for caches and thread start-up.
     for i in range(20):
         await rc.call(
@@ -296,7 +316,7 @@ async def _search_all(
                 query=f"warm up {i} memory search", limit=10, mode=mode, workspace=queries[0].scope
             )
         )
-    rows, latencies = [], []
+    rows, latencies, tops = [], [], []
     for q in queries:
         started = time.perf_counter()
         result = await rc.call(
@@ -310,7 +330,8 @@ async def _search_all(
             raise RuntimeError("a hybrid search ran without its semantic channel")
         ranked = [loaded.ids.get(hit.id, []) for hit in result.hits]
         rows.append(score(ranked, q.relevant_ids) | {"category": q.category})
-    return rows, latencies
+        tops.append([min(ids, default="") for ids in ranked])
+    return rows, latencies, tops
 
 
 def _report(rows: list[dict[str, Any]], latencies: list[float]) -> dict[str, Any]:
@@ -324,58 +345,137 @@ def _report(rows: list[dict[str, Any]], latencies: list[float]) -> dict[str, Any
     }
 
 
-async def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+@dataclass(slots=True)
+class BackendRun:
+    """One backend's results: {mode: report}, and each mode's top 10s (dataset ids)."""
+
+    results: dict[str, dict[str, Any]]
+    tops: dict[str, list[list[str]]]
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The results of every backend asked for: ``{backend: {mode: report}}``, and with two
+    backends also ``difference`` (:func:`difference`, by mode)."""
     data = load_dataset(args.dataset, max_queries=args.max_queries)
     if not data.queries:
         raise SystemExit(f"bench_retrieval: {args.dataset} has no query with relevant ids")
-
-    def say(*parts: object) -> None:
-        if not args.quiet:
-            print(*parts, file=sys.stderr)
-
+    backends = backends_of(args.backend)
+    say = _say(args.quiet)
     say(
         f"{data.name}: {len(data.memories)} memories, {len(data.queries)} queries"
         f" ({data.skipped} skipped), {len({m.scope for m in data.memories})} scopes"
     )
+    runs: dict[str, BackendRun] = {}
+    with _workdir(args.keep) as root:
+        if backends == ["sqlite"]:
+            runs["sqlite"] = await _run_backend(args, data, root, None)
+        else:
+            with PgBench(root / "pg") as pg:
+                for b in backends:
+                    # One daemon folder each when both run; one after the other, same data.
+                    where = root / b if len(backends) > 1 else root
+                    where.mkdir(exist_ok=True)
+                    url = pg.fresh("bench_retrieval") if b == "postgres" else None
+                    say(f"backend {b}")
+                    runs[b] = await _run_backend(args, data, where, url)
+    out: dict[str, Any] = {b: r.results for b, r in runs.items()}
+    if len(runs) > 1:
+        sq, pg_run = runs["sqlite"], runs["postgres"]
+        out["difference"] = {
+            mode: difference(
+                sq.results[mode], pg_run.results[mode], sq.tops[mode], pg_run.tops[mode]
+            )
+            for mode in args.modes
+        }
+    return out
+
+
+def _say(quiet: bool) -> Callable[..., None]:
+    def say(*parts: object) -> None:
+        if not quiet:
+            print(*parts, file=sys.stderr)
+
+    return say
+
+
+async def _run_backend(
+    args: argparse.Namespace, data: Dataset, root: Path, database_url: str | None
+) -> BackendRun:
+    """Load ``data`` into a fresh daemon in ``root`` (on ``database_url``, else on SQLite) and
+    search it in every mode."""
+    say = _say(args.quiet)
     # A lexical ranking owes nothing to the model: leave it out rather than let it embed
     # in the background while the searches are timed.
     embedder = args.embedder if "hybrid" in args.modes else "none"
-    with _workdir(args.keep) as root:
-        daemon = _Daemon(root, embedder)
-        try:
-            await daemon.start()
-            async with connect(
-                agent="bench_retrieval",
-                workspace=DEFAULT_SCOPE,
-                path=daemon.socket,
-                timeout=30,
-                admin_token=daemon.admin_token(),
-            ) as rc:
-                loaded = await _load(rc, data.memories)
+    daemon = _Daemon(root, embedder, database_url)
+    try:
+        await daemon.start()
+        async with connect(
+            agent="bench_retrieval",
+            workspace=DEFAULT_SCOPE,
+            path=daemon.socket,
+            timeout=30,
+            admin_token=daemon.admin_token(),
+        ) as rc:
+            loaded = await _load(rc, data.memories)
+            say(
+                f"stored {len(loaded.ids)} records ({loaded.duplicates} duplicate texts)"
+                f" in {loaded.seconds:.1f}s"
+            )
+            if "hybrid" in args.modes:
+                started = time.perf_counter()
+                report = await _wait_embedded(rc, len(loaded.ids), args.timeout)
                 say(
-                    f"stored {len(loaded.ids)} records ({loaded.duplicates} duplicate texts)"
-                    f" in {loaded.seconds:.1f}s"
+                    f"embedded with {report.model.name} in"
+                    f" {time.perf_counter() - started:.1f}s after the last store"
                 )
-                if "hybrid" in args.modes:
-                    started = time.perf_counter()
-                    report = await _wait_embedded(rc, len(loaded.ids), args.timeout)
-                    say(
-                        f"embedded with {report.model.name} in"
-                        f" {time.perf_counter() - started:.1f}s after the last store"
-                    )
-                results = {}
-                for mode in args.modes:  # one load, every mode over the same store
-                    rows, latencies = await _search_all(
-                        rc, data.queries, loaded, mode, args.min_score
-                    )
-                    results[mode] = _report(rows, latencies)
-        except BaseException:
-            if daemon.log.exists():
-                sys.stderr.write(daemon.log.read_text(errors="replace")[-4000:])
-            raise
-        finally:
-            daemon.stop()
-    return results
+            run = BackendRun({}, {})
+            for mode in args.modes:  # one load, every mode over the same store
+                rows, latencies, tops = await _search_all(
+                    rc, data.queries, loaded, mode, args.min_score
+                )
+                run.results[mode] = _report(rows, latencies)
+                run.tops[mode] = tops
+    except BaseException:
+        if daemon.log.exists():
+            sys.stderr.write(daemon.log.read_text(errors="replace")[-4000:])
+        raise
+    finally:
+        daemon.stop()
+    return run
+
+
+def difference(
+    sqlite: dict[str, Any],
+    postgres: dict[str, Any],
+    sqlite_tops: Sequence[Sequence[str]],
+    postgres_tops: Sequence[Sequence[str]],
+) -> dict[str, Any]:
+    """postgres - sqlite for each metric (overall and by category) and latency, the latency
+    ratio, the share of queries whose top 10 is the same (same records, same order; a
+    record named by the smallest dataset id it stands for), and whether recall@10 is within
+    :data:`RECALL_TOLERANCE`."""
+
+    def delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
+        return {k: b[k] - a[k] for k in METRICS}
+
+    lat_s, lat_p = sqlite["latency_ms"], postgres["latency_ms"]
+    same = sum(list(a) == list(b) for a, b in zip(sqlite_tops, postgres_tops, strict=True))
+    same_set = sum(set(a) == set(b) for a, b in zip(sqlite_tops, postgres_tops, strict=True))
+    d_recall = postgres["overall"]["recall@10"] - sqlite["overall"]["recall@10"]
+    return {
+        "overall": delta(sqlite["overall"], postgres["overall"]),
+        "by_category": {
+            c: delta(s, postgres["by_category"][c])
+            for c, s in sqlite["by_category"].items()
+            if c in postgres["by_category"]
+        },
+        "latency_ms": {k: lat_p[k] - lat_s[k] for k in ("p50", "p95")},
+        "latency_ratio": {k: lat_p[k] / lat_s[k] if lat_s[k] else None for k in ("p50", "p95")},
+        "same_top10": same / len(sqlite_tops) if sqlite_tops else 1.0,
+        "same_top10_set": same_set / len(sqlite_tops) if sqlite_tops else 1.0,
+        "recall@10_within_tolerance": abs(d_recall) <= RECALL_TOLERANCE,
+    }
 
 
 def _print_table(name: str, mode: str, result: dict[str, Any]) -> None:
@@ -388,6 +488,31 @@ def _print_table(name: str, mode: str, result: dict[str, Any]) -> None:
             f" | {s['mrr@10']:.3f} |"
         )
     print(f"latency ms: p50 {lat['p50']:.2f}, p95 {lat['p95']:.2f}")
+
+
+def _print_difference(
+    name: str, mode: str, sqlite: dict[str, Any], postgres: dict[str, Any], d: dict[str, Any]
+) -> None:
+    print(f"{name}, mode {mode}: postgres against sqlite")
+    print("| | sqlite | postgres | postgres - sqlite |\n| --- | --- | --- | --- |")
+    for k, label in (("recall@5", "R@5"), ("recall@10", "R@10"), ("mrr@10", "MRR@10")):
+        print(
+            f"| {label} | {sqlite['overall'][k]:.3f} | {postgres['overall'][k]:.3f}"
+            f" | {d['overall'][k]:+.3f} |"
+        )
+    for k in ("p50", "p95"):
+        ratio = d["latency_ratio"][k]
+        shown = "-" if ratio is None else f"{ratio:.2f}x"
+        print(
+            f"| latency {k} ms | {sqlite['latency_ms'][k]:.2f} | {postgres['latency_ms'][k]:.2f}"
+            f" | {d['latency_ms'][k]:+.2f} ({shown}) |"
+        )
+    print(
+        f"same top 10: {d['same_top10']:.1%} of queries in the same order,"
+        f" {d['same_top10_set']:.1%} as a set"
+    )
+    verdict = "ok" if d["recall@10_within_tolerance"] else "MISSED"
+    print(f"target: R@10 within {RECALL_TOLERANCE} of sqlite: {verdict}")
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -433,13 +558,21 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--keep",
         type=Path,
         help="run the daemon in this folder and keep it"
-        " (default: a temporary folder, removed afterwards)",
+        " (default: a temporary folder, removed afterwards; a PostgreSQL database is not kept)",
     )
     ap.add_argument(
         "--timeout",
         type=float,
         default=3600.0,
         help="seconds to wait for the embedding backlog to drain",
+    )
+    ap.add_argument(
+        "--backend",
+        choices=["sqlite", "postgres", "both"],
+        default="sqlite",
+        help="the daemon's store: sqlite (the default), postgres (team memory on a throwaway"
+        " PostgreSQL 18 with pgvector, a fresh database) or both, one after the other, with"
+        " the difference; --json then prints {sqlite, postgres, difference}",
     )
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = ap.parse_args(argv)
@@ -453,12 +586,25 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
-    results = anyio.run(run, args, backend="asyncio")
+    out = anyio.run(run, args, backend="asyncio")
+
+    def one(results: dict[str, Any]) -> Any:
+        return results[args.modes[0]] if len(args.modes) == 1 else results
+
+    name = args.dataset.resolve().name
+    backends = backends_of(args.backend)
     if args.json:
-        print(json.dumps(results[args.modes[0]] if len(results) == 1 else results, indent=1))
-    else:
-        for mode, result in results.items():
-            _print_table(args.dataset.resolve().name, mode, result)
+        shown = one(out[backends[0]]) if len(backends) == 1 else {k: one(v) for k, v in out.items()}
+        print(json.dumps(shown, indent=1))
+        return
+    for b in backends:
+        for mode, result in out[b].items():
+            _print_table(name if len(backends) == 1 else f"{name} on {b}", mode, result)
+    if len(backends) > 1:
+        for mode in args.modes:
+            _print_difference(
+                name, mode, out["sqlite"][mode], out["postgres"][mode], out["difference"][mode]
+            )
 
 
 if __name__ == "__main__":

@@ -110,6 +110,16 @@ async def test_team_memories_are_shared_and_private_ones_stay_private(
             )
             == 0
         )
+        # Nor by shadowing records with a table of its own, which the policies never consult.
+        with psycopg.connect(team_db.url("bob")) as conn:
+            conn.execute("CREATE TEMP TABLE records (rowid bigint, visibility text, owner text)")
+            conn.execute(
+                "INSERT INTO records SELECT g, 'team', 'bob' FROM generate_series(1, 999) g"
+            )
+            shadowed = conn.execute("SELECT count(*) FROM memory_meta").fetchone()
+        assert shadowed is not None and shadowed[0] == raw_count(
+            team_db, "bob", "SELECT count(*) FROM memory_meta"
+        )
         # Nor can a role write in another's name.
         with psycopg.connect(team_db.url("bob")) as conn, pytest.raises(psycopg.Error):
             conn.execute(

@@ -250,8 +250,10 @@ class PgStore:
             return
         reader = self.reader()
         try:
+            # Records marked embedded, not vector rows: counting those would run the vectors
+            # policy once per row; the doctor compares the two exactly.
             (size,) = reader.db.execute(
-                "SELECT count(*) FROM vectors WHERE model = ?", (self.model,)
+                "SELECT count(*) FROM records WHERE embed_state = 1 AND tombstoned_at IS NULL"
             ).fetchone()
         except RecallError:
             return
