@@ -101,3 +101,33 @@ def test_an_unknown_mode_is_refused_before_anything_starts() -> None:
         timeout=60,
     )
     assert proc.returncode == 2 and "unknown --mode fuzzy" in proc.stderr
+
+
+def test_bench_retrieval_compares_both_backends_on_the_same_data() -> None:
+    """--backend both: the same folder into a SQLite daemon and a PostgreSQL one (a real
+    server the bench starts), scored side by side."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            BENCH,
+            str(FIXTURE),
+            "--backend",
+            "both",
+            "--embedder",
+            "hash",
+            "--json",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert set(result) >= {"sqlite", "postgres", "difference"}
+    for backend in ("sqlite", "postgres"):
+        assert result[backend]["overall"]["n"] == 7
+    # The two stores find the same evidence (the order of ties may differ).
+    difference = result["difference"]
+    assert abs(difference["overall"]["recall@10"]) <= 0.02, difference
+    assert difference["recall@10_within_tolerance"] is True

@@ -116,7 +116,7 @@ def ensure_export(model_dir: Path) -> Path:
     log.info("exporting %s to ONNX (once; cached at %s)", model_dir, out)
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     done = subprocess.run(
-        [sys.executable, "-m", "recalld.onnx_model", str(model_dir)],
+        [sys.executable, "-m", "recalld.pipeline.onnx_model", str(model_dir)],
         capture_output=True,
         text=True,
         timeout=EXPORT_TIMEOUT,
