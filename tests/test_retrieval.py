@@ -317,7 +317,7 @@ def test_lexical_plan_scores_only_recent_records_when_every_term_is_common(
 ) -> None:
     reader = common_words["reader"]
     # Nothing holds "unicorn"; deploy and script are in all 61 records, over a budget of 10.
-    plan = lexical_plan(reader.conn, ["unicorn", "deploy", "script"], budget=10)
+    plan = lexical_plan(reader.db, ["unicorn", "deploy", "script"], budget=10)
     assert plan is not None and plan.match == '"unicorn" OR "deploy" OR "script"'
     newest = sorted([*common_words["rows"], common_words["zebra"]])[-10:]
     assert plan.min_rowid == newest[0]

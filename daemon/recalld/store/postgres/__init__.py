@@ -178,6 +178,7 @@ class PgStore:
                 # Another daemon committed the same record (or key) first: run the job again
                 # and it finds it.
                 db.execute("ROLLBACK TO SAVEPOINT job")
+                db.execute("RELEASE SAVEPOINT job")
                 job.rolled_back()
                 continue
             except RecallError as exc:
@@ -197,7 +198,6 @@ class PgStore:
                 job.rolled_back()
             db.execute("RELEASE SAVEPOINT job")
             return
-        db.execute("RELEASE SAVEPOINT job")
         job.error = RecallError(
             "busy", "the write kept conflicting with other daemons' writes", retryable=True
         )
