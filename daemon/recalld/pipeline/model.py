@@ -2,9 +2,10 @@
 
 The model loads in a worker thread after the socket accepts. It runs on ONNX Runtime (see
 onnx_model.py: no torch in the daemon, sub-second load), falling back to sentence-transformers
-when no export can be made. Until it is ready, or if it fails, search runs lexical only and status
-says why. One model serves everyone: it runs under one lock, and a query embedding waiting
-for it goes before the next background batch, so searches stay fast while captures embed.
+(the optional torch extra) when no graph can be built. Until it is ready, or if it fails,
+search runs lexical only and status says why. One model serves everyone: it runs under one
+lock, and a query embedding waiting for it goes before the next background batch, so
+searches stay fast while captures embed.
 """
 
 from __future__ import annotations
@@ -50,8 +51,14 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        import torch
-        from sentence_transformers import SentenceTransformer
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise RuntimeError(
+                f"the sentence-transformers backend needs the torch extra ({exc.name} is not"
+                " installed): pip install 'recalld[torch]'"
+            ) from exc
 
         # Two cores: more intra-op threads only fight the event loop and FAISS.
         torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
@@ -158,7 +165,7 @@ class Model:
             except Exception as exc:
                 if self._backend == "onnx":
                     raise
-                log.warning("ONNX backend unavailable (%s); using sentence-transformers", exc)
+                log.warning("ONNX backend unavailable (%s); trying sentence-transformers", exc)
         embedder = await anyio.to_thread.run_sync(
             SentenceTransformerEmbedder, path, abandon_on_cancel=True
         )

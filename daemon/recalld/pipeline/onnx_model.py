@@ -1,11 +1,11 @@
 """The embedding model on ONNX Runtime: the same all-MiniLM-L6-v2, without torch at run time.
 
-torch costs the daemon seconds of import and hundreds of MB of RSS for what is, at inference,
-one small transformer. So the local sentence-transformers folder is exported once to ONNX
-(mean pooling and L2 normalisation inside the graph; outputs match sentence-transformers to
-~1e-7) into a cache keyed by the model files, and the daemon runs it with onnxruntime and the
-`tokenizers` library. The export runs in a subprocess so the daemon never imports torch;
-nothing is downloaded, the export reads only the local folder.
+torch costs seconds of import, hundreds of MB of RSS and a 1 GB install for what is, at
+inference, one small transformer. So the graph of the local sentence-transformers folder is
+built once from its weights (``onnx_graph``: mean pooling and L2 normalisation inside the
+graph; outputs match sentence-transformers to ~1e-7) into a cache keyed by the model files,
+and the daemon runs it with onnxruntime and the `tokenizers` library. Nothing is downloaded:
+the build reads only the local folder.
 
     python -m recalld.pipeline.onnx_model [MODEL_DIR]   # export now (scripts/setup does this)
 """
@@ -28,7 +28,6 @@ __all__ = ["OnnxEmbedder", "cached_export", "ensure_export", "export"]
 log = logging.getLogger(__name__)
 
 EXPORT_TIMEOUT = 900.0
-_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def cache_dir() -> Path:
@@ -51,54 +50,13 @@ def cached_export(model_dir: Path) -> Path:
 
 
 def export(model_dir: Path, out: Path) -> None:
-    """Export a sentence-transformers (BERT-style, mean-pooled) folder to ONNX at ``out``.
+    """Write the ONNX graph of a sentence-transformers (BERT, mean-pooled) folder to ``out``:
+    built from its weights (:mod:`recalld.pipeline.onnx_graph`), no torch involved. The
+    build peaks near 0.4 GB, so :func:`ensure_export` runs it in a subprocess."""
+    from .onnx_graph import build
 
-    Imports torch; run it in a subprocess (see :func:`ensure_export`).
-    """
-    import torch
-    from transformers import AutoModel, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-    # Eager attention: the traced graph must not bake in sdpa's shape-dependent shortcuts.
-    model = AutoModel.from_pretrained(
-        str(model_dir), local_files_only=True, attn_implementation="eager"
-    ).eval()
-
-    class Pooled(torch.nn.Module):
-        def __init__(self, inner: torch.nn.Module) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(
-            self,
-            input_ids: torch.Tensor,
-            attention_mask: torch.Tensor,
-            token_type_ids: torch.Tensor,
-        ) -> torch.Tensor:
-            hidden = self.inner(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
-            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(pooled, p=2, dim=1)
-
-    sample = tokenizer(["an example sentence", "another"], padding=True, return_tensors="pt")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".tmp{os.getpid()}")
-    dynamic = {name: {0: "batch", 1: "tokens"} for name in _INPUTS}
-    dynamic["embedding"] = {0: "batch"}
-    with torch.no_grad():
-        torch.onnx.export(
-            Pooled(model),
-            tuple(sample[name] for name in _INPUTS),
-            str(tmp),
-            input_names=list(_INPUTS),
-            output_names=["embedding"],
-            dynamic_axes=dynamic,
-            opset_version=17,
-            dynamo=False,
-        )
-    os.replace(tmp, out)
+    build(model_dir, out)  # written aside and renamed: a crash leaves no half graph
 
 
 def ensure_export(model_dir: Path) -> Path:
@@ -113,14 +71,12 @@ def ensure_export(model_dir: Path) -> Path:
     out = cached_export(model_dir)
     if out.exists():
         return out
-    log.info("exporting %s to ONNX (once; cached at %s)", model_dir, out)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    log.info("building the ONNX graph of %s (once; cached at %s)", model_dir, out)
     done = subprocess.run(
         [sys.executable, "-m", "recalld.pipeline.onnx_model", str(model_dir)],
         capture_output=True,
         text=True,
         timeout=EXPORT_TIMEOUT,
-        env=env,
     )
     if done.returncode != 0 or not out.exists():
         raise RuntimeError(f"ONNX export failed: {done.stderr.strip()[-500:]}")

@@ -42,7 +42,14 @@ class Reranker:
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 try:
                     from sentence_transformers import CrossEncoder
-
+                except ImportError:
+                    self.reason = (
+                        "the cross-encoder reranker needs the torch extra:"
+                        " pip install 'recalld[torch]'"
+                    )
+                    log.warning("%s", self.reason)
+                    return None
+                try:
                     self._model = CrossEncoder(self.path, device="cpu", local_files_only=True)
                 except Exception as exc:  # a broken folder must not break search
                     self.reason = f"cross-encoder failed to load: {type(exc).__name__}: {exc}"
