@@ -276,12 +276,20 @@ async def test_a_database_restart_costs_retries_never_a_false_acknowledgement(
             report = await a.status()
             assert report.database is not None and report.database.engine == "postgresql"
             assert report.database.state == "unavailable", report.database
+            # Searches say so too, by either channel, typed and retryable.
+            async with a.client(workspace=WS) as rc:
+                for mode in ("keyword", "hybrid"):
+                    with pytest.raises(RemoteError) as away:
+                        await search(rc, "restart note", mode=mode)
+                    assert away.value.code == "unavailable" and away.value.retryable, away.value
             team_db.server.start()
             await anyio.sleep(1.5)
             stop.set()
         assert refused and all(e.code == "unavailable" and e.retryable for e in refused), refused
         report = await a.status()
         assert report.database is not None and report.database.state == "ok"
+        async with a.client(workspace=WS) as rc:
+            assert await search(rc, "restart note", mode="keyword")
         ids = set(acknowledged)
         with psycopg.connect(team_db.url("alice")) as conn:
             stored = {r[0] for r in conn.execute("SELECT id FROM records WHERE kind = 'memory'")}

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
@@ -34,9 +34,11 @@ from ...errors import RecallError
 from ..sql.db import Cursor
 from .schema import MIGRATIONS, VECTOR_DIM
 
-__all__ = ["ConnectionState", "PgDb", "PgVector", "connect", "redacted_url"]
+__all__ = ["ConnectionState", "PgDb", "PgVector", "connect", "psycopg_sql", "redacted_url"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # A connection attempt gives up after this long: a daemon whose database is gone answers
 # "unavailable" quickly instead of holding its callers.
@@ -61,7 +63,7 @@ class _VectorDumper(Dumper):
 
 
 @lru_cache(maxsize=4096)
-def _statement(sql: str) -> str:
+def psycopg_sql(sql: str) -> str:
     """The shared SQL's ``?`` placeholders as psycopg's (a literal ``%`` doubled first)."""
     return sql.replace("%", "%%").replace("?", "%s")
 
@@ -155,6 +157,8 @@ class PgDb:
         except LOST as exc:
             # Stay up: the first statement tries again (and says unavailable meanwhile).
             state.saw(exc)
+        else:
+            state.saw(None)
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
@@ -174,27 +178,33 @@ class PgDb:
             raise _unavailable(exc) from exc
         self._state.saw(None)
 
-    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
+    def run(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """``work`` on the connection, under its rule for a lost one (module docstring)."""
         try:
-            return self.conn.execute(_statement(sql), parameters)
+            return work(self.conn)
         except LOST as exc:
             if not self._reconnect:
                 self._state.saw(exc)
                 raise
-        # A reader in autocommit: the statement ran in no transaction, so running it again
-        # on a new connection is what the caller asked for.
+        # A reader in autocommit: the work ran in no transaction, so running it again on a
+        # new connection is what the caller asked for.
         self.reopen()
         try:
-            return self.conn.execute(_statement(sql), parameters)
+            return work(self.conn)
         except LOST as exc:
             self._state.saw(exc)
             raise _unavailable(exc) from exc
 
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
+        statement = psycopg_sql(sql)
+        return self.run(lambda conn: conn.execute(statement, parameters))
+
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> None:
         rows = list(seq_of_parameters)
         if rows:
+            statement = psycopg_sql(sql)
             with self.conn.cursor() as cur:
-                cur.executemany(_statement(sql), rows)
+                cur.executemany(statement, rows)
 
     def abandon(self) -> None:
         """End a failed transaction: ROLLBACK while the connection lives (a dead one is

@@ -16,7 +16,7 @@ import numpy as np
 from ..port import Filter
 from ..sql.candidates import SharedRetrieval
 from ..sql.filters import marks, where
-from .db import PgDb
+from .db import PgDb, psycopg_sql
 from .textsearch import TSQUERY_ONE, lexical
 
 __all__ = ["RetrievalReads"]
@@ -24,10 +24,6 @@ __all__ = ["RetrievalReads"]
 
 # One term as a tsquery, in the shared SQL's placeholders (PgDb translates them).
 _ONE_TERM = TSQUERY_ONE.replace("%s", "?")
-
-
-def _pg(clause: str) -> str:
-    return clause.replace("?", "%s")
 
 
 class RetrievalReads(SharedRetrieval):
@@ -44,7 +40,9 @@ class RetrievalReads(SharedRetrieval):
         if not terms:
             return []
         clause, params = where(self._pg, f)
-        return lexical(self._pg.conn, terms, _pg(clause), params, depth)
+        # Through PgDb.run: a dropped connection is reopened, or the search says unavailable.
+        condition = psycopg_sql(clause)
+        return self._pg.run(lambda conn: lexical(conn, terms, condition, params, depth))
 
     def semantic(self, qvec: np.ndarray, f: Filter, depth: int) -> list[tuple[int, float]]:
         model = self._model()
