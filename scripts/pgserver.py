@@ -107,7 +107,8 @@ class PgServer:
     def __init__(self, base_dir: Path | str, *, port: int | None = None) -> None:
         self.base_dir = Path(base_dir)
         self.port = port or _free_port()
-        self.bin_dir = _bin_dir()
+        self._installed = _bin_dir()
+        self.bin_dir = self._installed
         # Under root, run every PostgreSQL program as an unprivileged user.
         self._pw = _ensure_user(PG_USER) if os.geteuid() == 0 else None
         self._workdir: Path | None = None
@@ -163,6 +164,12 @@ class PgServer:
         if self._pw is not None:
             for p in (workdir, workdir / "sock"):
                 os.chown(p, self._pw.pw_uid, self._pw.pw_gid)
+            # The venv may sit under a directory only root can enter (a clone in a 0700
+            # mktemp dir, /root): the server's own copy of the install is reachable by it.
+            # It is relocatable (paths relative to bin/); about 40 MB, a fraction of a second.
+            install = workdir / "pginstall"
+            shutil.copytree(self._installed.parent, install, symlinks=True)
+            self.bin_dir = install / "bin"
         return workdir
 
     def _initdb(self) -> None:
