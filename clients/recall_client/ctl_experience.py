@@ -1,4 +1,4 @@
-"""``recallctl experience``: search, show, record, forget and roll up experiences.
+"""``recallctl experience``: list, search, show, record, forget and roll up experiences.
 
 ``rollup`` is what an agent host's end-of-session hook runs: it reads the hook's JSON payload
 on stdin (``session_id``, ``cwd``), as ``recallctl capture`` does, and asks the daemon to
@@ -93,6 +93,36 @@ async def _search(rc: RecallClient, args: argparse.Namespace) -> int:
     if reply.lessons:
         print("\nlessons (confidence, support)")
         print("\n".join(_lesson_lines(reply.lessons)))
+    return 0
+
+
+async def _list(rc: RecallClient, args: argparse.Namespace) -> int:
+    reply = await rc.call(
+        p.ExperienceList(
+            status=args.outcome, task_class=args.task_class, before=args.before, limit=args.limit
+        ),
+        p.ExperienceListResult,
+    )
+    if args.json:
+        _print_json(reply)
+        return 0
+    if not reply.experiences:
+        print("no experiences")
+    else:
+        print(
+            f"{'when':<16}  {'id':<22} {'status':<8} {'class':<10} {'calls':>5} {'min':>6}"
+            "  description"
+        )
+    for e in reply.experiences:
+        print(
+            f"{_when(e.ts):<16}  {e.id:<22} {e.status:<8} {_clip(e.task_class, 10):<10} "
+            f"{e.tool_calls:>5} {e.minutes:>6g}  {_clip(e.description, _DESCRIPTION_SHOWN)}"
+        )
+    if reply.lessons:
+        print("\nlessons (confidence, support)")
+        print("\n".join(_lesson_lines(reply.lessons)))
+    if reply.next_before is not None:
+        print(f"more: --before {reply.next_before}", file=sys.stderr)
     return 0
 
 
@@ -272,13 +302,29 @@ def add_commands(sub: Any) -> None:
     """Register ``recallctl experience`` and its subcommands."""
     ex = sub.add_parser(
         "experience",
-        help="search, show, record, forget and roll up experiences",
+        help="list, search, show, record, forget and roll up experiences",
         description="Experiences are finished tasks of a workspace with their outcome and "
-        "lessons (search_experience, explain_node, record_experience, forget_experience). "
+        "lessons (experience_list, search_experience, explain_node, record_experience, "
+        "forget_experience). "
         "'rollup' records the experience of a session from its captured episodes, for an "
         "agent host's end-of-session hook.",
     )
     ex_sub = ex.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    li = ex_sub.add_parser(
+        "list",
+        help="this workspace's experiences newest first, with their lessons",
+        description="The experiences of this workspace newest first and the lessons they "
+        "support (experience_list). A page's last line says how to get the next one (--before).",
+    )
+    li.add_argument(
+        "--outcome", choices=["success", "failure", "unknown"], help="only this outcome"
+    )
+    li.add_argument("--class", dest="task_class", help="only this task class")
+    li.add_argument("--before", metavar="CURSOR", help="the page after this cursor")
+    li.add_argument("--limit", type=int, default=20, help="1-100 (default 20)")
+    li.add_argument("--json", action="store_true", help="print the reply as JSON")
+    li.set_defaults(run=_list)
 
     se = ex_sub.add_parser(
         "search",

@@ -19,6 +19,7 @@ from msgspec import Meta, Struct
 
 __all__ = [
     "FREE_TEXT",
+    "LIST_TEXT",
     "MAX_EXPERIENCE_FILES",
     "MAX_FRAME",
     "OPAQUE",
@@ -50,6 +51,8 @@ __all__ = [
     "ExecutionContext",
     "ExperienceForgotten",
     "ExperienceInfo",
+    "ExperienceList",
+    "ExperienceListResult",
     "ExperienceRecorded",
     "ExperienceRolledUp",
     "ExperienceSearchResult",
@@ -76,7 +79,10 @@ __all__ = [
     "MemoryEvent",
     "MemoryFactResolve",
     "MemoryHit",
+    "MemoryItem",
     "MemoryLink",
+    "MemoryList",
+    "MemoryListResult",
     "MemoryRecordUse",
     "MemorySearch",
     "MemorySearchResult",
@@ -347,6 +353,49 @@ class MemorySearch(Request, tag="memory_search"):
     since_prior_session: bool = False
 
 
+# Where a listing goes on: the ts and id of the last item a page returned, as
+# ``"<ts>:<id>"`` (a reply's ``next_before``). Clients pass it back as they got it.
+ListCursor = Annotated[str, Meta(min_length=3, max_length=200, pattern=r"^[0-9.e+-]+:\S+$")]
+# A listed memory's text is whole up to this many characters; longer ones are cut (truncated).
+LIST_TEXT = 2_000
+
+
+class MemoryList(Request, tag="memory_list"):
+    """Memories newest first under memory_search's reader contract, for browsing (recallctl
+    memories, the web page): no query, no ranking; each filter narrows.
+
+    Newest first is by ``ts`` (when the remembered thing happened), then by id. A page holds
+    at most ``limit`` items; with ``staleness`` it may hold fewer, even none, while
+    ``next_before`` is still set (a request examines a bounded number of memories).
+    """
+
+    # List this workspace instead of the hello's (needs admin:workspace, as memory_search's).
+    workspace: Path | None = None
+    # Every workspace (as memory_search's auto_scope false); False: the workspace and the
+    # global memories (stored with no origin), as memory_search shows them.
+    all_workspaces: bool = False
+    kind: MemoryKind | None = None
+    # A fact's subject, compared as facts are (case and spacing do not matter).
+    subject: Subject | None = None
+    # Any of these tags; any of these sources (as memory_search's tags and sources).
+    tags: Tags = []
+    sources: Labels = []
+    # The agent that wrote it, and the writer's declared client and model (its hello's).
+    agent: Name | None = None
+    client: Annotated[str, Meta(min_length=1, max_length=64)] | None = None
+    model: Annotated[str, Meta(min_length=1, max_length=128)] | None = None
+    # Unix seconds, inclusive, on the memory's ts.
+    since: Seconds | None = None
+    until: Seconds | None = None
+    # Only memories with this staleness verdict (computed as memory_search computes it).
+    staleness: StalenessVerdict | None = None
+    # False: only current memories (superseded facts left out); True shows them, marked.
+    include_superseded: bool = True
+    # The previous reply's next_before: the page after it.
+    before: ListCursor | None = None
+    limit: Annotated[int, Meta(ge=1, le=200)] = 50
+
+
 class Status(Request, tag="status"):
     """The daemon's introspection report."""
 
@@ -479,6 +528,17 @@ class SearchExperience(Request, tag="search_experience"):
     limit: Annotated[int, Meta(ge=1, le=20)] = 5
 
 
+class ExperienceList(Request, tag="experience_list"):
+    """Experiences of the caller's workspace newest first (by ts, then id), with the live
+    lessons they support; for browsing (recallctl experience list, the web page)."""
+
+    status: ExperienceStatus | None = None
+    task_class: TaskClass | None = msgspec.field(default=None, name="class")
+    # The previous reply's next_before: the page after it (see MemoryList).
+    before: ListCursor | None = None
+    limit: Annotated[int, Meta(ge=1, le=100)] = 20
+
+
 class ExplainNode(Request, tag="explain_node"):
     """One experience in full: its episodes, its lessons, and (given a query) why it ranked."""
 
@@ -595,6 +655,7 @@ Requests = (
     | Ping
     | MemoryStore
     | MemorySearch
+    | MemoryList
     | MemoryUpdate
     | MemoryVerify
     | MemoryShow
@@ -607,6 +668,7 @@ Requests = (
     | Forget
     | RecordExperience
     | SearchExperience
+    | ExperienceList
     | ExplainNode
     | ForgetExperience
     | GetExecutionContext
@@ -829,6 +891,48 @@ class MemorySearchResult(Reply, tag="memory_search_result"):
     low_confidence: bool = False
     events: list[MemoryEvent] | None = None
     trace: dict[str, Any] | None = None
+
+
+class MemoryItem(Struct, kw_only=True, omit_defaults=True):
+    """One memory as memory_list shows it: what a browser needs, and how far to trust it."""
+
+    id: str
+    kind: MemoryKind
+    # Whole up to LIST_TEXT characters, else its start (truncated; memory_show has it all).
+    text: str
+    truncated: bool = False
+    subject: str | None = None
+    ts: float
+    created_at: float
+    updated_at: float
+    tags: list[str] = []
+    source: str | None = None
+    agent: str
+    client: str | None = None
+    model: str | None = None
+    workspace: str
+    # True for a memory stored with no origin (global_scope): every workspace sees it.
+    global_scope: bool = False
+    eligibility: str
+    staleness_verdict: StalenessVerdict = "fresh"
+    path_drift_missing: int = 0
+    superseded: bool = False
+    superseded_by: str | None = None
+    contested: bool = False
+    pinned: bool = False
+    authority: Authority = "first-party"
+    trust: float
+    low_trust: bool = False
+    visibility: Visibility = "private"
+
+
+class MemoryListResult(Reply, tag="memory_list_result"):
+    items: list[MemoryItem]
+    # Pass as ``before`` for the next page; None when this was the last one.
+    next_before: str | None = None
+    # Workspaces holding live memories, and how many each: every workspace for a caller
+    # with admin:workspace, else only its own (whatever the request's filters).
+    workspaces: dict[str, int] = {}
 
 
 class CitedPath(Struct, kw_only=True):
@@ -1135,6 +1239,15 @@ class ExperienceSearchResult(Reply, tag="experience_search_result"):
     took_ms: float
 
 
+class ExperienceListResult(Reply, tag="experience_list_result"):
+    # Newest first; score 0.0 (this is not a search).
+    experiences: list[ExperienceInfo]
+    # The live lessons those experiences support, each once, by confidence.
+    lessons: list[LessonInfo]
+    # Pass as ``before`` for the next page; None when this was the last one.
+    next_before: str | None = None
+
+
 class EpisodeRef(Struct, kw_only=True):
     id: str
     ts: float
@@ -1348,6 +1461,7 @@ Replies = (
     | UseRecorded
     | FactResolved
     | MemorySearchResult
+    | MemoryListResult
     | MemoryShown
     | StatusResult
     | EpisodeCaptured
@@ -1356,6 +1470,7 @@ Replies = (
     | Forgotten
     | ExperienceRecorded
     | ExperienceSearchResult
+    | ExperienceListResult
     | NodeExplained
     | ExperienceForgotten
     | ExecutionContext

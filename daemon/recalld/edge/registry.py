@@ -63,6 +63,8 @@ ROUTES: dict[type[p.Request], Route] = {
         memories.store, Rule(WRITE, other_workspace, memory_ids("supersedes", "depends_on"))
     ),
     p.MemorySearch: Route(memories.search, Rule(READ, other_workspace), read=True),
+    # memory_search's reader contract and workspace rule, without a query.
+    p.MemoryList: Route(memories.listing, Rule(READ, other_workspace), read=True),
     p.MemoryUpdate: Route(
         memories.update, Rule(WRITE, None, memory_ids("memory_id", "depends_on"))
     ),
@@ -77,6 +79,7 @@ ROUTES: dict[type[p.Request], Route] = {
     p.Forget: Route(forget.forget, Rule(WRITE, None, one("record", "record_id"))),
     p.RecordExperience: Route(experiences.record, Rule(WRITE)),
     p.SearchExperience: Route(experiences.search, Rule(READ), read=True),
+    p.ExperienceList: Route(experiences.listing, Rule(READ), read=True),
     p.ExplainNode: Route(
         experiences.explain, Rule(READ, None, one("experience", "record_id")), read=True
     ),

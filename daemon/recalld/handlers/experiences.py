@@ -24,6 +24,7 @@ from ..domain.scopes import ADMIN
 from ..errors import RecallError
 from ..pipeline.intake import RequestJob
 from ..retrieval import experience_reader
+from ..retrieval import listing as browse
 from ..store.port import ExperienceWrite, ExperienceWritten, WriteTx
 from .services import Services
 
@@ -32,6 +33,7 @@ __all__ = [
     "execution_context",
     "explain",
     "forget",
+    "listing",
     "project_file",
     "record",
     "search",
@@ -196,6 +198,20 @@ async def search(
         semantic_used=qvec is not None,
         took_ms=round((time.perf_counter() - started) * 1000, 3),
     )
+
+
+async def listing(
+    services: Services, who: Principal, req: p.ExperienceList
+) -> p.ExperienceListResult:
+    """experience_list: the workspace's experiences newest first, with their lessons.
+
+    Raises:
+        RecallError: ``invalid_request`` for a bad cursor; ``busy`` / ``unavailable``.
+    """
+    result: p.ExperienceListResult = await services.search(
+        partial(browse.experiences, workspace=who.workspace, req=req)
+    )
+    return result
 
 
 async def explain(services: Services, who: Principal, req: p.ExplainNode) -> p.NodeExplained:

@@ -19,13 +19,24 @@ from recall_client import protocol as p
 from ..domain import use_tokens
 from ..domain.drift import GitOrigin, cached_origin, git_head, git_origin
 from ..domain.principal import Principal
+from ..domain.scopes import ADMIN
 from ..errors import RecallError
 from ..ingest.trust import score
 from ..pipeline.intake import RequestJob
+from ..retrieval import listing as browse
 from ..store.port import WriteTx
 from .services import Services
 
-__all__ = ["fact_resolve", "record_use", "search", "show", "store", "update", "verify"]
+__all__ = [
+    "fact_resolve",
+    "listing",
+    "record_use",
+    "search",
+    "show",
+    "store",
+    "update",
+    "verify",
+]
 
 
 class _Store(RequestJob):
@@ -215,4 +226,17 @@ async def show(services: Services, who: Principal, req: p.MemoryShow) -> p.Memor
     """memory_show, on a search worker. Raises RecallError not_found / forbidden."""
     reader = services.memory
     result: p.MemoryShown = await services.search(partial(reader.show, req=req))
+    return result
+
+
+async def listing(services: Services, who: Principal, req: p.MemoryList) -> p.MemoryListResult:
+    """memory_list, on a search worker: memories newest first under memory_search's contract.
+
+    Raises:
+        RecallError: ``invalid_request`` for a bad cursor or contradictory flags; ``busy`` /
+            ``unavailable``.
+    """
+    result: p.MemoryListResult = await services.search(
+        partial(browse.memories, who=who, req=req, every_count=ADMIN in who.scopes)
+    )
     return result

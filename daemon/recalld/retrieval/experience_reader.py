@@ -38,6 +38,7 @@ __all__ = [
     "context",
     "experience_infos",
     "explain",
+    "lesson_infos",
     "lexical_needed",
     "render_context",
     "search",

@@ -1,5 +1,8 @@
 """memory_search and memory_show, the read side: shaping retrieval into the seeds' answer.
 
+Two pieces memory_list (``listing``) shares with them: the reader contract of memory reads
+(:func:`memory_filter`) and the one judgement of a memory's staleness (:func:`staleness`).
+
 Retrieval itself (channels, fusion, query terms) is ``search.retrieve``; this module builds
 the reader contract it runs under (visibility, scope and every filter, as one SQL clause),
 then scores what comes back and shapes the result:
@@ -44,7 +47,18 @@ from .fusion import RRF_K, Candidate, retrieve
 from .rerank import Reranker
 from .terms import make_snippet, query_terms
 
-__all__ = ["FLOOR", "MemoryReader", "MemorySearchConfig"]
+__all__ = [
+    "FLOOR",
+    "LOW_TRUST",
+    "MemoryReader",
+    "MemorySearchConfig",
+    "Outcomes",
+    "Staleness",
+    "contested_slots",
+    "memory_filter",
+    "staleness",
+    "use_outcomes",
+]
 
 FLOOR = 0.25
 # Relevance from which a hit's evidence counts in full.
@@ -184,17 +198,90 @@ def _cited(row: MemoryRow) -> list[drift.CitedPath]:
     return [drift.CitedPath(path, anchored) for path, anchored in row.paths]
 
 
+def memory_filter(
+    now: float,
+    workspace: str | None,
+    *,
+    tags: Sequence[str] = (),
+    sources: Sequence[str] = (),
+    labels: Sequence[tuple[str, Sequence[str]]] = (),
+    client: str | None = None,
+    model: str | None = None,
+    updated_after: float | None = None,
+    agent: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+) -> Filter:
+    """The reader contract of memory reads (memory_search, memory_list): eligible, live,
+    unexpired memories of ``workspace`` plus the global ones (no recorded origin), or of
+    every workspace (None); each given filter narrows."""
+    return Filter(
+        kind="memory",
+        now=now,
+        workspace=workspace,
+        or_global=True,
+        tags=tuple(tags),
+        sources=tuple(sources),
+        labels=tuple((kind, tuple(values)) for kind, values in labels if values),
+        writer_client=client,
+        writer_model=model,
+        updated_after=updated_after,
+        agent=agent,
+        since=since,
+        until=until,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Staleness:
+    """A memory's drift against this machine and its repository, and the verdict on it."""
+
+    path_drift: p.PathDrift
+    anchored_missing: list[str]
+    cited: list[p.CitedPath]
+    commit: p.CommitDrift | None
+    verdict: p.StalenessVerdict
+
+
+def staleness(
+    row: MemoryRow,
+    now: float,
+    *,
+    unresolved_contradiction: bool,
+    budget: git_history.WalkBudget | None = None,
+) -> Staleness:
+    """Path drift, commit drift and the staleness verdict of one memory: the one way
+    memory_search, memory_show and memory_list judge it. ``budget``: the history walking
+    the request may still do (shared by all its memories; None: a budget of its own)."""
+    path_drift, anchored_missing, cited = drift.check_paths(_cited(row), row.path_base)
+    commit = drift.commit_drift(
+        row.origin_repo,
+        row.verified_commit,
+        row.last_verified_at,
+        [path for path, anchored in row.paths if anchored],
+        budget,
+    )
+    verdict = drift.staleness_verdict(
+        now,
+        row.last_verified_at,
+        claim_anchored_missing=len(anchored_missing),
+        commit=commit,
+        unresolved_contradiction=unresolved_contradiction,
+    )
+    return Staleness(path_drift, anchored_missing, cited, commit, verdict)
+
+
 @dataclass(slots=True)
-class _Outcomes:
+class Outcomes:
     factor: float = 1.0
     negatives: list[p.NegativeOutcome] = field(default_factory=list)
     unresolved_contradiction: bool = False
 
 
-def _outcomes(reader: Reader, rows: Iterable[MemoryRow], now: float) -> dict[int, _Outcomes]:
+def use_outcomes(reader: Reader, rows: Iterable[MemoryRow], now: float) -> dict[int, Outcomes]:
     """Recent negative uses not cleared since by a use, a correction, an update or a verify."""
     rows = list(rows)
-    out = {r.rowid: _Outcomes() for r in rows}
+    out = {r.rowid: Outcomes() for r in rows}
     if not rows:
         return out
     since = {r.rowid: max(r.last_verified_at, now - NEGATIVE_WINDOW_DAYS * 86400) for r in rows}
@@ -231,7 +318,7 @@ class _Scored:
     match_terms: list[str]
     cosine_evidence: float
     relevance: float
-    outcomes: _Outcomes
+    outcomes: Outcomes
     rerank: float | None = None
     factors: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
@@ -287,25 +374,14 @@ class MemoryReader:
             )
             if v
         }
-        return Filter(
-            kind="memory",
-            now=now,
-            # The current workspace, plus memories with no recorded origin (global ones).
-            workspace=workspace if req.auto_scope else None,
-            or_global=True,
-            tags=tuple(req.tags),
-            sources=tuple(req.sources),
-            labels=tuple(
-                (kind, tuple(values))
-                for kind, values in (
-                    ("scope", req.scopes),
-                    ("band", req.bands),
-                    ("episode", req.episodes),
-                )
-                if values
-            ),
-            writer_client=req.client,
-            writer_model=req.model,
+        return memory_filter(
+            now,
+            workspace if req.auto_scope else None,
+            tags=req.tags,
+            sources=req.sources,
+            labels=(("scope", req.scopes), ("band", req.bands), ("episode", req.episodes)),
+            client=req.client,
+            model=req.model,
             updated_after=updated_after,
         )
 
@@ -374,7 +450,7 @@ class MemoryReader:
         cands = retrieve(reader, lexical_terms, qvec if semantic else None, visible, limit=depth)
         trace["candidates"] = len(cands)
         rows = reader.memories.by_rowid([c.rowid for c in cands])
-        outcomes = _outcomes(reader, rows.values(), now)
+        outcomes = use_outcomes(reader, rows.values(), now)
         covers = _Coverage(terms)
         # Fusion's scores are relative to this query's candidates (how far ahead of the rest
         # a hit is), so they are taken relative to the best of them; whether a hit is about
@@ -515,13 +591,16 @@ class MemoryReader:
         budget = git_history.WalkBudget()
         for i, s in enumerate(top):
             row, expanded = s.row, expand and i == 0
-            path_drift, anchored_missing, _ = drift.check_paths(_cited(row), row.path_base)
-            commit = drift.commit_drift(
-                row.origin_repo,
-                row.verified_commit,
-                row.last_verified_at,
-                [path for path, anchored in row.paths if anchored],
-                budget,
+            judged = staleness(
+                row,
+                now,
+                unresolved_contradiction=s.outcomes.unresolved_contradiction,
+                budget=budget,
+            )
+            path_drift, anchored_missing, commit = (
+                judged.path_drift,
+                judged.anchored_missing,
+                judged.commit,
             )
             full = verbose or expanded or len(row.text) <= COMPACT_TEXT
             terms = s.match_terms or query_terms(req.query)
@@ -538,13 +617,7 @@ class MemoryReader:
                 subject=row.subject,
                 relevance=_relevance_label(s.coverage),
                 match_terms=s.match_terms,
-                staleness_verdict=drift.staleness_verdict(
-                    now,
-                    row.last_verified_at,
-                    claim_anchored_missing=len(anchored_missing),
-                    commit=commit,
-                    unresolved_contradiction=s.outcomes.unresolved_contradiction,
-                ),
+                staleness_verdict=judged.verdict,
                 path_drift_missing=len(path_drift.missing),
                 path_drift=path_drift if (path_drift.missing or expanded) else None,
                 claim_anchored_missing=anchored_missing,
@@ -590,9 +663,7 @@ class MemoryReader:
                     "score": s.score,
                 }
             hits.append(hit)
-        contested_subjects = {
-            slot for slot, n in _current_counts(reader, [s.row for s in top], now).items() if n > 1
-        }
+        contested_subjects = contested_slots(reader, [s.row for s in top], now)
         for hit, s in zip(hits, top, strict=True):
             hit.contested = (
                 s.row.superseded_by is None
@@ -651,15 +722,14 @@ class MemoryReader:
             raise RecallError("not_found", f"no memory {req.memory_id}")
         if row.eligibility == "blocked":
             raise RecallError("forbidden", f"memory {row.id} was blocked as unsafe to serve")
-        path_drift, anchored_missing, detail = drift.check_paths(_cited(row), row.path_base)
-        commit = drift.commit_drift(
-            row.origin_repo,
-            row.verified_commit,
-            row.last_verified_at,
-            [path for path, anchored in row.paths if anchored],
-        )
         memories = reader.memories
-        outcomes = _outcomes(reader, [row], now)[row.rowid]
+        outcomes = use_outcomes(reader, [row], now)[row.rowid]
+        judged = staleness(row, now, unresolved_contradiction=outcomes.unresolved_contradiction)
+        path_drift, anchored_missing, commit = (
+            judged.path_drift,
+            judged.anchored_missing,
+            judged.commit,
+        )
         links_out = memories.links_from(row.rowid)
         links_in = memories.depended_on_by(row.id)
         targets = memories.texts([dst for rel, dst, _ in links_out if rel == "depends_on"])
@@ -720,19 +790,13 @@ class MemoryReader:
             depended_on_by=[
                 p.MemoryLink(id=i, summary=_summary(t), note=n) for i, t, n in links_in
             ],
-            cited_paths=detail,
+            cited_paths=judged.cited,
             path_drift=path_drift,
             path_drift_missing=len(path_drift.missing),
             claim_anchored_missing=anchored_missing,
             commit_drift=commit,
             commit_drift_count=commit.count if commit is not None and commit.head else None,
-            staleness_verdict=drift.staleness_verdict(
-                now,
-                row.last_verified_at,
-                claim_anchored_missing=len(anchored_missing),
-                commit=commit,
-                unresolved_contradiction=outcomes.unresolved_contradiction,
-            ),
+            staleness_verdict=judged.verdict,
             outcomes=counts,
             recent_outcomes=recent,
         )
@@ -752,6 +816,14 @@ def _current_counts(
         for key, origin in keys
         if key is not None
     }
+
+
+def contested_slots(
+    reader: Reader, rows: list[MemoryRow], now: float
+) -> set[tuple[str | None, str | None]]:
+    """The (subject key, origin) of those facts among ``rows`` whose subject is contested
+    (more than one current fact); a row in one is contested unless it is superseded."""
+    return {slot for slot, n in _current_counts(reader, rows, now).items() if n > 1}
 
 
 def _depends_on(reader: Reader, rows: list[MemoryRow]) -> dict[int, list[p.DependsOnResolved]]:

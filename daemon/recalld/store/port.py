@@ -126,6 +126,7 @@ class MemoryRow:
     writer_client: str | None
     writer_model: str | None
     superseded_by: str | None
+    visibility: p.Visibility
     labels: dict[str, list[str]] = field(default_factory=dict)
     # (path, anchored) of every cited path.
     paths: list[tuple[str, bool]] = field(default_factory=list)
@@ -386,6 +387,23 @@ class MemoryReads(Protocol):
     def prior_session_boundary(self, session: str) -> float | None: ...
     def origin_repo(self, memory_id: str) -> str | None: ...
     def use_token_key(self) -> bytes: ...
+    def newest_page(
+        self,
+        f: Filter,
+        *,
+        before: tuple[float, str] | None,
+        limit: int,
+        kind: p.MemoryKind | None = None,
+        subject_key: str | None = None,
+        current_only: bool = False,
+    ) -> list[MemoryRow]:
+        """Up to ``limit`` memories under ``f`` (and these narrowings) newest first, by
+        (ts, id) descending, strictly after the (ts, id) ``before``."""
+        ...
+
+    def workspace_counts(self, f: Filter) -> dict[str, int]:
+        """Records under ``f`` by workspace."""
+        ...
 
 
 class EpisodeReads(Protocol):
@@ -405,6 +423,18 @@ class ExperienceReads(Protocol):
     def find(self, record_id: str, f: Filter) -> tuple[int, str | None] | None: ...
     def vector(self, rowid: int, model: str) -> np.ndarray | None: ...
     def rollup_of(self, workspace: str, session: str) -> SessionRollup | None: ...
+    def newest_page(
+        self,
+        f: Filter,
+        *,
+        before: tuple[float, str] | None,
+        limit: int,
+        status: str | None = None,
+        task_class: str | None = None,
+    ) -> list[int]:
+        """Rowids of up to ``limit`` experiences under ``f`` newest first, by (ts, id)
+        descending, strictly after the (ts, id) ``before``."""
+        ...
 
 
 class RecordReads(Protocol):

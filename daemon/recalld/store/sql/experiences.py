@@ -164,6 +164,32 @@ class ExperienceReads:
         ).fetchone()
         return None if row is None else self._conn.vector_of(row[0])
 
+    def newest_page(
+        self,
+        f: Filter,
+        *,
+        before: tuple[float, str] | None,
+        limit: int,
+        status: str | None = None,
+        task_class: str | None = None,
+    ) -> list[int]:
+        clause, params = where(self._conn, f)
+        for column, value in (("status", status), ("task_class", task_class)):
+            if value is not None:
+                clause += f" AND r.rowid IN (SELECT rowid FROM experiences WHERE {column} = ?)"
+                params.append(value)
+        if before is not None:
+            clause += " AND (r.ts < ? OR (r.ts = ? AND r.id < ?))"
+            params += [before[0], before[0], before[1]]
+        return [
+            int(row[0])
+            for row in self._conn.execute(
+                f"SELECT r.rowid FROM records r WHERE {clause}"
+                " ORDER BY r.ts DESC, r.id DESC LIMIT ?",
+                (*params, limit),
+            )
+        ]
+
     def rollup_of(self, workspace: str, session: str) -> SessionRollup | None:
         row = self._conn.execute(
             "SELECT u.rowid, r.id, r.tombstoned_at, u.given, r.text, x.strategy, x.task_class,"

@@ -38,7 +38,7 @@ _ROW_SQL = (
     " m.distortion_tolerance, CASE WHEN m.rowid IS NULL THEN r.workspace ELSE m.origin END,"
     " m.origin_repo, m.origin_commit, m.verified_commit,"
     " coalesce(m.last_verified_at, r.created_at),"
-    " m.writer_client, m.writer_model, m.superseded_by"
+    " m.writer_client, m.writer_model, m.superseded_by, r.visibility"
     " FROM records r LEFT JOIN memory_meta m ON m.rowid = r.rowid"
 )
 
@@ -55,9 +55,9 @@ class MemoryReads:
         self._conn = conn
         self._token_key: bytes | None = None
 
-    def _rows(self, condition: str, params: Sequence[Any]) -> list[MemoryRow]:
+    def _rows(self, condition: str, params: Sequence[Any], tail: str = "") -> list[MemoryRow]:
         rows = []
-        for r in self._conn.execute(f"{_ROW_SQL} WHERE {condition}", params):
+        for r in self._conn.execute(f"{_ROW_SQL} WHERE {condition}{tail}", params):
             values: list[Any] = [*r[:4], _tags.decode(r[4]), *r[5:]]
             rows.append(MemoryRow(*values))
         if not rows:
@@ -177,6 +177,49 @@ class MemoryReads:
             (memory_id,),
         ).fetchone()
         return None if row is None else row[0]
+
+    def newest_page(
+        self,
+        f: Filter,
+        *,
+        before: tuple[float, str] | None,
+        limit: int,
+        kind: p.MemoryKind | None = None,
+        subject_key: str | None = None,
+        current_only: bool = False,
+    ) -> list[MemoryRow]:
+        clause, params = where(self._conn, f)
+        if kind is not None:
+            # A row without metadata reads as an entry (see _ROW_SQL).
+            has_fact = (
+                "EXISTS (SELECT 1 FROM memory_meta k WHERE k.rowid = r.rowid AND k.kind = 'fact')"
+            )
+            clause += f" AND {has_fact}" if kind == "fact" else f" AND NOT {has_fact}"
+        if subject_key is not None:
+            clause += (
+                " AND EXISTS (SELECT 1 FROM memory_meta k WHERE k.rowid = r.rowid"
+                " AND k.subject_key = ?)"
+            )
+            params.append(subject_key)
+        if current_only:
+            clause += (
+                " AND NOT EXISTS (SELECT 1 FROM memory_meta k WHERE k.rowid = r.rowid"
+                " AND k.superseded_by IS NOT NULL)"
+            )
+        if before is not None:
+            clause += " AND (r.ts < ? OR (r.ts = ? AND r.id < ?))"
+            params += [before[0], before[0], before[1]]
+        return self._rows(clause, [*params, limit], " ORDER BY r.ts DESC, r.id DESC LIMIT ?")
+
+    def workspace_counts(self, f: Filter) -> dict[str, int]:
+        clause, params = where(self._conn, f)
+        return {
+            str(workspace): int(n)
+            for workspace, n in self._conn.execute(
+                f"SELECT r.workspace, count(*) FROM records r WHERE {clause} GROUP BY r.workspace",
+                params,
+            )
+        }
 
     def use_token_key(self) -> bytes:
         if self._token_key is None:
