@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from . import __version__, ctl_db, ctl_experience, ctl_memories, ctl_ops
+from . import __version__, ctl_db, ctl_experience, ctl_memories, ctl_ops, ctl_ui
 from . import protocol as p
 from .client import DaemonUnavailable, RecallClient, RemoteError, connect
 from .ctl_hello import hello_tokens
@@ -414,6 +414,7 @@ def _parser() -> argparse.ArgumentParser:
     ctl_experience.add_commands(sub)
     ctl_ops.add_commands(sub)
     ctl_db.add_commands(sub)
+    ctl_ui.add_command(sub)
     return ap
 
 

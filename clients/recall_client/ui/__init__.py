@@ -1,0 +1,1 @@
+"""The local web page of ``recallctl ui``: guard, pages, templates, live figures."""

@@ -1,0 +1,227 @@
+"""Memories: the list of a workspace (or all), search, one memory, and what a person may do to it.
+
+Every action is the daemon's own request (memory_update, memory_verify, forget,
+memory_fact_resolve, memory_record_use), sent over the connection of the memory's workspace,
+so the daemon checks it exactly as it checks an agent's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from http import HTTPStatus
+from typing import Literal, cast, get_args
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .. import protocol as p
+from .context import ALL, UI, after_post, workspace_of
+from .render import FormError, read_form
+
+__all__ = ["routes"]
+
+_KINDS = get_args(p.MemoryKind)
+_STALENESS = get_args(p.StalenessVerdict)
+_OUTCOMES = get_args(p.Outcome)
+_MODES = ("hybrid", "keyword", "bm25")
+
+
+def _day(raw: str, *, end: bool = False) -> float | None:
+    """A ``YYYY-MM-DD`` field as unix seconds (the day's start, or its end with ``end``)."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    try:
+        day = dt.datetime.strptime(raw, "%Y-%m-%d")
+    except ValueError:
+        raise FormError(HTTPStatus.BAD_REQUEST, f"{raw!r} is not a date (YYYY-MM-DD)") from None
+    return (day + dt.timedelta(days=1)).timestamp() - 1e-3 if end else day.timestamp()
+
+
+def _labels(raw: str) -> list[str]:
+    """Comma-separated labels, blanks dropped (at most 32: the protocol bounds them again)."""
+    return [part.strip() for part in raw.split(",") if part.strip()][:32]
+
+
+def _choice(raw: str, allowed: tuple[str, ...]) -> str | None:
+    if not raw:
+        return None
+    if raw not in allowed:
+        raise FormError(HTTPStatus.BAD_REQUEST, f"{raw!r} is not one of {', '.join(allowed)}")
+    return raw
+
+
+def routes(ui: UI) -> list[Route]:
+    async def memories(request: Request) -> Response:
+        q = request.query_params
+        ws = workspace_of(request, ui)
+        every = ws == ALL
+        where = None if every else ws
+        query = q.get("q", "").strip()
+        kind = cast("p.MemoryKind | None", _choice(q.get("kind", ""), _KINDS))
+        tags = _labels(q.get("tag", ""))
+        sources = _labels(q.get("source", ""))
+        client = q.get("client", "").strip() or None
+        staleness = cast("p.StalenessVerdict | None", _choice(q.get("staleness", ""), _STALENESS))
+        listing = await ui.link.call(
+            p.MemoryList(
+                workspace=where,
+                all_workspaces=every,
+                kind=kind,
+                tags=tags,
+                sources=sources,
+                agent=q.get("agent", "").strip() or None,
+                client=client,
+                since=_day(q.get("since", "")),
+                until=_day(q.get("until", ""), end=True),
+                staleness=staleness,
+                before=q.get("before") or None,
+                limit=50,
+            ),
+            p.MemoryListResult,
+        )
+        found: p.MemorySearchResult | None = None
+        if query:
+            mode = cast(
+                "Literal['keyword', 'bm25', 'hybrid']", _choice(q.get("mode") or "hybrid", _MODES)
+            )
+            found = await ui.link.call(
+                p.MemorySearch(
+                    query=query,
+                    limit=50,
+                    mode=mode,
+                    workspace=where,
+                    auto_scope=not every,
+                    tags=tags,
+                    sources=sources,
+                    client=client,
+                    explain=q.get("explain") == "1",
+                    verbose=True,
+                ),
+                p.MemorySearchResult,
+            )
+        return ui.pages.render(
+            request,
+            "memories.html",
+            ws=ws,
+            every=every,
+            admin=await ui.link.is_admin(),
+            workspaces=sorted({*listing.workspaces, ui.link.home}),
+            listing=listing,
+            found=found,
+            query=query,
+            q=q,
+            kinds=_KINDS,
+            staleness=_STALENESS,
+            modes=_MODES,
+        )
+
+    async def memory(request: Request) -> Response:
+        memory_id = request.path_params["memory_id"]
+        shown = await ui.link.call(p.MemoryShow(memory_id=memory_id), p.MemoryShown)
+        return ui.pages.render(
+            request,
+            "memory.html",
+            m=shown.memory,
+            outcomes=_OUTCOMES,
+            notice=request.query_params.get("done", ""),
+        )
+
+    def back(memory_id: str, done: str) -> Response:
+        return after_post(f"/memory/{quote(memory_id)}?done={quote(done)}")
+
+    async def edit(request: Request) -> Response:
+        memory_id = request.path_params["memory_id"]
+        form = await read_form(request, ui.guard)
+        text = form.get("text").strip()
+        if not text:
+            raise FormError(
+                HTTPStatus.BAD_REQUEST, "a memory's text cannot be empty (forget it instead)"
+            )
+        await ui.link.call(
+            p.MemoryUpdate(
+                memory_id=memory_id,
+                text=text,
+                tags=_labels(form.get("tags")),
+                source=form.optional("source"),
+            ),
+            p.MemoryChanged,
+        )
+        return back(memory_id, "edited")
+
+    async def verify(request: Request) -> Response:
+        memory_id = request.path_params["memory_id"]
+        form = await read_form(request, ui.guard)
+        await ui.link.call(
+            p.MemoryVerify(memory_id=memory_id, note=form.optional("note")), p.MemoryChanged
+        )
+        return back(memory_id, "verified")
+
+    async def outcome(request: Request) -> Response:
+        memory_id = request.path_params["memory_id"]
+        form = await read_form(request, ui.guard)
+        chosen = _choice(form.get("outcome"), _OUTCOMES)
+        if chosen is None:
+            raise FormError(HTTPStatus.BAD_REQUEST, "choose an outcome")
+        await ui.link.call(
+            p.MemoryRecordUse(
+                memory_ids=[memory_id],
+                outcome=cast("p.Outcome", chosen),
+                note=form.optional("note"),
+            ),
+            p.UseRecorded,
+        )
+        return back(memory_id, f"outcome {chosen} recorded")
+
+    async def forget_confirm(request: Request) -> Response:
+        memory_id = request.path_params["memory_id"]
+        shown = await ui.link.call(p.MemoryShow(memory_id=memory_id), p.MemoryShown)
+        return ui.pages.render(
+            request,
+            "confirm.html",
+            title="Forget this memory?",
+            what=shown.memory.text,
+            action=f"/memory/{quote(memory_id)}/forget",
+            cancel=f"/memory/{quote(memory_id)}",
+            button="Forget it",
+        )
+
+    async def forget(request: Request) -> Response:
+        memory_id = request.path_params["memory_id"]
+        await read_form(request, ui.guard)
+        gone = await ui.link.call(p.Forget(record_id=memory_id), p.Forgotten)
+        return after_post(f"/memories?forgotten={quote(gone.record_id)}")
+
+    async def resolve(request: Request) -> Response:
+        form = await read_form(request, ui.guard)
+        memory_id = form.get("memory_id")
+        workspace = form.get("workspace") or None
+        subject = form.get("subject")
+        choice = form.get("choice")
+        if choice == "accept":
+            req = p.MemoryFactResolve(subject=subject, accept=True)
+        elif choice == "keep_current":
+            req = p.MemoryFactResolve(subject=subject, accept=False)
+        elif choice.startswith("keep:"):
+            req = p.MemoryFactResolve(subject=subject, keep_id=choice.removeprefix("keep:"))
+        else:
+            raise FormError(HTTPStatus.BAD_REQUEST, "choose which value of the fact holds")
+        resolved = await ui.link.call(req, p.FactResolved, workspace=workspace)
+        target = resolved.current or memory_id
+        return back(
+            target, "fact resolved" if resolved.resolved else f"not resolved: {resolved.reason}"
+        )
+
+    handle = ui.pages.handle
+    return [
+        Route("/memories", handle(memories), name="memories"),
+        Route("/memory/{memory_id}", handle(memory), name="memory"),
+        Route("/memory/{memory_id}/edit", handle(edit), methods=["POST"]),
+        Route("/memory/{memory_id}/verify", handle(verify), methods=["POST"]),
+        Route("/memory/{memory_id}/outcome", handle(outcome), methods=["POST"]),
+        Route("/memory/{memory_id}/forget", handle(forget_confirm), methods=["GET"]),
+        Route("/memory/{memory_id}/forget", handle(forget), methods=["POST"]),
+        Route("/facts/resolve", handle(resolve), methods=["POST"]),
+    ]

@@ -1,0 +1,402 @@
+"""The web page in a real browser: Debian's chromium, driven by Selenium through chromedriver.
+
+Each test starts a real daemon and the real ``recallctl ui``, signs the browser in with the
+printed URL, clicks through the pages, and checks both what the page shows and what the
+daemon then holds. A screenshot of every page lands in the test's tmp dir.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from mcp import Client
+from recall_client import protocol as p
+from recall_client.client import RemoteError
+
+from .conftest import DaemonFactory, DaemonProcess
+from .test_mcp_memory import open_tools
+from .test_mcp_shim import shim
+from .ui_helpers import UiServer, ui_server
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.webdriver.chrome.options import Options  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or CHROMEDRIVER is None,
+    reason="Debian's chromium and chromium-driver are not installed (.ci/run installs them)",
+)
+
+WS = "/ws/ui-browser"
+T = TypeVar("T")
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    options = Options()
+    assert CHROMIUM is not None and CHROMEDRIVER is not None
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # CI runs as root
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        # This machine's network is closed: no background connections to be refused.
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+        "--window-size=1280,1000",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+class Page:
+    """The browser on one ``recallctl ui``: open paths, wait, fill and submit, screenshot."""
+
+    def __init__(self, driver: WebDriver, server: UiServer, shots: Path) -> None:
+        self.driver = driver
+        self.server = server
+        self.shots = shots
+        shots.mkdir(exist_ok=True)
+        driver.get(server.url)  # the printed URL: trades its token for the cookie
+
+    def open(self, path: str) -> None:
+        self.driver.get(self.server.base + path)
+
+    def wait(self, what: Callable[[], T], within_s: float = 15.0) -> T:
+        def attempt(_: Any) -> T | None:
+            try:
+                return what() or None
+            except Exception:  # not there yet: WebDriverWait tries again
+                return None
+
+        try:
+            found = WebDriverWait(self.driver, within_s, poll_frequency=0.1).until(attempt)
+            assert found is not None
+            return found
+        except TimeoutException:
+            shot = self.shot("timed-out")
+            raise AssertionError(
+                f"the page never got there ({shot}); it shows:\n{self.driver.page_source}"
+            ) from None
+
+    def text(self) -> str:
+        return str(self.driver.find_element(By.TAG_NAME, "main").text)
+
+    def css(self, selector: str) -> Any:
+        return self.driver.find_element(By.CSS_SELECTOR, selector)
+
+    def click(self, selector: str) -> None:
+        self.css(selector).click()
+
+    def link(self, text: str) -> None:
+        self.driver.find_element(By.PARTIAL_LINK_TEXT, text).click()
+
+    def fill(self, selector: str, value: str) -> None:
+        field = self.css(selector)
+        field.clear()
+        field.send_keys(value)
+
+    def shot(self, name: str) -> Path:
+        path = self.shots / f"{name}.png"
+        assert self.driver.save_screenshot(str(path))
+        return path
+
+    def unlabelled_controls(self) -> list[str]:
+        """Form controls a screen reader could not name (no label, no aria-label)."""
+        found: list[str] = self.driver.execute_script(
+            """
+            return [...document.querySelectorAll('input, select, textarea')]
+              .filter(e => e.type !== 'hidden')
+              .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label'))
+              .map(e => e.outerHTML);
+            """
+        )
+        return found
+
+    def overflows(self) -> bool:
+        """The page is wider than the window (a narrow window must not scroll sideways)."""
+        return bool(
+            self.driver.execute_script(
+                "return document.documentElement.scrollWidth > window.innerWidth + 1;"
+            )
+        )
+
+
+@pytest.fixture
+def page_on(browser: WebDriver, tmp_path: Path) -> Callable[[UiServer], Page]:
+    return lambda server: Page(browser, server, tmp_path / "screenshots")
+
+
+async def test_every_page_renders_labelled_and_the_overview_is_live(
+    running_daemon: DaemonProcess, page_on: Callable[[UiServer], Page], tmp_path: Path
+) -> None:
+    d = running_daemon
+    async with d.client(workspace=WS) as rc:
+        await rc.call(p.MemoryStore(text="The CI cache lives in /var/cache/ci"), p.Stored)
+        await rc.call(
+            p.CaptureEpisode(summary="ran the tests", session_id="s-1"), p.EpisodeCaptured
+        )
+        await rc.call(
+            p.RecordExperience(description="Fixed the flaky cache test", status="success"),
+            p.ExperienceRecorded,
+        )
+    with ui_server(d, WS) as server:
+        page = page_on(server)
+        assert "Overview" in page.text() and "running" in page.text()
+        before = page.css("#live").text
+        # The overview updates by itself: more records arrive, the live fragment follows.
+        async with d.client(workspace=WS) as rc:
+            for i in range(5):
+                await rc.call(p.MemoryStore(text=f"live figure number {i}"), p.Stored)
+            await rc.call(p.Status(wait_settled_s=10), p.StatusResult)
+        page.wait(lambda: "memory" in page.css("#live").text and page.css("#live").text != before)
+        assert page.css("#live svg.spark") is not None
+        # The first tab stop is the skip link; it moves focus to the content.
+        page.css("body").send_keys(Keys.TAB)
+        active = page.driver.switch_to.active_element
+        assert active.text == "Skip to content"
+        pages = {
+            "overview": "/",
+            "memories": f"/memories?ws={WS}",
+            "work": f"/work?ws={WS}",
+            "experiences": f"/experiences?ws={WS}",
+            "operations": "/operations?doctor=1",
+        }
+        for name, path in pages.items():
+            page.open(path)
+            assert "did not go through" not in page.text(), (name, page.text())
+            assert page.unlabelled_controls() == [], name
+            page.shot(name)
+        assert "ok" in page.text() and "Doctor" in page.text()
+        page.driver.set_window_size(420, 900)
+        for name, path in pages.items():
+            page.open(path)
+            page.shot(f"{name}-narrow")
+            assert not page.overflows(), f"{name} scrolls sideways at 420 px"
+    assert len(list((tmp_path / "screenshots").glob("*.png"))) == 2 * len(pages)
+
+
+async def test_a_memory_stored_through_mcp_is_listed_edited_verified_and_forgotten(
+    running_daemon: DaemonProcess, page_on: Callable[[UiServer], Page]
+) -> None:
+    d = running_daemon
+    async with Client(shim(str(d.socket), "--workspace", WS)) as client:
+        call = await open_tools(client)
+        stored = await call(
+            "memory_store", text="The release train leaves on Tuesdays", tags=["release"]
+        )
+    memory_id = stored["id"]
+    with ui_server(d, WS) as server:
+        page = page_on(server)
+        page.open(f"/memories?ws={WS}")
+        assert "The release train leaves on Tuesdays" in page.text()
+        page.link("The release train leaves on Tuesdays")
+        page.wait(lambda: memory_id in page.text())
+        assert "shim-test" in page.text()  # the agent that wrote it
+        page.shot("memory")
+
+        page.fill("#text", "The release train leaves on Wednesdays")
+        page.fill("#tags", "release, schedule")
+        page.click("form[action$='/edit'] button")
+        page.wait(lambda: "edited" in page.css(".notice").text)
+        assert "Wednesdays" in page.css("#memory-text").text
+        async with d.client(workspace=WS) as rc:
+            shown = (await rc.call(p.MemoryShow(memory_id=memory_id), p.MemoryShown)).memory
+        assert shown.text == "The release train leaves on Wednesdays"
+        assert shown.tags == ["release", "schedule"]
+
+        page.fill("#verify-note", "checked the calendar")
+        page.click("form[action$='/verify'] button")
+        page.wait(lambda: "verified" in page.css(".notice").text)
+
+        Select(page.css("#outcome")).select_by_visible_text("used")
+        page.click("form[action$='/outcome'] button")
+        page.wait(lambda: "outcome used recorded" in page.css(".notice").text)
+        assert "used 1" in page.text()
+        async with d.client(workspace=WS) as rc:
+            shown = (await rc.call(p.MemoryShow(memory_id=memory_id), p.MemoryShown)).memory
+        assert shown.outcomes == {"used": 1}
+        assert shown.last_verified_at >= shown.created_at
+
+        page.link("Forget…")
+        page.wait(lambda: "Forget this memory?" in page.text())
+        page.shot("forget-confirm")
+        page.click("form button.danger")
+        page.wait(lambda: f"Forgot {memory_id}" in page.text())
+        assert "Wednesdays" not in page.text()
+    async with d.client(workspace=WS) as rc:
+        with pytest.raises(RemoteError) as err:
+            await rc.call(p.MemoryShow(memory_id=memory_id), p.MemoryShown)
+    assert err.value.code == "not_found"
+
+
+async def test_search_shows_scores_bands_match_terms_and_a_readable_explain(
+    running_daemon: DaemonProcess, page_on: Callable[[UiServer], Page]
+) -> None:
+    d = running_daemon
+    async with d.client(workspace=WS) as rc:
+        await rc.call(p.MemoryStore(text="Production PostgreSQL listens on port 5433"), p.Stored)
+        await rc.call(p.MemoryStore(text="The office plants need water on Fridays"), p.Stored)
+        await rc.call(p.Status(wait_settled_s=10), p.StatusResult)
+    with ui_server(d, WS) as server:
+        page = page_on(server)
+        page.open(f"/memories?ws={WS}")
+        page.fill("#q", "postgresql port")
+        page.click("#explain")
+        page.click("form.filters button[type=submit]")
+        page.wait(lambda: "hits for" in page.text())
+        hit = page.css("li.hit")
+        assert "Production PostgreSQL listens on port 5433" in hit.text
+        assert "score" in hit.text and page.css("li.hit .band").text in ("high", "medium", "low")
+        terms = {t.text for t in hit.find_elements(By.CSS_SELECTOR, ".term")}
+        assert {"postgresql", "port"} <= terms
+        hit.find_element(By.TAG_NAME, "summary").click()
+        assert hit.find_element(By.CSS_SELECTOR, "dl.tree").is_displayed()
+        page.shot("search-explain")
+
+
+async def test_a_contested_fact_is_resolved_on_its_page(
+    running_daemon: DaemonProcess, page_on: Callable[[UiServer], Page]
+) -> None:
+    d = running_daemon
+    ts = time.time() - 86400
+    async with d.client(workspace=WS) as rc:
+        await rc.call(
+            p.MemoryStore(
+                text="Staging runs in eu-west-1", kind="fact", subject="staging region", ts=ts
+            ),
+            p.MemoryStored,
+        )
+        second = await rc.call(
+            p.MemoryStore(
+                text="Staging runs in us-east-2", kind="fact", subject="staging region", ts=ts
+            ),
+            p.MemoryStored,
+        )
+    assert second.action == "contested"
+    with ui_server(d, WS) as server:
+        page = page_on(server)
+        page.open(f"/memories?ws={WS}&kind=fact")
+        page.link("eu-west-1")
+        page.wait(lambda: "This fact is contested" in page.text())
+        page.shot("contested")
+        page.click(f"input[value='keep:{second.record_id}']")
+        page.click("form[action='/facts/resolve'] button")
+        page.wait(lambda: "fact resolved" in page.css(".notice").text)
+        assert "us-east-2" in page.css("#memory-text").text
+        assert "This fact is contested" not in page.text()
+    async with d.client(workspace=WS) as rc:
+        found = await rc.call(
+            p.MemorySearch(query="staging region", min_score=0.0), p.MemorySearchResult
+        )
+    assert [(c.id, c.contested) for c in found.cortex] == [(second.record_id, False)]
+
+
+async def test_a_refused_workspace_is_approved_from_operations(
+    daemon_factory: DaemonFactory, page_on: Callable[[UiServer], Page]
+) -> None:
+    d = daemon_factory(extra_env={"RECALLD_REQUIRE_APPROVAL": "1"})
+    await d.start()
+    newcomer = "/ws/new-project"
+    async with d.client(workspace=newcomer) as rc:
+        with pytest.raises(RemoteError) as err:
+            await rc.call(p.MemoryStore(text="refused until approved"), p.Stored)
+    assert err.value.code == "forbidden"
+    with ui_server(d, WS) as server:
+        page = page_on(server)
+        page.open("/operations")
+        assert "Refused since the daemon started" in page.text() and newcomer in page.text()
+        page.click(f"button[aria-label='Approve {newcomer}']")
+        page.wait(lambda: f"{newcomer} approved" in page.css(".notice").text)
+        page.shot("operations-approved")
+        assert page.css("button[aria-label='Revoke /ws/new-project']") is not None
+    async with d.client(workspace=newcomer) as rc:
+        assert isinstance(await rc.call(p.MemoryStore(text="served now"), p.Stored), p.Stored)
+    assert await d.stop() == 0
+
+
+async def test_a_session_is_a_timeline_and_takes_a_verdict(
+    running_daemon: DaemonProcess, page_on: Callable[[UiServer], Page]
+) -> None:
+    d = running_daemon
+    steps = ["opened the failing test", "found the race in the cache", "fixed and re-ran the suite"]
+    async with d.client(workspace=WS, agent="builder") as rc:
+        for i, step in enumerate(steps):
+            await rc.call(
+                p.CaptureEpisode(
+                    summary=step, session_id="sess-42", tool="Bash", ts=1_700_000_000 + i
+                ),
+                p.EpisodeCaptured,
+            )
+    with ui_server(d, WS) as server:
+        page = page_on(server)
+        page.open(f"/work?ws={WS}")
+        page.link("sess-42")
+        page.wait(lambda: "Session" in page.text())
+        shown = [
+            e.text for e in page.driver.find_elements(By.CSS_SELECTOR, "li.episode .record-text")
+        ]
+        assert shown == steps  # the prev_id chain, oldest first
+        page.shot("session")
+        page.fill("#task_result", "0.25")
+        page.click("form[action^='/work/verdict'] button")
+        page.wait(lambda: "verdict 0.25 set on 3 of 3 episodes" in page.css(".notice").text)
+    async with d.client(workspace=WS, agent="builder") as rc:
+        found = await rc.call(
+            p.WorkSearch(session_id="sess-42", include_pending=True, min_trust=0.0),
+            p.WorkSearchResult,
+        )
+    assert [e.task_result for e in found.results] == [0.25, 0.25, 0.25]
+
+
+async def test_an_experience_shows_its_lessons_and_is_forgotten(
+    running_daemon: DaemonProcess, page_on: Callable[[UiServer], Page]
+) -> None:
+    d = running_daemon
+    async with d.client(workspace=WS) as rc:
+        recorded = await rc.call(
+            p.RecordExperience(
+                description="Migrated the billing service to the new queue",
+                status="success",
+                lessons=["Drain the old queue before switching consumers"],
+            ),
+            p.ExperienceRecorded,
+        )
+    with ui_server(d, WS) as server:
+        page = page_on(server)
+        page.open(f"/experiences?ws={WS}")
+        assert "Drain the old queue before switching consumers" in page.text()
+        page.link("Migrated the billing service")
+        page.wait(lambda: recorded.record_id in page.text())
+        assert "support 1" in page.text()
+        page.shot("experience")
+        page.link("Forget…")
+        page.wait(lambda: "Forget this experience?" in page.text())
+        page.click("form button.danger")
+        page.wait(lambda: "1 retired" in page.css(".notice").text)
+        assert "Migrated the billing service" not in page.css("table").text
+    async with d.client(workspace=WS) as rc:
+        listing = await rc.call(p.ExperienceList(), p.ExperienceListResult)
+    assert listing.experiences == []

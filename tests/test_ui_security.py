@@ -1,0 +1,193 @@
+"""The web page's guard, over real HTTP to a real ``recallctl ui`` and daemon (no browser).
+
+A loopback port is reachable by every local user and every page the user's browser visits:
+nothing is served without the session cookie, a forged Host is refused, writes need the
+page's own Origin and CSRF token, and stored markup renders as text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+import pytest
+from recall_client import protocol as p
+
+from .conftest import DaemonProcess
+from .ui_helpers import Http, UiServer, ui_server
+
+WS = "/ws/ui-security"
+
+
+@pytest.fixture
+async def page(running_daemon: DaemonProcess) -> AsyncIterator[tuple[UiServer, DaemonProcess]]:
+    with ui_server(running_daemon, WS) as server:
+        yield server, running_daemon
+
+
+def signed_in(server: UiServer) -> Http:
+    return Http(server).sign_in()
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]{64})"', html)
+    assert found, "the page carries no CSRF field"
+    return found.group(1)
+
+
+async def store(d: DaemonProcess, text: str) -> str:
+    async with d.client(workspace=WS) as rc:
+        stored = await rc.call(p.MemoryStore(text=text), p.MemoryStored)
+    return stored.record_id
+
+
+async def test_nothing_is_served_without_the_session_cookie(
+    page: tuple[UiServer, DaemonProcess],
+) -> None:
+    server, _ = page
+    anon = Http(server)
+    for path in (
+        "/",
+        "/memories",
+        "/operations",
+        "/static/app.css",
+        "/events",
+        "/operations/export.jsonl",
+    ):
+        reply = anon.get(path)
+        assert reply.status_code == 403, path
+        assert "not signed in" in reply.text
+    # A cookie the server never issued is no cookie.
+    anon.cookie = "made-up"
+    assert anon.get("/").status_code == 403
+
+
+async def test_a_wrong_token_is_refused_and_the_right_one_buys_a_strict_httponly_cookie(
+    page: tuple[UiServer, DaemonProcess],
+) -> None:
+    server, _ = page
+    client = Http(server)
+    wrong = client.get("/?token=" + "x" * len(server.token))
+    assert wrong.status_code == 403
+    assert "set-cookie" not in wrong.headers
+    right = client.get(f"/?token={server.token}")
+    assert right.status_code == 303
+    cookie = right.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    overview = client.get("/")
+    assert overview.status_code == 200
+    assert "Overview" in overview.text
+
+
+async def test_a_forged_host_is_refused_even_with_the_cookie(
+    page: tuple[UiServer, DaemonProcess],
+) -> None:
+    server, _ = page
+    client = signed_in(server)
+    for host in (
+        "evil.example",
+        f"evil.example:{server.port}",
+        f"127.0.0.1:{server.port + 1}",
+        "127.0.0.1",
+    ):
+        reply = client.get("/", headers={"host": host})
+        assert reply.status_code == 421, host
+    # The launch token is no way around it either (DNS rebinding with a stolen link).
+    reply = client.get(f"/?token={server.token}", headers={"host": "evil.example"})
+    assert reply.status_code == 421
+    assert (client.get("/", headers={"host": f"localhost:{server.port}"})).status_code == 200
+
+
+async def test_a_write_needs_same_origin_and_the_csrf_token(
+    page: tuple[UiServer, DaemonProcess],
+) -> None:
+    server, d = page
+    memory_id = await store(d, "The staging database listens on port 6543")
+    client = signed_in(server)
+    shown = client.get(f"/memory/{memory_id}")
+    assert shown.status_code == 200
+    token = csrf_of(shown.text)
+    form = {"text": "rewritten by an attacker", "tags": "", "source": ""}
+    url = f"/memory/{memory_id}/edit"
+    # No CSRF token, same origin.
+    reply = client.post(url, data=form, headers={"origin": server.origin})
+    assert reply.status_code == 403
+    # The right token from another origin, and with no Origin at all.
+    reply = client.post(
+        url, data={**form, "csrf": token}, headers={"origin": "http://evil.example"}
+    )
+    assert reply.status_code == 403
+    reply = client.post(url, data={**form, "csrf": token})
+    assert reply.status_code == 403
+    # Another session's token is not this session's.
+    other = signed_in(server)
+    other_token = csrf_of(other.get(f"/memory/{memory_id}").text)
+    assert other_token != token
+    reply = client.post(url, data={**form, "csrf": other_token}, headers={"origin": server.origin})
+    assert reply.status_code == 403
+    # Methods other than GET and POST are not served.
+    assert (client.request("PUT", url, headers={"origin": server.origin})).status_code == 405
+    async with d.client(workspace=WS) as rc:
+        kept = await rc.call(p.MemoryShow(memory_id=memory_id), p.MemoryShown)
+    assert kept.memory.text == "The staging database listens on port 6543"
+    # With both, the edit goes through to the daemon.
+    reply = client.post(
+        url,
+        data={**form, "text": "The staging database listens on port 6544", "csrf": token},
+        headers={"origin": server.origin},
+    )
+    assert reply.status_code == 303
+    async with d.client(workspace=WS) as rc:
+        changed = await rc.call(p.MemoryShow(memory_id=memory_id), p.MemoryShown)
+    assert changed.memory.text == "The staging database listens on port 6544"
+
+
+async def test_an_oversized_form_is_refused_before_it_is_read(
+    page: tuple[UiServer, DaemonProcess],
+) -> None:
+    server, d = page
+    memory_id = await store(d, "A memory someone tries to flood")
+    client = signed_in(server)
+    token = csrf_of(client.get(f"/memory/{memory_id}").text)
+    reply = client.post(
+        f"/memory/{memory_id}/edit",
+        data={"text": "a" * 400_000, "csrf": token},
+        headers={"origin": server.origin},
+    )
+    assert reply.status_code == 413
+
+
+async def test_every_reply_carries_a_strict_policy_and_no_cors(
+    page: tuple[UiServer, DaemonProcess],
+) -> None:
+    server, _ = page
+    client = signed_in(server)
+    for path in ("/", "/memories", "/static/app.js", "/nowhere"):
+        reply = client.get(path, headers={"origin": "http://evil.example"})
+        csp = reply.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "default-src 'none'" in csp
+        assert "frame-ancestors 'none'" in csp
+        assert reply.headers["x-content-type-options"] == "nosniff"
+        assert not any(h.startswith("access-control-") for h in reply.headers)
+    refused = client.get("/", headers={"host": "evil.example"})
+    assert "content-security-policy" in refused.headers
+
+
+async def test_stored_markup_renders_as_inert_text(page: tuple[UiServer, DaemonProcess]) -> None:
+    server, d = page
+    script = "<script>document.title='pwned'</script> deploy notes"
+    img = 'release checklist <img src=x onerror="alert(1)">'
+    tagged = await store(d, script)
+    await store(d, img)
+    client = signed_in(server)
+    listing = (client.get("/memories")).text
+    found = (client.get("/memories?q=deploy+notes+release+checklist&mode=keyword")).text
+    detail = (client.get(f"/memory/{tagged}")).text
+    for html in (listing, found, detail):
+        assert "<script>document.title" not in html
+        assert "&lt;script&gt;document.title" in html
+    for html in (listing, found):
+        assert "<img src=x" not in html
+        assert "&lt;img src=x onerror=" in html
+    # The only script tag the page has is its own static one.
+    assert re.findall(r"<script[^>]*>", detail) == ['<script src="/static/app.js" defer>']
