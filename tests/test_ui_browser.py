@@ -266,7 +266,7 @@ async def test_search_shows_scores_bands_match_terms_and_a_readable_explain(
         page.fill("#q", "postgresql port")
         page.click("#explain")
         page.click("form.filters button[type=submit]")
-        page.wait(lambda: "hits for" in page.text())
+        page.wait(lambda: "for “postgresql port”" in page.text())
         hit = page.css("li.hit")
         assert "Production PostgreSQL listens on port 5433" in hit.text
         assert "score" in hit.text and page.css("li.hit .band").text in ("high", "medium", "low")

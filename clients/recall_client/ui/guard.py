@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from http import HTTPStatus
 from typing import Any
@@ -57,6 +58,7 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
     (b"cache-control", b"no-store"),
 ]
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
+_MAX_SESSIONS = 32
 
 
 class Guard:
@@ -69,8 +71,9 @@ class Guard:
     def __init__(self, *, launch_token: str | None = None) -> None:
         self.app: ASGIApp | None = None
         self.launch_token = launch_token or secrets.token_urlsafe(32)
-        # Session cookies issued to browsers that presented the launch token.
-        self._sessions: set[str] = set()
+        # Session cookies issued to browsers that presented the launch token, oldest first;
+        # bounded, so reopening the link forever cannot grow it.
+        self._sessions: OrderedDict[str, None] = OrderedDict()
         self._csrf_key = secrets.token_bytes(32)
         self.port = 0
 
@@ -142,7 +145,9 @@ class Guard:
     async def _welcome(self, send: Send) -> None:
         """Trade the launch token for a session cookie and drop the token from the address."""
         session = secrets.token_urlsafe(32)
-        self._sessions.add(session)
+        self._sessions[session] = None
+        while len(self._sessions) > _MAX_SESSIONS:
+            self._sessions.popitem(last=False)
         cookie = f"{COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/"
         await send(
             {

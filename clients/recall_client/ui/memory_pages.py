@@ -17,7 +17,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .. import protocol as p
-from .context import ALL, UI, after_post, workspace_of
+from .context import ALL, UI, after_post, parse_float, workspace_of
 from .render import FormError, read_form
 
 __all__ = ["routes"]
@@ -51,6 +51,13 @@ def _choice(raw: str, allowed: tuple[str, ...]) -> str | None:
     if raw not in allowed:
         raise FormError(HTTPStatus.BAD_REQUEST, f"{raw!r} is not one of {', '.join(allowed)}")
     return raw
+
+
+def _tri(raw: str) -> bool | None:
+    """A tri-state select: "" follows the daemon's config, "on" / "off" override it."""
+    if raw not in ("", "on", "off"):
+        raise FormError(HTTPStatus.BAD_REQUEST, f"{raw!r} is not on, off or empty")
+    return None if raw == "" else raw == "on"
 
 
 def routes(ui: UI) -> list[Route]:
@@ -97,6 +104,16 @@ def routes(ui: UI) -> list[Route]:
                     tags=tags,
                     sources=sources,
                     client=client,
+                    scopes=_labels(q.get("scope", "")),
+                    bands=_labels(q.get("band", "")),
+                    episodes=_labels(q.get("episode", "")),
+                    model=q.get("model", "").strip() or None,
+                    min_score=parse_float(q.get("min_score"), "the minimum score"),
+                    bm25=_tri(q.get("bm25", "")),
+                    rerank=_tri(q.get("rerank", "")),
+                    disable_recency_boost=q.get("no_recency") == "1",
+                    expand_top=q.get("expand_top") == "1",
+                    since_prior_session=q.get("since_prior") == "1",
                     explain=q.get("explain") == "1",
                     verbose=True,
                 ),

@@ -1,0 +1,98 @@
+"""The web page's views over real HTTP (no browser): what the daemon's rules let it show.
+
+The page acts as recallctl does: with the admin token it sees every workspace; with
+``--no-admin`` the daemon refuses it what it refuses any agent, and the page says so.
+"""
+
+from __future__ import annotations
+
+import json
+
+from recall_client import protocol as p
+
+from .conftest import DaemonProcess
+from .ui_helpers import Http, ui_server
+
+WS = "/ws/ui-pages"
+OTHER = "/ws/ui-pages-other"
+
+
+async def seed(d: DaemonProcess) -> None:
+    async with d.client(workspace=WS) as rc:
+        await rc.call(
+            p.MemoryStore(text="Builds use the ccache in /srv/ccache", tags=["build"]), p.Stored
+        )
+        await rc.call(p.MemoryStore(text="Lunch is at noon on Thursdays"), p.Stored)
+    async with d.client(workspace=OTHER) as rc:
+        await rc.call(p.MemoryStore(text="The other project deploys with Helm"), p.Stored)
+
+
+async def test_with_the_admin_token_every_workspace_is_listed_and_exported(
+    running_daemon: DaemonProcess,
+) -> None:
+    await seed(running_daemon)
+    with ui_server(running_daemon, WS) as server:
+        http = Http(server).sign_in()
+        everything = http.get("/memories?ws=*").text
+        assert "Helm" in everything and "ccache" in everything
+        only_build = http.get(f"/memories?ws={WS}&tag=build").text
+        assert "ccache" in only_build and "Lunch" not in only_build and "Helm" not in only_build
+        # Search options beyond the list's filters reach memory_search.
+        found = http.get(f"/memories?ws={WS}&q=ccache+builds&mode=bm25&min_score=0&bm25=on").text
+        assert "1 hit for" in found
+        export = http.get("/operations/export.jsonl?kind=memory")
+        assert export.status_code == 200
+        assert export.headers["content-disposition"].startswith("attachment")
+        rows = [json.loads(line) for line in export.text.splitlines()]
+        assert sorted(r["text"] for r in rows) == [
+            "Builds use the ccache in /srv/ccache",
+            "Lunch is at noon on Thursdays",
+            "The other project deploys with Helm",
+        ]
+        assert http.get("/operations?doctor=1").status_code == 200
+
+
+async def test_without_the_admin_token_the_daemon_refuses_what_it_refuses_an_agent(
+    running_daemon: DaemonProcess,
+) -> None:
+    await seed(running_daemon)
+    with ui_server(running_daemon, WS, admin=False) as server:
+        http = Http(server).sign_in()
+        own = http.get("/memories")
+        assert own.status_code == 200 and "ccache" in own.text and "Helm" not in own.text
+        other = http.get(f"/memories?ws={OTHER}")
+        assert other.status_code == 403
+        assert "forbidden" in other.text and "Helm" not in other.text
+        for path in ("/operations", "/operations/export.jsonl"):
+            refused = http.get(path)
+            assert refused.status_code == 403, path
+            assert "admin:workspace" in refused.text
+
+
+async def test_bad_input_gets_a_clear_error_page(running_daemon: DaemonProcess) -> None:
+    with ui_server(running_daemon, WS) as server:
+        http = Http(server).sign_in()
+        for path, says in (
+            ("/memories?kind=bogus", "is not one of"),
+            ("/memories?since=yesterday", "is not a date"),
+            ("/memories?q=x&min_score=lots", "must be a number"),
+            ("/memory/mem_does_not_exist", "not_found"),
+            ("/memories?before=not-a-cursor", "invalid_request"),
+        ):
+            reply = http.get(path)
+            assert reply.status_code in (400, 404), (path, reply.status_code)
+            assert says in reply.text, (path, reply.text)
+
+
+async def test_the_page_says_when_the_daemon_is_away_and_recovers_when_it_is_back(
+    running_daemon: DaemonProcess,
+) -> None:
+    d = running_daemon
+    with ui_server(d, WS) as server:
+        http = Http(server).sign_in()
+        assert http.get("/memories").status_code == 200
+        assert await d.stop() == 0
+        away = http.get("/memories")
+        assert away.status_code == 503 and "unavailable" in away.text
+        await d.start()
+        assert http.get("/memories").status_code == 200
