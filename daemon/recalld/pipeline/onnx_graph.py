@@ -4,7 +4,8 @@ without torch, transformers or sentence-transformers.
 The daemon only ever runs one small BERT (all-MiniLM-L6-v2) forward pass, mean pooling and
 L2 normalisation. Tracing that through torch needs a ~1 GB install for a one-time step, so
 this module reads the folder's ``model.safetensors`` and ``config.json`` and lays the same
-computation out node by node with plain ONNX ops. Inputs (``input_ids``, ``attention_mask``,
+computation out node by node with plain ONNX ops, serialised by ``onnx_proto`` (not the
+``onnx`` package). Inputs (``input_ids``, ``attention_mask``,
 ``token_type_ids``: int64 [batch, tokens]) and output (``embedding``: float32 [batch, hidden])
 are those of the torch export, so :class:`~recalld.pipeline.onnx_model.OnnxEmbedder` runs
 either file unchanged. Nothing is downloaded: only the local folder is read.
@@ -13,18 +14,19 @@ either file unchanged. Nothing is downloaded: only the local folder is read.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from . import onnx_proto as pb
+
 __all__ = ["OPSET", "build"]
 
 # 17: the first opset with LayerNormalization; onnxruntime >= 1.17 (our floor) runs it.
 OPSET = 17
-# The IR version that goes with opset 17. onnx stamps its newest one by default, which an
-# older onnxruntime refuses to load even though every op here is old.
+# The IR version that goes with opset 17: an older onnxruntime refuses a newer one even
+# though every op here is old.
 _IR_VERSION = 8
 
 
@@ -35,8 +37,6 @@ def build(model_dir: Path, out: Path) -> None:
         FileNotFoundError: ``model_dir`` has no ``config.json`` or ``model.safetensors``.
         ValueError: the model is not a BERT this graph reproduces exactly.
     """
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
     from safetensors.numpy import load_file
 
     cfg: dict[str, Any] = json.loads((model_dir / "config.json").read_text())
@@ -57,16 +57,24 @@ def build(model_dir: Path, out: Path) -> None:
         if v.dtype.kind == "f"
     }
 
-    nodes: list[onnx.NodeProto] = []
-    inits: list[onnx.TensorProto] = []
+    nodes: list[pb.Message] = []
+    inits: list[pb.Message] = []
+    # onnxruntime takes a repeated name silently (the last one wins); refuse it here.
+    names: set[str] = {"input_ids", "attention_mask", "token_type_ids"}
+
+    def fresh(name: str) -> str:
+        if name in names:
+            raise ValueError(f"two values named {name!r} in the graph")
+        names.add(name)
+        return name
 
     def const(name: str, value: Any, dtype: type[np.generic] = np.float32) -> str:
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(value, dtype=dtype), name))
+        inits.append(pb.tensor(fresh(name), np.ascontiguousarray(value, dtype=dtype)))
         return name
 
     def op(kind: str, *inputs: str, **attrs: Any) -> str:
-        name = f"{kind}_{len(nodes)}"
-        nodes.append(helper.make_node(kind, list(inputs), [name], name=name, **attrs))
+        name = fresh(f"{kind}_{len(nodes)}")
+        nodes.append(pb.node(kind, inputs, [name], name, **attrs))
         return name
 
     def param(name: str) -> str:
@@ -74,7 +82,7 @@ def build(model_dir: Path, out: Path) -> None:
 
     def linear(x: str, prefix: str) -> str:
         # torch Linear stores [out, in]; MatMul wants [in, out].
-        w = const(f"{prefix}.weight", weights[f"{prefix}.weight"].T)
+        w = const(f"{prefix}.weight", weights.pop(f"{prefix}.weight").T)
         return op("Add", op("MatMul", x, w), param(f"{prefix}.bias"))
 
     def layer_norm(x: str, prefix: str) -> str:
@@ -91,7 +99,7 @@ def build(model_dir: Path, out: Path) -> None:
 
     # Padding keys get the most negative float added to their scores, as transformers does,
     # so softmax gives them exactly zero weight: [batch, 1, 1, tokens], broadcast over heads.
-    mask = op("Cast", "attention_mask", to=TensorProto.FLOAT)
+    mask = op("Cast", "attention_mask", to=pb.FLOAT)
     keep = op("Unsqueeze", mask, const("axes12", [1, 2], np.int64))
     one = const("one", 1.0)
     bias = op("Mul", op("Sub", one, keep), const("min", np.finfo(np.float32).min))
@@ -129,24 +137,21 @@ def build(model_dir: Path, out: Path) -> None:
     count = op("Max", op("ReduceSum", weight, axis1, keepdims=0), const("tiny", 1e-9))
     pooled = op("Div", summed, count)
     norm = op("Max", op("ReduceL2", pooled, axes=[1], keepdims=1), const("eps", 1e-12))
-    nodes.append(helper.make_node("Div", [pooled, norm], ["embedding"], name="normalize"))
+    nodes.append(pb.node("Div", [pooled, norm], [fresh("embedding")], "normalize"))
 
     ids = [
-        helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "tokens"])
+        pb.value_info(name, pb.INT64, ["batch", "tokens"])
         for name in ("input_ids", "attention_mask", "token_type_ids")
     ]
-    embedding = helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", hidden])
-    graph = helper.make_graph(nodes, "sentence_embedding", ids, [embedding], inits)
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="recalld"
+    embedding = pb.value_info("embedding", pb.FLOAT, ["batch", hidden])
+    proto = pb.model(
+        graph_name="sentence_embedding",
+        nodes=nodes,
+        initializers=inits,
+        inputs=ids,
+        outputs=[embedding],
+        ir_version=_IR_VERSION,
+        opset=OPSET,
+        producer="recalld",
     )
-    model.ir_version = _IR_VERSION
-    # Each protobuf step above copied the weights (from_array, make_graph, make_model): drop
-    # the earlier copies before serializing makes one more (peak RSS 575 -> 395 MB).
-    weights.clear()
-    inits.clear()
-    del graph
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".tmp{os.getpid()}")
-    onnx.save(model, str(tmp))
-    os.replace(tmp, out)
+    proto.write(out)
