@@ -254,8 +254,12 @@ class PgServer:
         _crash(proc)
 
     def stop(self, *, remove: bool = True) -> None:
-        """Fast shutdown (SIGINT); then remove the data unless remove=False. Idempotent."""
-        self._reap(signal.SIGINT)
+        """Shut down, then remove the data unless remove=False. Idempotent.
+
+        Data that is removed needs no checkpoint: immediate shutdown (SIGQUIT). Data that is
+        kept gets a fast shutdown (SIGINT), a clean checkpoint for the next start.
+        """
+        self._reap(signal.SIGQUIT if remove else signal.SIGINT)
         if remove and self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
@@ -274,6 +278,13 @@ class PgServer:
         # CREATE DATABASE cannot run in a transaction block: autocommit.
         with psycopg.connect(self.superuser_url, autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+    def drop_database(self, name: str) -> None:
+        """Drop a database, ending any session still on it (a test's daemon being stopped)."""
+        with psycopg.connect(self.superuser_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
     def log_tail(self, lines: int = 40) -> str:
         try:

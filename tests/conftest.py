@@ -282,9 +282,12 @@ class TeamDb:
 
 
 @pytest.fixture
-def team_db(pg_server: PgServer) -> TeamDb:
+def team_db(pg_server: PgServer) -> Iterator[TeamDb]:
     name = f"t_{uuid.uuid4().hex[:12]}"
     pg_server.create_database(name)
     db = TeamDb(pg_server, name)
     init_database(db.admin_url, ROLE_PASSWORDS)
-    return db
+    yield db
+    # Dropped at once: a session of hundreds of databases made the server's data dir so
+    # large that removing it at the end outlasted the last test's timeout on a busy machine.
+    pg_server.drop_database(name)
