@@ -45,9 +45,10 @@ sys.path[:0] = [str(REPO / "daemon"), str(REPO / "clients"), str(REPO / "scripts
 from bench_backends import Backend, PgBench, backends_of, daemon_env, ratio  # noqa: E402
 from peer_bench import PeerError, ratios, run_peer, setup_peer  # noqa: E402
 from recall_client import protocol as p  # noqa: E402
-from recall_client.client import connect  # noqa: E402
+from recall_client.client import RemoteError, connect  # noqa: E402
 from recall_client.launch import start_daemon  # noqa: E402
 from recalld.domain.ids import content_hash, new_id  # noqa: E402
+from recalld.pipeline.onnx_model import OnnxEmbedder  # noqa: E402
 from recalld.store.sqlite.schema import open_writer  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -365,6 +366,63 @@ async def bench_search(d: Daemon, queries: list[str], mode: SearchMode) -> tuple
     return statistics.median(lat), pct(lat, 0.99)
 
 
+# The mixed load's searches: two words that each match about one record in ten of the
+# synthetic corpus, so every search's OR query touches a large share of the store.
+MIXED_QUERY = "feature flag"
+
+
+async def bench_mixed(d: Daemon, texts: list[str], clients: int, seconds: float) -> Figures:
+    """Half of ``clients`` store, half run keyword searches of MIXED_QUERY, one request in
+    flight each, for ``seconds``: operations/s in all, p50/p99 of each kind, errors."""
+    latencies: dict[str, list[float]] = {"store": [], "search": []}
+    errors = 0
+    deadline = time.perf_counter() + seconds
+
+    async def client(k: int) -> None:
+        nonlocal errors
+        kind = "store" if k % 2 == 0 else "search"
+        async with connect(agent=f"mixed{k}", workspace="/bench/search", path=d.socket) as rc:
+            i = k
+            while time.perf_counter() < deadline:
+                request: p.Request
+                if kind == "store":
+                    request = p.MemoryStore(text=f"{texts[i % len(texts)]} (mixed {i})")
+                else:
+                    request = p.MemorySearch(query=MIXED_QUERY, mode="keyword", limit=10)
+                t = time.perf_counter()
+                try:
+                    await rc.call(request)
+                except RemoteError:
+                    errors += 1
+                    continue
+                latencies[kind].append((time.perf_counter() - t) * 1000)
+                i += clients
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for k in range(clients):
+            tg.start_soon(client, k)
+    took = time.perf_counter() - started
+    stores, searches = latencies["store"], latencies["search"]
+    return {
+        f"mixed_ops_per_s_{clients}": (len(stores) + len(searches)) / took,
+        f"mixed_store_p50_ms_{clients}": statistics.median(stores) if stores else None,
+        f"mixed_store_p99_ms_{clients}": pct(stores, 0.99) if stores else None,
+        f"mixed_search_p50_ms_{clients}": statistics.median(searches) if searches else None,
+        f"mixed_search_p99_ms_{clients}": pct(searches, 0.99) if searches else None,
+        f"mixed_errors_{clients}": float(errors),
+    }
+
+
+def bare_model() -> OnnxEmbedder:
+    """The bundled model on the daemon's backend, outside any daemon."""
+    from recalld.pipeline.bundled_model import bundled_model_path
+    from recalld.pipeline.onnx_model import ensure_export
+
+    path = bundled_model_path()
+    return OnnxEmbedder(ensure_export(path), path)
+
+
 async def bench_embedding(d: Daemon, texts: list[str]) -> tuple[float, float]:
     """(pipeline records/s, bare model records/s) on the same texts."""
     await d.wait_embedded()
@@ -376,10 +434,9 @@ async def bench_embedding(d: Daemon, texts: list[str]) -> tuple[float, float]:
     await d.wait_embedded()
     pipeline = len(texts) / (time.perf_counter() - started)
 
-    from recalld.pipeline.bundled_model import bundled_model_path
-    from recalld.pipeline.model import SentenceTransformerEmbedder
-
-    model = SentenceTransformerEmbedder(bundled_model_path())
+    # The bare model is the daemon's own backend (ONNX Runtime on the exported graph), in
+    # the daemon's batch size: what the pipeline adds or loses is all the ratio shows.
+    model = bare_model()
     model.encode(texts[:32])
     started = time.perf_counter()
     for i in range(0, len(texts), 32):
@@ -481,6 +538,13 @@ KEYS = (
     "daemon_accepting_s",
     "model_ready_s",
     "shim_initialize_s",
+    # 64 clients for a minute on the 100k store: half store, half search two common words.
+    "mixed_ops_per_s_64",
+    "mixed_store_p50_ms_64",
+    "mixed_store_p99_ms_64",
+    "mixed_search_p50_ms_64",
+    "mixed_search_p99_ms_64",
+    "mixed_errors_64",
     *PEER_KEYS,
 )
 # Compared with PostgreSQL, the lexical p99 is kept too (for both backends).
@@ -605,10 +669,7 @@ async def run(args: argparse.Namespace) -> Figures:
             d.stop()
 
         # -------- search at each size (precomputed corpus vectors, real query embeddings)
-        from recalld.pipeline.bundled_model import bundled_model_path
-        from recalld.pipeline.model import SentenceTransformerEmbedder
-
-        model = SentenceTransformerEmbedder(bundled_model_path())
+        model = bare_model()
         basis = model.encode(synthetic_texts(2000, seed=5))
         del model
         queries = synthetic_queries(300)
@@ -660,6 +721,16 @@ async def run(args: argparse.Namespace) -> Figures:
                     put(out, b, "rss_daemon_mb", rss_mb(d.proc.pid))
                     if pg is not None and b == "postgres":
                         put(out, b, "rss_server_mb", pg.server_mb())
+                    if b == "sqlite":
+                        # Mixed load on the steady store, after its RSS is read.
+                        mixed = await bench_mixed(d, texts, 64, 15.0 if args.quick else 60.0)
+                        out.update(mixed)
+                        log(
+                            "mixed load, 64 clients: {:.0f} ops/s, store p50/p99 {:.1f}/{:.1f} ms,"
+                            " search p50/p99 {:.1f}/{:.1f} ms, {:.0f} errors".format(
+                                *(mixed[k] or float("nan") for k in mixed)
+                            )
+                        )
                 d.stop()
         rss, shim = out.get("rss_daemon_mb"), out.get("rss_shim_mb")
         if rss is not None and shim is not None:
@@ -676,15 +747,18 @@ async def run(args: argparse.Namespace) -> Figures:
     return out
 
 
+# Issue 17's targets on this machine (2 cores).
 TARGETS = {
-    "capture_acked_per_s_16": (">=", 20_000),
     "capture_vs_raw_ratio": (">=", 0.65),
-    "hybrid_p50_ms_100k": ("<=", 20),
-    "hybrid_p99_ms_100k": ("<=", 60),
     "lexical_p50_ms_100k": ("<=", 3),
-    "hybrid_p50_ms_1m": ("<=", 35),
+    "hybrid_p50_ms_100k": ("<=", 10),
+    "hybrid_p99_ms_100k": ("<=", 30),
+    "hybrid_p50_ms_1m": ("<=", 20),
     "embed_vs_bare_ratio": (">=", 0.9),
-    "rss_daemon_plus_8_shims_mb": ("<=", 1024),
+    "rss_daemon_plus_8_shims_mb": ("<=", 900),
+    "shim_initialize_s": ("<=", 0.8),
+    "mixed_ops_per_s_64": (">=", 1500),
+    "mixed_search_p99_ms_64": ("<=", 150),
     "daemon_accepting_s": ("<=", 1.0),
 }
 # PostgreSQL against SQLite, pg/sqlite: search p50 at 100k within 2x.

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 import anyio
 import msgspec
 from anyio.abc import SocketAttribute, SocketStream
-from anyio.streams.buffered import BufferedByteReceiveStream
 from recall_client import protocol as p
 from recall_client.paths import peer_credentials
 
@@ -36,6 +35,7 @@ from ..errors import RecallError
 from ..handlers.services import Services
 from ..ingest.sanitize import check_identifiers
 from . import authorization
+from .frames import FrameReader
 from .registry import route_of
 
 __all__ = ["Connection", "Server"]
@@ -165,7 +165,7 @@ class Server:
         self.connections[conn.cid] = conn
         send_lock = anyio.Lock()
         inflight = anyio.Semaphore(settings.max_inflight_per_connection)
-        reader = BufferedByteReceiveStream(stream)
+        reader = FrameReader(stream)
         try:
             async with anyio.create_task_group() as tg:
                 while True:
@@ -243,19 +243,23 @@ class Server:
             self.connections.pop(conn.cid, None)
 
     async def _read_frame(
-        self, reader: BufferedByteReceiveStream, stream: SocketStream, conn: Connection
+        self, reader: FrameReader, stream: SocketStream, conn: Connection
     ) -> bytes | None:
         s = self._settings()
         try:
-            with anyio.CancelScope() as conn.idle:
-                if conn.principal is None:
-                    conn.idle.deadline = anyio.current_time() + s.frame_timeout_s
-                elif not conn.inflight:
-                    conn.idle.deadline = anyio.current_time() + s.idle_timeout_s
-                header = await reader.receive_exactly(p.HEADER.size)
-            if conn.idle.cancelled_caught:
-                return None
-            (size,) = p.HEADER.unpack(header)
+            size = reader.next_size()
+            if size is None:
+                # Wait for a header under the idle rule (no scope at all when one is here).
+                with anyio.CancelScope() as conn.idle:
+                    if conn.principal is None:
+                        conn.idle.deadline = anyio.current_time() + s.frame_timeout_s
+                    elif not conn.inflight:
+                        conn.idle.deadline = anyio.current_time() + s.idle_timeout_s
+                    await reader.fill(p.HEADER.size)
+                if conn.idle.cancelled_caught:
+                    return None
+                size = reader.next_size()
+                assert size is not None
             if size > p.MAX_FRAME:
                 await self._send_quietly(
                     stream,
@@ -279,8 +283,10 @@ class Server:
                 )
                 return None
             try:
-                with anyio.fail_after(s.frame_timeout_s):
-                    return await reader.receive_exactly(size)
+                if not reader.has_body(size):
+                    with anyio.fail_after(s.frame_timeout_s):
+                        await reader.fill(p.HEADER.size + size)
+                return reader.take_body(size)
             except BaseException:
                 self.budget.release(size)
                 raise
@@ -418,6 +424,27 @@ class Server:
 
     async def _reply(self, stream: SocketStream, lock: anyio.Lock, reply: p.Reply) -> None:
         data = p.frame(reply)
+        # Fast path: no other reply is being written and the socket takes the whole frame at
+        # once (the common case): no timeout scope, no wait. The lock is held across any
+        # wait below, so frames never interleave.
+        try:
+            lock.acquire_nowait()
+        except anyio.WouldBlock:
+            pass
+        else:
+            try:
+                try:
+                    sent = stream.extra(SocketAttribute.raw_socket).send(data)
+                except BlockingIOError:
+                    sent = 0
+                if sent < len(data):
+                    with anyio.fail_after(self._settings().send_timeout_s):
+                        await stream.send(data[sent:])
+            except (TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                await stream.aclose()
+            finally:
+                lock.release()
+            return
         try:
             with anyio.fail_after(self._settings().send_timeout_s):
                 async with lock:
