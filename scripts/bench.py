@@ -183,9 +183,11 @@ def pct(values: list[float], q: float) -> float:
     return data[min(len(data) - 1, int(q * len(data)))]
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """A process's resident memory in MB: VmRSS in all, or one part of it (RssAnon: what
+    it allocated itself; RssFile: mapped files, its libraries and model among them)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -533,6 +535,9 @@ KEYS = (
     "embed_bare_per_s",
     "embed_vs_bare_ratio",
     "rss_daemon_mb",
+    # Its two parts: what the daemon allocated (heap, FAISS, model arena) and mapped files.
+    "rss_daemon_anon_mb",
+    "rss_daemon_file_mb",
     "rss_shim_mb",
     "rss_daemon_plus_8_shims_mb",
     "daemon_accepting_s",
@@ -719,6 +724,8 @@ async def run(args: argparse.Namespace) -> Figures:
                 if label in ("100k",) or (args.quick and label == "10k"):
                     assert d.proc is not None
                     put(out, b, "rss_daemon_mb", rss_mb(d.proc.pid))
+                    put(out, b, "rss_daemon_anon_mb", rss_mb(d.proc.pid, "RssAnon"))
+                    put(out, b, "rss_daemon_file_mb", rss_mb(d.proc.pid, "RssFile"))
                     if pg is not None and b == "postgres":
                         put(out, b, "rss_server_mb", pg.server_mb())
                     if b == "sqlite":
