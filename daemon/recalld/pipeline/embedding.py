@@ -157,10 +157,6 @@ class EmbeddingActor:
 
     async def _drain_backlog(self) -> None:
         after = 0
-        # The batch whose vectors the writer is committing while the model embeds the next
-        # one: the model never waits for a COMMIT, and at most one batch is in flight, so a
-        # failing writer stops the actor one batch later.
-        in_flight: tuple[_StoreVectors, int] | None = None
         while True:
             try:
                 rows = await anyio.to_thread.run_sync(
@@ -169,10 +165,10 @@ class EmbeddingActor:
             except RecallError as exc:
                 # A shared database away (restarting): the next nudge looks again.
                 self.stats.failed(0, exc.message)
-                break
+                return
             if not rows:
                 self.backlog = 0
-                break
+                return
             after = rows[-1][0]
             await self._let_writes_pass()
             try:
@@ -184,26 +180,13 @@ class EmbeddingActor:
             job = _StoreVectors(self._model.name, [rowid for rowid, _ in rows], vecs)
             try:
                 await self._submit(job)
+                stored: list[int] = await job.wait()
             except Exception as exc:
                 self.stats.failed(len(rows), str(exc))
-                break
-            previous, in_flight = in_flight, (job, len(rows))
-            if previous is not None and not await self._committed(*previous):
                 # The writer is failing (disk full?): stop; the next nudge retries.
-                break
-        if in_flight is not None:
-            await self._committed(*in_flight)
-
-    async def _committed(self, job: _StoreVectors, size: int) -> bool:
-        """Wait for a batch's vectors to commit and count them; False when the write failed."""
-        try:
-            stored: list[int] = await job.wait()
-        except Exception as exc:
-            self.stats.failed(size, str(exc))
-            return False
-        self.stats.processed += len(stored)
-        self.stats.batch(len(stored))
-        return True
+                return
+            self.stats.processed += len(stored)
+            self.stats.batch(len(stored))
 
     async def _let_writes_pass(self) -> None:
         """Wait for a pause in client writes, at most WRITE_YIELD_MAX_S.
