@@ -32,7 +32,6 @@ __all__ = [
     "in_context",
     "neighbours",
     "ordered",
-    "rescore",
 ]
 
 # How many places each side of a record count as its context, and the weight of each
@@ -52,25 +51,6 @@ ORDER_T = 3.0
 # How long a verdict stands: sessions change as records arrive; a verdict drawn on a small
 # sample is taken again sooner.
 ORDER_TTL_S, ORDER_TTL_SMALL_S = 600.0, 30.0
-
-
-def rescore(
-    reader: Reader,
-    scores: dict[int, float],
-    *,
-    limit: int,
-    window: int = CONTEXT_WINDOW,
-    weight: float = CONTEXT_WEIGHT,
-) -> dict[int, float]:
-    """``scores`` (fused, by rowid) with the best candidates scored in their session context.
-
-    Neighbours come from the session, not from a channel: the caller must check the ones
-    that were not in ``scores`` against its visibility clause.
-    """
-    if window <= 0 or not scores:
-        return scores
-    best = sorted(scores, key=lambda rowid: -scores[rowid])[: max(limit, CONTEXT_CANDIDATES)]
-    return in_context(scores, neighbours(reader, best, window), weight)
 
 
 def neighbours(

@@ -1,0 +1,183 @@
+"""The second stage of hybrid retrieval: a learned linear ranking over what the first stage
+already knows of each candidate.
+
+Fusion with fixed weights follows whichever channel is strong on the data it was tuned on.
+This stage weighs the evidence per query instead: each candidate of the first stage (the
+fused best and, where sessions are ordered, their session neighbours) is described by a few
+numbers -- its place in each channel, the share of the query's words it holds alone and
+together with its neighbours, its neighbours' channel scores, how confident each channel is
+for this query and how much they agree -- and ranked by a weighted sum of them
+(:data:`WEIGHTS`). The weights were fitted by pairwise logistic regression (a relevant
+record against every other candidate of its query) on LoCoMo and chosen by
+leave-one-conversation-out (``scripts/retrieval_lab.py train``); nothing is downloaded.
+
+Words are matched as the lexical channel matches them (``RetrievalReads.matching``: FTS5's
+porter tokens on SQLite, the same lexemes on PostgreSQL), so coverage and bm25 agree on what
+matched, and both engines compute the same features. A word weighs by its rarity among the
+candidates (a name in every candidate says little about which one is meant).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+
+__all__ = ["FEATURES", "MAX_TERMS", "WEIGHTS", "features", "query_names", "rank"]
+
+# Query words matched against the candidates, at most (one indexed statement each).
+MAX_TERMS = 12
+# Cosines below the first bound are noise for sentence embedders; above the second, close.
+_COSINE_NOISE, _COSINE_SPAN = 0.2, 0.4
+
+FEATURES = (
+    "lexical",  # min-max normalised bm25 in the lexical channel (0: not found by it)
+    "semantic",  # min-max normalised cosine in the semantic channel (0: not found by it)
+    "cosine",  # calibrated cosine, 0..1 (0: below noise, or not found)
+    "coverage",  # weighted share of the query's words the record holds
+    "context_coverage",  # what its session neighbours add to that share
+    "context_lexical",  # mean lexical score of its neighbours
+    "context_semantic",  # mean semantic score of its neighbours
+    "fused",  # the first stage's fused score
+    "in_context",  # the first stage's score in session context
+    "lexical_rank",  # 1 / (1 + rank) in the lexical channel (0: not found)
+    "semantic_rank",  # 1 / (1 + rank) in the semantic channel (0: not found)
+    "best_neighbour",  # the best lexical score among its neighbours
+    # How sure each channel is of this query: the share of the query's words its top hit
+    # holds (lexical), its top hit's calibrated cosine (semantic). A constant per query says
+    # nothing of the order; times a candidate's channel score, it weighs that channel.
+    "lexical_x_confidence",  # lexical * the lexical channel's confidence
+    "semantic_x_confidence",  # semantic * the semantic channel's confidence
+    "coverage_x_confidence",  # coverage * the lexical channel's confidence
+    "content_coverage",  # coverage with its neighbours over the words that are not names
+)
+
+# Fitted weights, in the order of FEATURES (scripts/retrieval_lab.py train prints them).
+WEIGHTS: tuple[float, ...] = (
+    -1.1689,
+    3.0781,
+    0.8127,
+    11.0257,
+    2.8677,
+    -1.7614,
+    1.2978,
+    0.1052,
+    7.1776,
+    0.6208,
+    -0.0638,
+    0.3679,
+    -3.1901,
+    -2.6965,
+    -2.7311,
+    1.3200,
+)
+
+_NAME = re.compile(r"\b[A-Z][a-z]+")
+
+
+def query_names(query: str) -> frozenset[str]:
+    """The capitalised words of a query but its first, lower-cased: names, mostly."""
+    return frozenset(m.group(0).lower() for m in _NAME.finditer(query[1:]))
+
+
+def _minmax(chan: Sequence[tuple[int, float]], depth: int) -> dict[int, float]:
+    """A channel's scores in 0..1 between its floor and top, as fusion scales them."""
+    if not chan:
+        return {}
+    hi = max(s for _, s in chan)
+    lo = min(s for _, s in chan) if len(chan) >= depth else min(0.0, *(s for _, s in chan))
+    span = hi - lo
+    return {r: (s - lo) / span if span > 0 else 1.0 for r, s in chan}
+
+
+def _calibrated(cosine: float) -> float:
+    return min(1.0, max(0.0, (cosine - _COSINE_NOISE) / _COSINE_SPAN))
+
+
+def features(
+    pool: Sequence[int],
+    *,
+    terms: Sequence[str],
+    names: frozenset[str],
+    lexical: Sequence[tuple[int, float]],
+    semantic: Sequence[tuple[int, float]],
+    fused: Mapping[int, float],
+    in_context: Mapping[int, float],
+    near: Mapping[int, Sequence[int]],
+    holding: Callable[[str, Sequence[int]], set[int]],
+    depth: int,
+    rarity: Sequence[float] | None = None,
+) -> list[list[float]]:
+    """One row of :data:`FEATURES` for each record of ``pool``.
+
+    ``near``: each record's session neighbours (none where the order test failed);
+    ``holding(term, rowids)``: those of ``rowids`` that hold ``term`` as the lexical channel
+    matches it.
+    """
+    if not pool:
+        return []
+    lex, sem = _minmax(lexical, depth), _minmax(semantic, depth)
+    lex_rank = {r: i for i, (r, _) in enumerate(lexical)}
+    sem_rank = {r: i for i, (r, _) in enumerate(semantic)}
+    cosine = dict(semantic)
+    words = list(terms)[:MAX_TERMS]
+    holders = [holding(t, pool) for t in words]
+    # A word held by many candidates tells little about which one is meant.
+    weight = (
+        list(rarity[: len(words)])
+        if rarity is not None
+        else [math.log(1.0 + len(pool) / (1.0 + len(h))) for h in holders]
+    )
+    total = sum(weight) or 1.0
+    content = [i for i, t in enumerate(words) if t not in names]
+    content_total = sum(weight[i] for i in content) or 1.0
+
+    def share(rows: Sequence[int], among: Sequence[int] | range) -> float:
+        return sum(weight[i] for i in among if any(r in holders[i] for r in rows))
+
+    every = range(len(words))
+    lex_conf = share([lexical[0][0]], every) / total if lexical else 0.0
+    sem_conf = _calibrated(semantic[0][1]) if semantic else 0.0
+    rows = []
+    for r in pool:
+        around = near.get(r, ())
+        alone = share([r], every) / total
+        lx, sm = lex.get(r, 0.0), sem.get(r, 0.0)
+        rows.append(
+            [
+                lx,
+                sm,
+                _calibrated(cosine[r]) if r in cosine else 0.0,
+                alone,
+                share([r, *around], every) / total - alone,
+                sum(lex.get(n, 0.0) for n in around) / len(around) if around else 0.0,
+                sum(sem.get(n, 0.0) for n in around) / len(around) if around else 0.0,
+                fused.get(r, 0.0),
+                in_context.get(r, 0.0),
+                1.0 / (1 + lex_rank[r]) if r in lex_rank else 0.0,
+                1.0 / (1 + sem_rank[r]) if r in sem_rank else 0.0,
+                max((lex.get(n, 0.0) for n in around), default=0.0),
+                lx * lex_conf,
+                sm * sem_conf,
+                alone * lex_conf,
+                share([r, *around], content) / content_total,
+            ]
+        )
+    return rows
+
+
+def rank(rows: Sequence[Sequence[float]], weights: Sequence[float] = WEIGHTS) -> list[float]:
+    """Each row's score, higher is better: exp of its weighted sum less the best one's, so
+    the best scores 1 and the order is the weighted sums' (no saturation, no ties added)."""
+    sums = [sum(w * x for w, x in zip(weights, row, strict=True)) for row in rows]
+    top = max(sums, default=0.0)
+    return [math.exp(max(-50.0, s - top)) for s in sums]
+
+
+_ALONE, _ADDED = FEATURES.index("coverage"), FEATURES.index("context_coverage")
+
+
+def context_evidence(rows: Sequence[Sequence[float]]) -> list[float]:
+    """Each row's weighted share of the query's words held by the record with its session
+    neighbours, 0..1."""
+    return [min(1.0, row[_ALONE] + row[_ADDED]) for row in rows]
