@@ -274,6 +274,12 @@ class Lab:
         scores = in_context(found, near, CONTEXT_WEIGHT)
         pool = list(scores)
         kept = set(pool)
+        before = {}
+        if self.ordered[q.scope]:
+            for r in pool:
+                key, i = st.place[r]
+                if i > 0 and st.runs[key][i - 1] in kept:
+                    before[r] = st.runs[key][i - 1]
         rows = ranker.features(
             pool,
             terms=terms,
@@ -285,6 +291,8 @@ class Lab:
             near={r: [n for n in near.get(r, ()) if n in kept] for r in pool},
             holding=_holding({r: st.texts[r - 1] for r in pool}),
             depth=CHANNEL_DEPTH,
+            texts={r: st.texts[r - 1] for r in pool},
+            before=before,
         )
         extra = {"terms": terms, "cosine": dict(sem), "scores": scores}
         out = (

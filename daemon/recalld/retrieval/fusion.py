@@ -77,11 +77,12 @@ def retrieve(
         ran.append((semantic, 1.0 - lexical_weight))
     found = fuse(ran)
     near: dict[int, list[int]] = {}
+    previous: dict[int, int] = {}
     if context_window > 0 and found:
         best = sorted(found, key=lambda rowid: -found[rowid])[
             : max(limit, session_context.CONTEXT_CANDIDATES)
         ]
-        near = session_context.neighbours(reader, best, context_window)
+        near = session_context.neighbours(reader, best, context_window, previous=previous)
         scores = session_context.in_context(found, near, context_weight)
     else:
         scores = found
@@ -94,6 +95,7 @@ def retrieve(
     if learned and terms and use_vectors and scores:
         pool = list(scores)
         kept = set(pool)
+        texts = search.texts(pool)
         rows = ranker.features(
             pool,
             terms=terms,
@@ -103,8 +105,11 @@ def retrieve(
             fused=found,
             in_context=scores,
             near={r: [n for n in near.get(r, ()) if n in kept] for r in pool},
-            holding=_holding(search.texts(pool)),
+            holding=_holding(texts),
             depth=CHANNEL_DEPTH,
+            texts=texts,
+            # The record before, when the caller may see it (a hidden one says nothing).
+            before={r: b for r, b in previous.items() if b in kept},
         )
         scores = dict(zip(pool, ranker.rank(rows), strict=True))
         evidence = dict(zip(pool, ranker.context_evidence(rows), strict=True))

@@ -4,17 +4,21 @@ already knows of each candidate.
 Fusion with fixed weights follows whichever channel is strong on the data it was tuned on.
 This stage weighs the evidence per query instead: each candidate of the first stage (the
 fused best and, where sessions are ordered, their session neighbours) is described by a few
-numbers -- its place in each channel, the share of the query's words it holds alone and
-together with its neighbours, its neighbours' channel scores, how confident each channel is
-for this query and how much they agree -- and ranked by a weighted sum of them
-(:data:`WEIGHTS`). The weights were fitted by pairwise logistic regression (a relevant
-record against every other candidate of its query) on LoCoMo and chosen by
-leave-one-conversation-out (``scripts/retrieval_lab.py train``); nothing is downloaded.
+numbers (:data:`FEATURES`) -- its score and rank in each channel, the share of the query's
+words it holds alone and together with its neighbours, its neighbours' channel scores, each
+channel's score times how confident that channel is for this query, whether it asks a
+question or answers one -- and ranked by a weighted sum of them (:data:`WEIGHTS`).
 
-Words are matched as the lexical channel matches them (``RetrievalReads.matching``: FTS5's
-porter tokens on SQLite, the same lexemes on PostgreSQL), so coverage and bm25 agree on what
-matched, and both engines compute the same features. A word weighs by its rarity among the
-candidates (a name in every candidate says little about which one is meant).
+The weights are a pairwise logistic regression (each relevant candidate of a query against
+every other candidate of it, L2 10) fitted on LoCoMo by ``scripts/retrieval_lab.py``, which
+also scores it leave-one-conversation-out (fitted on nine conversations, scored on the
+tenth) and on variants of LoCoMo it was not fitted on; nothing is downloaded.
+
+Words are matched as the lexical channel matches them (:func:`.terms.fts_tokens`: FTS5's
+tokenizer and Porter stemmer, which PostgreSQL's lexemes are made to follow), over the
+candidates' texts, so coverage and bm25 agree on what matched and both engines compute the
+same features. A word weighs by its rarity among the candidates: a name in every candidate
+says little about which one is meant.
 """
 
 from __future__ import annotations
@@ -23,9 +27,17 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["FEATURES", "MAX_TERMS", "WEIGHTS", "features", "query_names", "rank"]
+__all__ = [
+    "FEATURES",
+    "MAX_TERMS",
+    "WEIGHTS",
+    "context_evidence",
+    "features",
+    "query_names",
+    "rank",
+]
 
-# Query words matched against the candidates, at most (one indexed statement each).
+# Query words matched against the candidates, at most.
 MAX_TERMS = 12
 # Cosines below the first bound are noise for sentence embedders; above the second, close.
 _COSINE_NOISE, _COSINE_SPAN = 0.2, 0.4
@@ -50,26 +62,30 @@ FEATURES = (
     "semantic_x_confidence",  # semantic * the semantic channel's confidence
     "coverage_x_confidence",  # coverage * the lexical channel's confidence
     "content_coverage",  # coverage with its neighbours over the words that are not names
+    "question",  # the record asks (ends with a question mark): it seldom holds the answer
+    "answers_question",  # the record right before it in its session asks
 )
 
-# Fitted weights, in the order of FEATURES (scripts/retrieval_lab.py train prints them).
+# Fitted weights, in the order of FEATURES (scripts/retrieval_lab.py prints them).
 WEIGHTS: tuple[float, ...] = (
-    -1.1689,
-    3.0781,
-    0.8127,
-    11.0257,
-    2.8677,
-    -1.7614,
-    1.2978,
-    0.1052,
-    7.1776,
-    0.6208,
-    -0.0638,
-    0.3679,
-    -3.1901,
-    -2.6965,
-    -2.7311,
-    1.3200,
+    -1.0464,
+    2.9646,
+    0.7725,
+    10.4603,
+    2.9261,
+    -1.0993,
+    1.1823,
+    0.1569,
+    7.0935,
+    0.5378,
+    -0.1448,
+    0.0145,
+    -2.7120,
+    -2.6649,
+    -2.6912,
+    1.2155,
+    -1.0426,
+    0.8097,
 )
 
 _NAME = re.compile(r"\b[A-Z][a-z]+")
@@ -106,13 +122,14 @@ def features(
     near: Mapping[int, Sequence[int]],
     holding: Callable[[str, Sequence[int]], set[int]],
     depth: int,
-    rarity: Sequence[float] | None = None,
+    texts: Mapping[int, str],
+    before: Mapping[int, int],
 ) -> list[list[float]]:
     """One row of :data:`FEATURES` for each record of ``pool``.
 
-    ``near``: each record's session neighbours (none where the order test failed);
-    ``holding(term, rowids)``: those of ``rowids`` that hold ``term`` as the lexical channel
-    matches it.
+    ``near``: each record's session neighbours (none where the order test failed), and
+    ``before`` the one right before it; ``holding(term, rowids)``: those of ``rowids`` that
+    hold ``term`` as the lexical channel matches it; ``texts``: the pool's.
     """
     if not pool:
         return []
@@ -123,11 +140,7 @@ def features(
     words = list(terms)[:MAX_TERMS]
     holders = [holding(t, pool) for t in words]
     # A word held by many candidates tells little about which one is meant.
-    weight = (
-        list(rarity[: len(words)])
-        if rarity is not None
-        else [math.log(1.0 + len(pool) / (1.0 + len(h))) for h in holders]
-    )
+    weight = [math.log(1.0 + len(pool) / (1.0 + len(h))) for h in holders]
     total = sum(weight) or 1.0
     content = [i for i, t in enumerate(words) if t not in names]
     content_total = sum(weight[i] for i in content) or 1.0
@@ -138,6 +151,10 @@ def features(
     every = range(len(words))
     lex_conf = share([lexical[0][0]], every) / total if lexical else 0.0
     sem_conf = _calibrated(semantic[0][1]) if semantic else 0.0
+
+    def asks(rowid: int | None) -> float:
+        return 1.0 if rowid is not None and texts.get(rowid, "").rstrip().endswith("?") else 0.0
+
     rows = []
     for r in pool:
         around = near.get(r, ())
@@ -161,6 +178,8 @@ def features(
                 sm * sem_conf,
                 alone * lex_conf,
                 share([r, *around], content) / content_total,
+                asks(r),
+                asks(before.get(r)),
             ]
         )
     return rows

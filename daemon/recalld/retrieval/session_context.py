@@ -54,12 +54,18 @@ ORDER_TTL_S, ORDER_TTL_SMALL_S = 600.0, 30.0
 
 
 def neighbours(
-    reader: Reader, rowids: list[int], window: int, *, test_order: bool = True
+    reader: Reader,
+    rowids: list[int],
+    window: int,
+    *,
+    test_order: bool = True,
+    previous: dict[int, int] | None = None,
 ) -> dict[int, list[int]]:
     """``{rowid: neighbours}``: the records within ``window`` places of it in its session,
     for every record of ``rowids`` and every neighbour of one. A record without a session,
     or in a workspace whose sessions fail the order test (unless ``test_order`` is off),
-    has none.
+    has none. ``previous``, when given, is filled with the record right before each record
+    of the result that has one.
 
     One statement reads ``2 * window`` places each side of each record: that run of the
     session holds the whole window of every record within ``window`` of its centre (where
@@ -76,6 +82,8 @@ def neighbours(
         run = [*reversed(earlier), rowid, *later]
         centre = len(earlier)
         for i in range(max(0, centre - window), min(len(run), centre + window + 1)):
+            if previous is not None and i > 0:
+                previous.setdefault(run[i], run[i - 1])
             if run[i] not in out:
                 out[run[i]] = [
                     run[j]
