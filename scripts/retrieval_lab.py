@@ -308,7 +308,14 @@ class Lab:
         rel = set(self.st.data.queries[qi].relevant_ids)
         return np.array([self.st.data.memories[r - 1].id in rel for r in pool], dtype=np.float64)
 
-    def ranked(self, qi: int, weights: np.ndarray | None, *, evidence: bool = True) -> list[int]:
+    def ranked(
+        self,
+        qi: int,
+        weights: np.ndarray | None,
+        *,
+        evidence: bool = True,
+        in_context: bool = True,
+    ) -> list[int]:
         """The top 10 memory_search returns: the learned ranking (None: the first stage's
         scores), cut at the reader's depth, then times the evidence factor."""
         from recalld.retrieval import ranker
@@ -322,7 +329,8 @@ class Lab:
             score = dict(extra["scores"])
         else:
             score = dict(zip(pool, ranker.rank(X.tolist(), weights.tolist()), strict=True))
-            context = dict(zip(pool, ranker.context_evidence(X.tolist()), strict=True))
+            if in_context:
+                context = dict(zip(pool, ranker.context_evidence(X.tolist()), strict=True))
         top = sorted(score, key=lambda r: (-score[r], r))[:30]
         if not evidence:
             return top[:10]

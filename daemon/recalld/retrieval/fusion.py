@@ -131,10 +131,25 @@ def retrieve(
     return out
 
 
+# Text -> its FTS5 tokens: the same turns come back query after query. Shared by the search
+# workers' threads; an entry is added whole, and a lost race only tokenizes twice.
+_token_cache: dict[str, frozenset[str]] = {}
+TOKEN_CACHE_SIZE = 20_000
+
+
+def _tokens(text: str) -> frozenset[str]:
+    hit = _token_cache.get(text)
+    if hit is None:
+        if len(_token_cache) >= TOKEN_CACHE_SIZE:
+            _token_cache.clear()
+        hit = _token_cache[text] = frozenset(fts_tokens(text))
+    return hit
+
+
 def _holding(texts: dict[int, str]) -> Callable[[str, Sequence[int]], set[int]]:
     """Which records hold a query word, as FTS5 tokenizes and stems it (:func:`fts_tokens`;
     PostgreSQL's lexemes are made to match FTS5's): a word of several tokens, all of them."""
-    tokens = {rowid: frozenset(fts_tokens(text)) for rowid, text in texts.items()}
+    tokens = {rowid: _tokens(text) for rowid, text in texts.items()}
 
     def holding(term: str, rowids: Sequence[int]) -> set[int]:
         want = fts_tokens(term)

@@ -142,14 +142,25 @@ def features(
     # A word held by many candidates tells little about which one is meant.
     weight = [math.log(1.0 + len(pool) / (1.0 + len(h))) for h in holders]
     total = sum(weight) or 1.0
-    content = [i for i, t in enumerate(words) if t not in names]
-    content_total = sum(weight[i] for i in content) or 1.0
+    names_mask = sum(1 << i for i, t in enumerate(words) if t in names)
+    # Which words each record holds, as a bit mask; a mask's weight once per distinct mask.
+    held = {r: sum(1 << i for i, h in enumerate(holders) if r in h) for r in pool}
+    weights: dict[int, float] = {}
 
-    def share(rows: Sequence[int], among: Sequence[int] | range) -> float:
-        return sum(weight[i] for i in among if any(r in holders[i] for r in rows))
+    def weigh(mask: int) -> float:
+        if mask not in weights:
+            weights[mask] = sum(w for i, w in enumerate(weight) if mask >> i & 1)
+        return weights[mask]
 
-    every = range(len(words))
-    lex_conf = share([lexical[0][0]], every) / total if lexical else 0.0
+    content_total = weigh(((1 << len(words)) - 1) & ~names_mask) or 1.0
+
+    def holds(rows: Sequence[int]) -> int:
+        mask = 0
+        for r in rows:
+            mask |= held.get(r, 0)
+        return mask
+
+    lex_conf = weigh(holds([lexical[0][0]])) / total if lexical else 0.0
     sem_conf = _calibrated(semantic[0][1]) if semantic else 0.0
 
     def asks(rowid: int | None) -> float:
@@ -158,7 +169,8 @@ def features(
     rows = []
     for r in pool:
         around = near.get(r, ())
-        alone = share([r], every) / total
+        alone = weigh(held[r]) / total
+        with_context = holds([r, *around])
         lx, sm = lex.get(r, 0.0), sem.get(r, 0.0)
         rows.append(
             [
@@ -166,7 +178,7 @@ def features(
                 sm,
                 _calibrated(cosine[r]) if r in cosine else 0.0,
                 alone,
-                share([r, *around], every) / total - alone,
+                weigh(with_context) / total - alone,
                 sum(lex.get(n, 0.0) for n in around) / len(around) if around else 0.0,
                 sum(sem.get(n, 0.0) for n in around) / len(around) if around else 0.0,
                 fused.get(r, 0.0),
@@ -177,7 +189,7 @@ def features(
                 lx * lex_conf,
                 sm * sem_conf,
                 alone * lex_conf,
-                share([r, *around], content) / content_total,
+                weigh(with_context & ~names_mask) / content_total,
                 asks(r),
                 asks(before.get(r)),
             ]
