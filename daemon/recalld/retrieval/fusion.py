@@ -14,7 +14,7 @@ import numpy as np
 
 from ..store.port import Filter, Reader
 from . import ranker, session_context
-from .terms import fts_tokens
+from .terms import fts_tokens, fts_words, porter
 
 __all__ = ["CHANNEL_DEPTH", "LEXICAL_WEIGHT", "RRF_K", "Candidate", "fuse", "retrieve"]
 
@@ -131,29 +131,30 @@ def retrieve(
     return out
 
 
-# Text -> its FTS5 tokens: the same turns come back query after query. Shared by the search
-# workers' threads; an entry is added whole, and a lost race only tokenizes twice.
-_token_cache: dict[str, frozenset[str]] = {}
-TOKEN_CACHE_SIZE = 20_000
-
-
-def _tokens(text: str) -> frozenset[str]:
-    hit = _token_cache.get(text)
-    if hit is None:
-        if len(_token_cache) >= TOKEN_CACHE_SIZE:
-            _token_cache.clear()
-        hit = _token_cache[text] = frozenset(fts_tokens(text))
-    return hit
-
-
 def _holding(texts: dict[int, str]) -> Callable[[str, Sequence[int]], set[int]]:
     """Which records hold a query word, as FTS5 tokenizes and stems it (:func:`fts_tokens`;
-    PostgreSQL's lexemes are made to match FTS5's): a word of several tokens, all of them."""
-    tokens = {rowid: _tokens(text) for rowid, text in texts.items()}
+    PostgreSQL's lexemes are made to match FTS5's): a word of several tokens, all of them.
+
+    Only a text's words that could stem to a query word's stem are stemmed: Porter's stemmer
+    never changes a word's first letter, nor makes a stem longer than its word.
+    """
+    words = {rowid: fts_words(text) for rowid, text in texts.items()}
+    stems: dict[int, set[str]] = {}
 
     def holding(term: str, rowids: Sequence[int]) -> set[int]:
         want = fts_tokens(term)
-        return {r for r in rowids if want and all(t in tokens.get(r, ()) for t in want)}
+        if not want:
+            return set()
+        for stem in want:
+            for rowid in rowids:
+                have = stems.setdefault(rowid, set())
+                if stem not in have:
+                    have.update(
+                        porter(w)
+                        for w in words.get(rowid, ())
+                        if w[0] == stem[0] and len(w) >= len(stem)
+                    )
+        return {r for r in rowids if all(t in stems.get(r, ()) for t in want)}
 
     return holding
 

@@ -7,7 +7,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["fts_tokens", "make_snippet", "porter", "query_terms"]
+__all__ = ["fts_tokens", "fts_words", "make_snippet", "porter", "query_terms"]
 
 _STOP = frozenset(
     """a about above after again against all am an and any are as at be because been before
@@ -47,13 +47,21 @@ def make_snippet(text: str, terms: Sequence[str], width: int = 200) -> str:
 _FTS_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-def fts_tokens(text: str) -> list[str]:
-    """The tokens FTS5's ``porter unicode61 remove_diacritics 2`` indexes ``text`` as: runs of
-    letters and digits, lower-cased, diacritics removed, each stemmed by :func:`porter`."""
-    folded = unicodedata.normalize("NFKD", text.lower())
+def fts_words(text: str) -> list[str]:
+    """The words FTS5's ``unicode61 remove_diacritics 2`` splits ``text`` into, before
+    stemming: runs of letters and digits, lower-cased, diacritics removed."""
+    folded = text.lower()
     if not folded.isascii():
-        folded = "".join(c for c in folded if not unicodedata.combining(c))
-    return [porter(t) for t in _FTS_TOKEN.findall(folded)]
+        folded = "".join(
+            c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c)
+        )
+    return _FTS_TOKEN.findall(folded)
+
+
+def fts_tokens(text: str) -> list[str]:
+    """The tokens FTS5's ``porter unicode61 remove_diacritics 2`` indexes ``text`` as: its
+    :func:`fts_words`, each stemmed by :func:`porter`."""
+    return [porter(w) for w in fts_words(text)]
 
 
 @functools.lru_cache(maxsize=65_536)
