@@ -328,7 +328,8 @@ class Lab:
         if weights is None:
             score = dict(extra["scores"])
         else:
-            score = dict(zip(pool, ranker.rank(X.tolist(), weights.tolist()), strict=True))
+            learned = dict(zip(pool, ranker.rank(X.tolist(), weights.tolist()), strict=True))
+            score = ranker.on_scale(learned, extra["scores"])
             if in_context:
                 context = dict(zip(pool, ranker.context_evidence(X.tolist()), strict=True))
         top = sorted(score, key=lambda r: (-score[r], r))[:30]

@@ -1,4 +1,5 @@
-"""Retrieval: the lexical and semantic channels, fused, then scored in session context.
+"""Retrieval: the lexical and semantic channels, fused, then scored in session context, and
+for memory_search ranked again by the learned second stage (:mod:`.ranker`).
 
 Every reader (memory, work and experience search) passes its own reader contract as a
 :class:`~recalld.store.port.Filter`; both channels and the session context apply it alike, so
@@ -35,7 +36,7 @@ class Candidate:
     """One record found by retrieval, with what each channel said of it."""
 
     rowid: int
-    score: float  # fused, in 0..1; higher is better
+    score: float  # in 0..1 (fused, or the learned ranking's); higher is better
     lexical_rank: int | None = None  # 0-based rank in the lexical channel
     semantic_rank: int | None = None  # 0-based rank in the cosine channel
     cosine: float | None = None
@@ -111,7 +112,7 @@ def retrieve(
             # The record before, when the caller may see it (a hidden one says nothing).
             before={r: b for r, b in previous.items() if b in kept},
         )
-        scores = dict(zip(pool, ranker.rank(rows), strict=True))
+        scores = ranker.on_scale(dict(zip(pool, ranker.rank(rows), strict=True)), scores)
         evidence = dict(zip(pool, ranker.context_evidence(rows), strict=True))
     lexical_rank = {rowid: i for i, (rowid, _) in enumerate(lexical)}
     semantic_rank = {rowid: (i, cos) for i, (rowid, cos) in enumerate(semantic)}

@@ -7,7 +7,8 @@ fused best and, where sessions are ordered, their session neighbours) is describ
 numbers (:data:`FEATURES`) -- its score and rank in each channel, the share of the query's
 words it holds alone and together with its neighbours, its neighbours' channel scores, each
 channel's score times how confident that channel is for this query, whether it asks a
-question or answers one -- and ranked by a weighted sum of them (:data:`WEIGHTS`).
+question or answers one -- and ranked by a weighted sum of them (:data:`WEIGHTS`), keeping
+the first stage's scores (:func:`on_scale`).
 
 The weights are a pairwise logistic regression (each relevant candidate of a query against
 every other candidate of it, L2 10) fitted on LoCoMo by ``scripts/retrieval_lab.py``, which
@@ -33,6 +34,7 @@ __all__ = [
     "WEIGHTS",
     "context_evidence",
     "features",
+    "on_scale",
     "query_names",
     "rank",
 ]
@@ -203,6 +205,19 @@ def rank(rows: Sequence[Sequence[float]], weights: Sequence[float] = WEIGHTS) ->
     sums = [sum(w * x for w, x in zip(weights, row, strict=True)) for row in rows]
     top = max(sums, default=0.0)
     return [math.exp(max(-50.0, s - top)) for s in sums]
+
+
+def on_scale(learned: Mapping[int, float], first: Mapping[int, float]) -> dict[int, float]:
+    """The learned order on the first stage's scale: the record ranked k-th by ``learned``
+    gets the k-th best of the ``first`` stage's scores.
+
+    The weighted sums are far apart (exp of their differences would put every candidate
+    but the best near 0); the first stage's scores say how far apart candidates of a query
+    usually are, which memory_search's floor and its other factors are calibrated on.
+    """
+    order = sorted(learned, key=lambda r: (-learned[r], r))
+    values = sorted((first[r] for r in order), reverse=True)
+    return dict(zip(order, values, strict=True))
 
 
 _ALONE, _ADDED = FEATURES.index("coverage"), FEATURES.index("context_coverage")
