@@ -13,7 +13,7 @@ from recall_client import protocol as p
 from recalld.domain.policy import Assessment
 from recalld.domain.principal import Principal
 from recalld.pipeline.model import HashEmbedder
-from recalld.retrieval import fusion, session_context, terms
+from recalld.retrieval import fusion, ranker, session_context, terms
 from recalld.store.port import Filter, WriteTx
 from recalld.store.sqlite import SqliteStore
 from recalld.store.sqlite.retrieval import LexicalPlan, fts_query, lexical_plan
@@ -325,3 +325,84 @@ def test_lexical_plan_scores_only_recent_records_when_every_term_is_common(
         reader, ["deploy", "script"], None, visible("/w"), limit=100, context_window=0
     )
     assert len(found) == 61  # the default budget holds them all
+
+
+def test_fts_tokens_stem_words_as_fts5s_porter_tokenizer_indexes_them(tmp_path: Path) -> None:
+    words = (
+        "caresses ponies ties caress cats feed agreed plastered bled motoring sing conflated"
+        " troubled sized hopping tanned falling hissing fizzed failing filing happy sky"
+        " relational conditional rational valenci hesitanci digitizer conformabli radicalli"
+        " differentli vileli analogousli vietnamization predication operator feudalism"
+        " decisiveness hopefulness callousness formaliti sensitiviti sensibiliti triplicate"
+        " formative formalize electriciti electrical hopeful goodness revival allowance"
+        " inference airliner gyroscopic adjustable defensible irritant replacement adjustment"
+        " dependent adoption homologou communism activate angulariti homologous effective"
+        " bowdlerize probate rate cease controll roll geology horribly us is a Café naïve"
+        " don't e-mail LGBTQ 2023 x_y"
+    )
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    db.execute(
+        "CREATE VIRTUAL TABLE t USING fts5(text, tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    db.execute("INSERT INTO t VALUES (?)", (words,))
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')")
+    indexed = {row[0] for row in db.execute("SELECT term FROM v")}
+    assert set(terms.fts_tokens(words)) == indexed
+    assert terms.fts_tokens("Adopting the puppies") == ["adopt", "the", "puppi"]
+
+
+def test_the_learned_ranking_scores_in_zero_to_one_best_first_by_its_weighted_sum() -> None:
+    rows = [[0.0] * len(ranker.FEATURES) for _ in range(3)]
+    rows[1][ranker.FEATURES.index("coverage")] = 1.0
+    rows[2][ranker.FEATURES.index("coverage")] = 0.5
+    scores = ranker.rank(rows)
+    assert scores[1] == 1.0 and scores[0] < scores[2] < scores[1]
+    # The learned order, with the first stage's scores: how far apart they usually are.
+    assert ranker.on_scale({1: 1.0, 2: 0.2, 3: 0.5}, {1: 0.1, 2: 0.9, 3: 0.4}) == {
+        1: 0.9,
+        3: 0.4,
+        2: 0.1,
+    }
+    assert ranker.query_names("When did Caroline meet Mel in Paris?") == {
+        "caroline",
+        "mel",
+        "paris",
+    }
+
+
+def test_learned_ranking_finds_a_turn_by_its_context_and_forgotten_text_never_counts(
+    dialogue: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(session_context, "ordered", lambda conn, workspace, kind: True)
+    reader, store, s1 = dialogue["reader"], dialogue["store"], dialogue["s1"]
+    rows = reader.records.unembedded(0, 100)
+    embedder = HashEmbedder()
+    store.open_vectors(embedder.name, embedder.dim)
+    store.vectors_added(
+        np.array([r for r, _ in rows], dtype=np.int64), embedder.encode([t for _, t in rows])
+    )
+    query = "beagle shelter lake"
+    words, qvec = terms.query_terms(query), embedder.encode([query])[0]
+
+    def ranked() -> dict[int, fusion.Candidate]:
+        found = fusion.retrieve(
+            reader, words, qvec, visible("/home"), limit=10, query=query, learned=True
+        )
+        # The learned order, on the first stage's scale.
+        scores = [c.score for c in found]
+        assert all(0.0 <= x <= 1.0 for x in scores) and scores == sorted(scores, reverse=True)
+        return {c.rowid: c for c in found}
+
+    by_id = ranked()
+    # "Where did you find him?" holds no word of the query; its neighbours hold them all.
+    assert by_id[s1[1]].context_evidence == pytest.approx(1.0)
+    assert dialogue["other"] not in by_id
+    [turn_id] = [r.id for r in reader.memories.by_rowid([s1[2]]).values()]
+    write(store, lambda tx, now: tx.records.forget(turn_id, now))
+    by_id = ranked()
+    # The forgotten turn's words ("shelter", "lake") no longer count for its neighbours.
+    assert s1[2] not in by_id
+    evidence = by_id[s1[1]].context_evidence
+    assert evidence is not None and evidence < 0.5

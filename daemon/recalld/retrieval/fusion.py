@@ -1,4 +1,5 @@
-"""Retrieval: the lexical and semantic channels, fused, then scored in session context.
+"""Retrieval: the lexical and semantic channels, fused, then scored in session context, and
+for memory_search ranked again by the learned second stage (:mod:`.ranker`).
 
 Every reader (memory, work and experience search) passes its own reader contract as a
 :class:`~recalld.store.port.Filter`; both channels and the session context apply it alike, so
@@ -7,13 +8,14 @@ no channel can see more than another and context never surfaces a record it hide
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..store.port import Filter, Reader
-from . import session_context
+from . import ranker, session_context
+from .terms import fts_tokens, fts_words, porter
 
 __all__ = ["CHANNEL_DEPTH", "LEXICAL_WEIGHT", "RRF_K", "Candidate", "fuse", "retrieve"]
 
@@ -34,10 +36,13 @@ class Candidate:
     """One record found by retrieval, with what each channel said of it."""
 
     rowid: int
-    score: float  # fused, in 0..1; higher is better
+    score: float  # in 0..1 (fused, or the learned ranking's); higher is better
     lexical_rank: int | None = None  # 0-based rank in the lexical channel
     semantic_rank: int | None = None  # 0-based rank in the cosine channel
     cosine: float | None = None
+    # Learned ranking only: the weighted share of the query's words the record holds with
+    # its session neighbours (what a turn that means little alone is found by), 0..1.
+    context_evidence: float | None = None
 
 
 def retrieve(
@@ -47,13 +52,19 @@ def retrieve(
     where: Filter,
     *,
     limit: int,
+    query: str = "",
     lexical_weight: float = LEXICAL_WEIGHT,
     context_window: int = session_context.CONTEXT_WINDOW,
     context_weight: float = session_context.CONTEXT_WEIGHT,
+    learned: bool = False,
 ) -> list[Candidate]:
     """Candidates for a query, best first: the lexical and (when ``qvec`` is given and the
     store has vectors) the semantic channel under ``where``, fused (see :func:`fuse`), then
-    scored in the context of each record's session (``context_window=0`` turns it off)."""
+    scored in the context of each record's session (``context_window=0`` turns it off).
+
+    With ``learned`` (memory_search), when both channels ran, that first stage is ranked
+    again by the learned ranking (:mod:`.ranker`); ``query`` (its text) tells it the names.
+    """
     search = reader.search
     lexical = search.lexical(terms, where, CHANNEL_DEPTH) if terms else []
     use_vectors = qvec is not None and search.has_vectors()
@@ -66,14 +77,43 @@ def retrieve(
     if use_vectors:
         ran.append((semantic, 1.0 - lexical_weight))
     found = fuse(ran)
-    scores = session_context.rescore(
-        reader, found, limit=limit, window=context_window, weight=context_weight
-    )
+    near: dict[int, list[int]] = {}
+    previous: dict[int, int] = {}
+    if context_window > 0 and found:
+        best = sorted(found, key=lambda rowid: -found[rowid])[
+            : max(limit, session_context.CONTEXT_CANDIDATES)
+        ]
+        near = session_context.neighbours(reader, best, context_window, previous=previous)
+        scores = session_context.in_context(found, near, context_weight)
+    else:
+        scores = found
     # Neighbours came from the session, not from a channel: keep only those the caller's
     # contract allows, like every other candidate.
     if added := [rowid for rowid in scores if rowid not in found]:
         allowed = search.visible(added, where)
         scores = {rowid: s for rowid, s in scores.items() if rowid in found or rowid in allowed}
+    evidence: dict[int, float] = {}
+    if learned and terms and use_vectors and scores:
+        pool = list(scores)
+        kept = set(pool)
+        texts = search.texts(pool)
+        rows = ranker.features(
+            pool,
+            terms=terms,
+            names=ranker.query_names(query),
+            lexical=lexical,
+            semantic=semantic,
+            fused=found,
+            in_context=scores,
+            near={r: [n for n in near.get(r, ()) if n in kept] for r in pool},
+            holding=_holding(texts),
+            depth=CHANNEL_DEPTH,
+            texts=texts,
+            # The record before, when the caller may see it (a hidden one says nothing).
+            before={r: b for r, b in previous.items() if b in kept},
+        )
+        scores = ranker.on_scale(dict(zip(pool, ranker.rank(rows), strict=True)), scores)
+        evidence = dict(zip(pool, ranker.context_evidence(rows), strict=True))
     lexical_rank = {rowid: i for i, (rowid, _) in enumerate(lexical)}
     semantic_rank = {rowid: (i, cos) for i, (rowid, cos) in enumerate(semantic)}
     out = []
@@ -86,9 +126,38 @@ def retrieve(
                 lexical_rank=lexical_rank.get(rowid),
                 semantic_rank=sem[0] if sem else None,
                 cosine=sem[1] if sem else None,
+                context_evidence=evidence.get(rowid),
             )
         )
     return out
+
+
+def _holding(texts: dict[int, str]) -> Callable[[str, Sequence[int]], set[int]]:
+    """Which records hold a query word, as FTS5 tokenizes and stems it (:func:`fts_tokens`;
+    PostgreSQL's lexemes are made to match FTS5's): a word of several tokens, all of them.
+
+    Only a text's words that could stem to a query word's stem are stemmed: Porter's stemmer
+    never changes a word's first letter, nor makes a stem longer than its word.
+    """
+    words = {rowid: fts_words(text) for rowid, text in texts.items()}
+    stems: dict[int, set[str]] = {}
+
+    def holding(term: str, rowids: Sequence[int]) -> set[int]:
+        want = fts_tokens(term)
+        if not want:
+            return set()
+        for stem in want:
+            for rowid in rowids:
+                have = stems.setdefault(rowid, set())
+                if stem not in have:
+                    have.update(
+                        porter(w)
+                        for w in words.get(rowid, ())
+                        if w[0] == stem[0] and len(w) >= len(stem)
+                    )
+        return {r for r in rowids if all(t in stems.get(r, ()) for t in want)}
+
+    return holding
 
 
 def fuse(

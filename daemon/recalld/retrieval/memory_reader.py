@@ -447,7 +447,15 @@ class MemoryReader:
         if mode == "hybrid" and not semantic:
             trace["notes"].append("semantic channel unavailable (model not loaded): lexical only")
         trace["semantic_used"] = semantic
-        cands = retrieve(reader, lexical_terms, qvec if semantic else None, visible, limit=depth)
+        cands = retrieve(
+            reader,
+            lexical_terms,
+            qvec if semantic else None,
+            visible,
+            limit=depth,
+            query=req.query,
+            learned=True,
+        )
         trace["candidates"] = len(cands)
         rows = reader.memories.by_rowid([c.rowid for c in cands])
         outcomes = use_outcomes(reader, rows.values(), now)
@@ -473,7 +481,8 @@ class MemoryReader:
                     coverage=coverage,
                     match_terms=matched,
                     cosine_evidence=cos_ev,
-                    relevance=max(coverage, cos_ev),
+                    # A turn found by its session's words has its evidence there.
+                    relevance=max(coverage, cos_ev, c.context_evidence or 0.0),
                     outcomes=outcomes[c.rowid],
                 )
             )

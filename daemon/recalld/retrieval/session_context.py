@@ -32,7 +32,6 @@ __all__ = [
     "in_context",
     "neighbours",
     "ordered",
-    "rescore",
 ]
 
 # How many places each side of a record count as its context, and the weight of each
@@ -54,32 +53,19 @@ ORDER_T = 3.0
 ORDER_TTL_S, ORDER_TTL_SMALL_S = 600.0, 30.0
 
 
-def rescore(
-    reader: Reader,
-    scores: dict[int, float],
-    *,
-    limit: int,
-    window: int = CONTEXT_WINDOW,
-    weight: float = CONTEXT_WEIGHT,
-) -> dict[int, float]:
-    """``scores`` (fused, by rowid) with the best candidates scored in their session context.
-
-    Neighbours come from the session, not from a channel: the caller must check the ones
-    that were not in ``scores`` against its visibility clause.
-    """
-    if window <= 0 or not scores:
-        return scores
-    best = sorted(scores, key=lambda rowid: -scores[rowid])[: max(limit, CONTEXT_CANDIDATES)]
-    return in_context(scores, neighbours(reader, best, window), weight)
-
-
 def neighbours(
-    reader: Reader, rowids: list[int], window: int, *, test_order: bool = True
+    reader: Reader,
+    rowids: list[int],
+    window: int,
+    *,
+    test_order: bool = True,
+    previous: dict[int, int] | None = None,
 ) -> dict[int, list[int]]:
     """``{rowid: neighbours}``: the records within ``window`` places of it in its session,
     for every record of ``rowids`` and every neighbour of one. A record without a session,
     or in a workspace whose sessions fail the order test (unless ``test_order`` is off),
-    has none.
+    has none. ``previous``, when given, is filled with the record right before each record
+    of the result that has one.
 
     One statement reads ``2 * window`` places each side of each record: that run of the
     session holds the whole window of every record within ``window`` of its centre (where
@@ -96,6 +82,8 @@ def neighbours(
         run = [*reversed(earlier), rowid, *later]
         centre = len(earlier)
         for i in range(max(0, centre - window), min(len(run), centre + window + 1)):
+            if previous is not None and i > 0:
+                previous.setdefault(run[i], run[i - 1])
             if run[i] not in out:
                 out[run[i]] = [
                     run[j]

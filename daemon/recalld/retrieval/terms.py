@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import re
+import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["make_snippet", "query_terms"]
+__all__ = ["fts_tokens", "fts_words", "make_snippet", "porter", "query_terms"]
 
 _STOP = frozenset(
     """a about above after again against all am an and any are as at be because been before
@@ -37,3 +39,187 @@ def make_snippet(text: str, terms: Sequence[str], width: int = 200) -> str:
     start = max(0, min(centre - width // 3, len(text) - width))
     end = start + width
     return ("…" if start else "") + text[start:end].strip() + ("…" if end < len(text) else "")
+
+
+# --------------------------------------------------------------------------- FTS5's tokens
+
+# unicode61's token characters: letters and digits (an underscore separates, as punctuation).
+_FTS_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def fts_words(text: str) -> list[str]:
+    """The words FTS5's ``unicode61 remove_diacritics 2`` splits ``text`` into, before
+    stemming: runs of letters and digits, lower-cased, diacritics removed."""
+    folded = text.lower()
+    if not folded.isascii():
+        folded = "".join(
+            c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c)
+        )
+    return _FTS_TOKEN.findall(folded)
+
+
+def fts_tokens(text: str) -> list[str]:
+    """The tokens FTS5's ``porter unicode61 remove_diacritics 2`` indexes ``text`` as: its
+    :func:`fts_words`, each stemmed by :func:`porter`."""
+    return [porter(w) for w in fts_words(text)]
+
+
+@functools.lru_cache(maxsize=65_536)
+def porter(word: str) -> str:
+    """Porter's stemmer as FTS5 runs it (``fts5_porter.c``): words under 3 or over 64
+    characters unchanged, ``-bli`` to ``-ble`` and ``-logi`` to ``-log`` in step 2."""
+    if len(word) < 3 or len(word) > 64:
+        return word
+    w = _step1ab(word)
+    if w.endswith("y") and _has_vowel(w[:-1]):  # step 1c
+        w = w[:-1] + "i"
+    w = _replace(w, _STEP2, 0)
+    w = _replace(w, _STEP3, 0)
+    w = _step4(w)
+    # step 5a, 5b
+    if w.endswith("e"):
+        m = _measure(w[:-1])
+        if m > 1 or (m == 1 and not _cvc(w[:-1])):
+            w = w[:-1]
+    if w.endswith("ll") and _measure(w[:-1]) > 1:
+        w = w[:-1]
+    return w
+
+
+def _consonant(w: str, i: int) -> bool:
+    c = w[i]
+    if c in "aeiou":
+        return False
+    if c == "y":
+        return i == 0 or not _consonant(w, i - 1)
+    return True
+
+
+def _measure(stem: str) -> int:
+    """m in [C](VC){m}[V]."""
+    m, prev_vowel = 0, False
+    for i in range(len(stem)):
+        vowel = not _consonant(stem, i)
+        if prev_vowel and not vowel:
+            m += 1
+        prev_vowel = vowel
+    return m
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(not _consonant(stem, i) for i in range(len(stem)))
+
+
+def _double_consonant(w: str) -> bool:
+    return len(w) >= 2 and w[-1] == w[-2] and _consonant(w, len(w) - 1)
+
+
+def _cvc(w: str) -> bool:
+    n = len(w)
+    return (
+        n >= 3
+        and _consonant(w, n - 3)
+        and not _consonant(w, n - 2)
+        and _consonant(w, n - 1)
+        and w[-1] not in "wxy"
+    )
+
+
+def _step1ab(w: str) -> str:
+    if w.endswith("sses") or w.endswith("ies"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith("ss"):
+        w = w[:-1]
+    if w.endswith("eed"):
+        return w[:-1] if _measure(w[:-3]) > 0 else w
+    for suffix in ("ed", "ing"):
+        if w.endswith(suffix) and _has_vowel(w[: -len(suffix)]):
+            w = w[: -len(suffix)]
+            if w.endswith(("at", "bl", "iz")):
+                return w + "e"
+            if _double_consonant(w) and w[-1] not in "lsz":
+                return w[:-1]
+            if _measure(w) == 1 and _cvc(w):
+                return w + "e"
+            return w
+    return w
+
+
+_STEP2 = (
+    ("ational", "ate"),
+    ("tional", "tion"),
+    ("enci", "ence"),
+    ("anci", "ance"),
+    ("izer", "ize"),
+    ("logi", "log"),
+    ("bli", "ble"),
+    ("alli", "al"),
+    ("entli", "ent"),
+    ("eli", "e"),
+    ("ousli", "ous"),
+    ("ization", "ize"),
+    ("ation", "ate"),
+    ("ator", "ate"),
+    ("alism", "al"),
+    ("iveness", "ive"),
+    ("fulness", "ful"),
+    ("ousness", "ous"),
+    ("aliti", "al"),
+    ("iviti", "ive"),
+    ("biliti", "ble"),
+)
+_STEP3 = (
+    ("icate", "ic"),
+    ("ative", ""),
+    ("alize", "al"),
+    ("iciti", "ic"),
+    ("ical", "ic"),
+    ("ful", ""),
+    ("ness", ""),
+)
+_STEP4 = (
+    "al",
+    "ance",
+    "ence",
+    "er",
+    "ic",
+    "able",
+    "ible",
+    "ant",
+    "ement",
+    "ment",
+    "ent",
+    "ion",
+    "ou",
+    "ism",
+    "ate",
+    "iti",
+    "ous",
+    "ive",
+    "ize",
+)
+
+
+def _longest(w: str, suffixes: Sequence[str]) -> str | None:
+    found = [s for s in suffixes if w.endswith(s)]
+    return max(found, key=len) if found else None
+
+
+def _replace(w: str, rules: Sequence[tuple[str, str]], m_above: int) -> str:
+    """The rule of the longest suffix ``w`` ends with, applied when the stem's m is above
+    ``m_above``; no other rule is tried."""
+    suffix = _longest(w, [s for s, _ in rules])
+    if suffix is None:
+        return w
+    stem = w[: -len(suffix)]
+    return stem + dict(rules)[suffix] if _measure(stem) > m_above else w
+
+
+def _step4(w: str) -> str:
+    suffix = _longest(w, _STEP4)
+    if suffix is None:
+        return w
+    stem = w[: -len(suffix)]
+    if suffix == "ion" and not stem.endswith(("s", "t")):
+        return w
+    return stem if _measure(stem) > 1 else w

@@ -48,6 +48,16 @@ class SharedRetrieval:
             )
         }
 
+    def texts(self, rowids: Sequence[int]) -> dict[int, str]:
+        if not rowids:
+            return {}
+        return {
+            int(rowid): str(text)
+            for rowid, text in self._conn.execute(
+                f"SELECT rowid, text FROM records WHERE rowid IN ({marks(rowids)})", tuple(rowids)
+            )
+        }
+
     def newest(self, f: Filter, limit: int) -> list[int]:
         clause, params = where(self._conn, f)
         return [
