@@ -68,14 +68,14 @@ class DaemonLink:
             RemoteError: the daemon refused or failed the request.
         """
         where = workspace or self.home
-        for attempt in (1, 2):
-            rc = await self._client(where)
-            try:
-                return await rc.call(request, reply_type)
-            except DaemonUnavailable:
-                if attempt == 2 or not rc.closed:
-                    raise
-        raise AssertionError("unreachable")
+        rc = await self._client(where)
+        try:
+            return await rc.call(request, reply_type)
+        except DaemonUnavailable:
+            if not rc.closed:
+                raise
+        # The connection broke (the daemon restarted): one new one, once.
+        return await (await self._client(where)).call(request, reply_type)
 
     async def _client(self, workspace: str) -> RecallClient:
         async with self._lock:
