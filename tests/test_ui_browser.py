@@ -1,4 +1,4 @@
-"""The web page in a real browser: Debian's chromium, driven by Selenium through chromedriver.
+"""The web page in a real browser: Debian's chromium, driven through its chromedriver.
 
 Each test starts a real daemon and the real ``recallctl ui``, signs the browser in with the
 printed URL, clicks through the pages, and checks both what the page shows and what the
@@ -11,7 +11,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 from mcp import Client
@@ -22,15 +22,7 @@ from .conftest import DaemonFactory, DaemonProcess
 from .test_mcp_memory import open_tools
 from .test_mcp_shim import shim
 from .ui_helpers import UiServer, ui_server
-
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.common.exceptions import TimeoutException  # noqa: E402
-from selenium.webdriver.chrome.options import Options  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+from .webdriver import TAB, Browser, Element, WebDriverError, chromium
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -44,11 +36,9 @@ T = TypeVar("T")
 
 
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[WebDriver]:
-    options = Options()
+def browser(tmp_path: Path) -> Iterator[Browser]:
     assert CHROMIUM is not None and CHROMEDRIVER is not None
-    options.binary_location = CHROMIUM
-    for arg in (
+    args = (
         "--headless=new",
         "--no-sandbox",  # CI runs as root
         "--disable-gpu",
@@ -61,20 +51,15 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
         "--disable-quic",
         f"--user-data-dir={tmp_path / 'chromium'}",
         "--window-size=1280,1000",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    try:
+    )
+    with chromium(CHROMEDRIVER, CHROMIUM, args, page_load_s=30) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 class Page:
     """The browser on one ``recallctl ui``: open paths, wait, fill and submit, screenshot."""
 
-    def __init__(self, driver: WebDriver, server: UiServer, shots: Path) -> None:
+    def __init__(self, driver: Browser, server: UiServer, shots: Path) -> None:
         self.driver = driver
         self.server = server
         self.shots = shots
@@ -85,33 +70,40 @@ class Page:
         self.driver.get(self.server.base + path)
 
     def wait(self, what: Callable[[], T], within_s: float = 15.0) -> T:
-        def attempt(_: Any) -> T | None:
+        """What ``what`` returns once it is true; it is asked again every 0.1 s meanwhile
+        (the page changes by itself: there is nothing to be told of)."""
+        deadline = time.monotonic() + within_s
+        while True:
             try:
-                return what() or None
-            except Exception:  # not there yet: WebDriverWait tries again
-                return None
-
-        try:
-            found = WebDriverWait(self.driver, within_s, poll_frequency=0.1).until(attempt)
-            assert found is not None
-            return found
-        except TimeoutException:
-            shot = self.shot("timed-out")
-            raise AssertionError(
-                f"the page never got there ({shot}); it shows:\n{self.driver.page_source}"
-            ) from None
+                found = what()
+            except WebDriverError:  # not there yet, or replaced while it was read
+                found = None
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                shot = self.shot("timed-out")
+                raise AssertionError(
+                    f"{self.driver.current_url} never got there ({shot}); it shows:\n"
+                    + self.driver.source
+                )
+            time.sleep(0.1)
 
     def text(self) -> str:
-        return str(self.driver.find_element(By.TAG_NAME, "main").text)
+        return self.css("main").text
 
-    def css(self, selector: str) -> Any:
-        return self.driver.find_element(By.CSS_SELECTOR, selector)
+    def css(self, selector: str) -> Element:
+        return self.driver.find(selector)
 
     def click(self, selector: str) -> None:
         self.css(selector).click()
 
     def link(self, text: str) -> None:
-        self.driver.find_element(By.PARTIAL_LINK_TEXT, text).click()
+        self.driver.find_link(text).click()
+
+    def choose(self, selector: str, option: str) -> None:
+        """Pick the option shown as ``option`` in the select at ``selector``."""
+        [chosen] = [o for o in self.css(selector).find_all("option") if o.text == option]
+        chosen.click()
 
     def fill(self, selector: str, value: str) -> None:
         field = self.css(selector)
@@ -120,12 +112,12 @@ class Page:
 
     def shot(self, name: str) -> Path:
         path = self.shots / f"{name}.png"
-        assert self.driver.save_screenshot(str(path))
+        self.driver.screenshot(path)
         return path
 
     def unlabelled_controls(self) -> list[str]:
         """Form controls a screen reader could not name (no label, no aria-label)."""
-        found: list[str] = self.driver.execute_script(
+        found: list[str] = self.driver.execute(
             """
             return [...document.querySelectorAll('input, select, textarea')]
               .filter(e => e.type !== 'hidden')
@@ -138,14 +130,14 @@ class Page:
     def overflows(self) -> bool:
         """The page is wider than the window (a narrow window must not scroll sideways)."""
         return bool(
-            self.driver.execute_script(
+            self.driver.execute(
                 "return document.documentElement.scrollWidth > window.innerWidth + 1;"
             )
         )
 
 
 @pytest.fixture
-def page_on(browser: WebDriver, tmp_path: Path) -> Callable[[UiServer], Page]:
+def page_on(browser: Browser, tmp_path: Path) -> Callable[[UiServer], Page]:
     return lambda server: Page(browser, server, tmp_path / "screenshots")
 
 
@@ -174,8 +166,8 @@ async def test_every_page_renders_labelled_and_the_overview_is_live(
         page.wait(lambda: "memory" in page.css("#live").text and page.css("#live").text != before)
         assert page.css("#live svg.spark") is not None
         # The first tab stop is the skip link; it moves focus to the content.
-        page.css("body").send_keys(Keys.TAB)
-        active = page.driver.switch_to.active_element
+        page.css("body").send_keys(TAB)
+        active = page.driver.active_element()
         assert active.text == "Skip to content"
         pages = {
             "overview": "/",
@@ -231,7 +223,7 @@ async def test_a_memory_stored_through_mcp_is_listed_edited_verified_and_forgott
         page.click("form[action$='/verify'] button")
         page.wait(lambda: "verified" in page.css(".notice").text)
 
-        Select(page.css("#outcome")).select_by_visible_text("used")
+        page.choose("#outcome", "used")
         page.click("form[action$='/outcome'] button")
         page.wait(lambda: "outcome used recorded" in page.css(".notice").text)
         assert "used 1" in page.text()
@@ -270,10 +262,10 @@ async def test_search_shows_scores_bands_match_terms_and_a_readable_explain(
         hit = page.css("li.hit")
         assert "Production PostgreSQL listens on port 5433" in hit.text
         assert "score" in hit.text and page.css("li.hit .band").text in ("high", "medium", "low")
-        terms = {t.text for t in hit.find_elements(By.CSS_SELECTOR, ".term")}
+        terms = {t.text for t in hit.find_all(".term")}
         assert {"postgresql", "port"} <= terms
-        hit.find_element(By.TAG_NAME, "summary").click()
-        assert hit.find_element(By.CSS_SELECTOR, "dl.tree").is_displayed()
+        hit.find("summary").click()
+        assert hit.find("dl.tree").is_displayed()
         page.shot("search-explain")
 
 
@@ -355,9 +347,7 @@ async def test_a_session_is_a_timeline_and_takes_a_verdict(
         page.open(f"/work?ws={WS}")
         page.link("sess-42")
         page.wait(lambda: "Session" in page.text())
-        shown = [
-            e.text for e in page.driver.find_elements(By.CSS_SELECTOR, "li.episode .record-text")
-        ]
+        shown = [e.text for e in page.driver.find_all("li.episode .record-text")]
         assert shown == steps  # the prev_id chain, oldest first
         page.shot("session")
         page.fill("#task_result", "0.25")
