@@ -43,7 +43,8 @@ class SharedRetrieval:
         return {
             row[0]
             for row in self._conn.execute(
-                f"SELECT r.rowid FROM records r WHERE r.rowid IN ({marks(rowids)}) AND {clause}",
+                f"SELECT r.rowid FROM {self._conn.by_rowid('r')}"
+                f" WHERE r.rowid IN ({marks(rowids)}) AND {clause}",
                 (*rowids, *params),
             )
         }
