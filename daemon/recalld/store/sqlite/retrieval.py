@@ -20,17 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..port import Filter
-from ..sql.candidates import SharedRetrieval
+from ..sql.candidates import LEXICAL_BUDGET, SharedRetrieval
 from ..sql.filters import marks
 from .schema import SqliteDb
 from .vector_index import VectorIndex
 
-__all__ = ["LEXICAL_BUDGET", "RetrievalReads", "fts_query", "lexical_plan"]
+__all__ = ["RetrievalReads", "fts_query", "lexical_plan"]
 
-# Records the lexical channel scores per search, about: bm25 costs about a microsecond a
-# record plus the visibility check, so this bounds a lexical search to a few milliseconds
-# however large the store grows.
-LEXICAL_BUDGET = 4_000
 DF_TTL_S = 60.0
 DF_CACHE_SIZE = 20_000
 
