@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -195,6 +196,59 @@ def test_retrieve_fuses_the_semantic_channel_under_the_same_visibility(
     assert found[0].rowid in dialogue["s2"]
     assert found[0].cosine is not None and found[0].lexical_rank is not None
     assert dialogue["other"] not in {c.rowid for c in found}
+
+
+def test_a_vector_still_being_embedded_is_waited_for_and_a_failed_one_leaves_lexical_only(
+    dialogue: dict[str, Any],
+) -> None:
+    reader, store = dialogue["reader"], dialogue["store"]
+    rows = reader.records.unembedded(0, 100)
+    embedder = HashEmbedder()
+    store.open_vectors(embedder.name, embedder.dim)
+    store.vectors_added(
+        np.array([r for r, _ in rows], dtype=np.int64), embedder.encode([t for _, t in rows])
+    )
+    query = "custard tarts Lisbon"
+    words = terms.query_terms(query)
+    qvec = embedder.encode([query])[0]
+    ready = fusion.retrieve(reader, words, qvec, visible("/home"), limit=5)
+    # Filled from another thread while retrieve runs its lexical channel.
+    pending = fusion.PendingVector()
+    timer = threading.Timer(0.2, pending.set, (qvec,))
+    timer.start()
+    later = fusion.retrieve(reader, words, pending, visible("/home"), limit=5)
+    timer.join()
+    assert [(c.rowid, c.score, c.cosine) for c in later] == [
+        (c.rowid, c.score, c.cosine) for c in ready
+    ]
+    failed = fusion.PendingVector()
+    failed.set(None)
+    lexical = fusion.retrieve(reader, words, failed, visible("/home"), limit=5)
+    assert lexical and all(c.cosine is None and c.lexical_rank is not None for c in lexical)
+
+
+def test_the_lexical_channel_skips_better_scored_records_the_reader_may_not_see(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path, durability="normal")
+    # Another workspace's records say "zebra" most often, so bm25 ranks all of them first.
+    hidden = write(
+        store, *[_memory("/other", f"zebra zebra zebra {i}", None, float(i)) for i in range(40)]
+    )
+    mine = write(
+        store,
+        *[_memory("/w", f"a zebra among many words {i}", None, 100.0 + i) for i in range(8)],
+    )
+    reader = store.reader()
+    try:
+        found = reader.search.lexical(["zebra"], visible("/w"), 5)
+        assert len(found) == 5 and {r for r, _ in found} <= set(mine)
+        assert not {r for r, _ in found} & set(hidden)
+        assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+        assert len(reader.search.lexical(["zebra"], visible("/w"), 100)) == len(mine)
+    finally:
+        store.close_reader(reader)
+        store.close()
 
 
 TOPICS = (

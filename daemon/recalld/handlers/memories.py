@@ -24,6 +24,7 @@ from ..errors import RecallError
 from ..ingest.trust import score
 from ..pipeline.intake import RequestJob
 from ..retrieval import listing as browse
+from ..retrieval.fusion import PendingVector
 from ..store.port import WriteTx
 from .services import Services
 
@@ -207,19 +208,37 @@ async def fact_resolve(
 
 
 async def search(services: Services, who: Principal, req: p.MemorySearch) -> p.MemorySearchResult:
-    """memory_search, on a search worker.
+    """memory_search, on a search worker; the query is embedded meanwhile (the search waits
+    for its vector only when its lexical channel is done).
 
     Raises:
         RecallError: ``invalid_request`` for contradictory flags; ``busy`` / ``unavailable``.
     """
     started = time.perf_counter()
     reader = services.memory
-    qvec = await services.embed_query(req.query) if reader.wants_vector(req) else None
-    result: p.MemorySearchResult = await services.search(
-        partial(reader.search, who=who, req=req, qvec=qvec)
-    )
+    qvec = PendingVector() if reader.wants_vector(req) and services.semantic() else None
+    failed: RecallError | None = None
+    async with anyio.create_task_group() as tg:
+        if qvec is not None:
+            tg.start_soon(_embed_into, services, req.query, qvec, name="query embedding")
+        try:
+            result: p.MemorySearchResult = await services.search(
+                partial(reader.search, who=who, req=req, qvec=qvec)
+            )
+        except RecallError as exc:
+            failed = exc  # raised as itself below, not wrapped in the group's ExceptionGroup
+    if failed is not None:
+        raise failed
     result.took_ms = round((time.perf_counter() - started) * 1000, 3)
     return result
+
+
+async def _embed_into(services: Services, query: str, into: PendingVector) -> None:
+    vec = None
+    try:
+        vec = await services.embed_query(query)
+    finally:
+        into.set(vec)  # also when cancelled: a search worker may be waiting
 
 
 async def show(services: Services, who: Principal, req: p.MemoryShow) -> p.MemoryShown:

@@ -8,6 +8,7 @@ no channel can see more than another and context never surfaces a record it hide
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -17,7 +18,15 @@ from ..store.port import Filter, Reader
 from . import ranker, session_context
 from .terms import fts_tokens, fts_words, porter
 
-__all__ = ["CHANNEL_DEPTH", "LEXICAL_WEIGHT", "RRF_K", "Candidate", "fuse", "retrieve"]
+__all__ = [
+    "CHANNEL_DEPTH",
+    "LEXICAL_WEIGHT",
+    "RRF_K",
+    "Candidate",
+    "PendingVector",
+    "fuse",
+    "retrieve",
+]
 
 # Rank-based scores (memory_search's keyword mode ranks by term coverage with these).
 RRF_K = 60
@@ -29,6 +38,29 @@ CHANNEL_DEPTH = 100
 # and events people search their memory for, so meaning extends and reorders what the words
 # found rather than outvoting them.
 LEXICAL_WEIGHT = 0.7
+
+
+# How long a search waits for its query's vector before it goes on lexical-only.
+VECTOR_WAIT_S = 30.0
+
+
+class PendingVector:
+    """A query's vector while the model embeds it: the search runs its lexical channel in the
+    meantime (ONNX Runtime and SQLite both release the GIL) and waits only for the semantic
+    one. Filled once from the event loop, read in a search worker's thread."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._vec: np.ndarray | None = None
+
+    def set(self, vec: np.ndarray | None) -> None:
+        self._vec = vec
+        self._done.set()
+
+    def wait(self) -> np.ndarray | None:
+        """The vector; None when embedding failed or took longer than VECTOR_WAIT_S."""
+        self._done.wait(VECTOR_WAIT_S)
+        return self._vec
 
 
 @dataclass(slots=True)
@@ -48,7 +80,7 @@ class Candidate:
 def retrieve(
     reader: Reader,
     terms: Sequence[str],
-    qvec: np.ndarray | None,
+    qvec: np.ndarray | PendingVector | None,
     where: Filter,
     *,
     limit: int,
@@ -60,17 +92,17 @@ def retrieve(
 ) -> list[Candidate]:
     """Candidates for a query, best first: the lexical and (when ``qvec`` is given and the
     store has vectors) the semantic channel under ``where``, fused (see :func:`fuse`), then
-    scored in the context of each record's session (``context_window=0`` turns it off).
+    scored in the context of each record's session (``context_window=0`` turns it off). A
+    :class:`PendingVector` is waited for after the lexical channel has run.
 
     With ``learned`` (memory_search), when both channels ran, that first stage is ranked
     again by the learned ranking (:mod:`.ranker`); ``query`` (its text) tells it the names.
     """
     search = reader.search
     lexical = search.lexical(terms, where, CHANNEL_DEPTH) if terms else []
-    use_vectors = qvec is not None and search.has_vectors()
-    semantic = (
-        search.semantic(qvec, where, CHANNEL_DEPTH) if use_vectors and qvec is not None else []
-    )
+    vec = qvec.wait() if isinstance(qvec, PendingVector) else qvec
+    use_vectors = vec is not None and search.has_vectors()
+    semantic = search.semantic(vec, where, CHANNEL_DEPTH) if use_vectors and vec is not None else []
     # Weights are shared among the channels that ran: a channel that ran and found nothing
     # keeps its share, so meaning alone (no word of the query anywhere) cannot score full.
     ran = [(lexical, lexical_weight)] if terms else []

@@ -43,7 +43,7 @@ from ..domain import drift, git_history, use_tokens
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import Fact, Filter, MemoryRow, Reader
-from .fusion import RRF_K, Candidate, retrieve
+from .fusion import RRF_K, Candidate, PendingVector, retrieve
 from .rerank import Reranker
 from .terms import make_snippet, query_terms
 
@@ -392,7 +392,7 @@ class MemoryReader:
         reader: Reader,
         who: Principal,
         req: p.MemorySearch,
-        qvec: np.ndarray | None,
+        qvec: np.ndarray | PendingVector | None,
     ) -> p.MemorySearchResult:
         """Run one memory_search. Raises RecallError(invalid_request) for contradictory flags."""
         now = time.time()
@@ -456,6 +456,9 @@ class MemoryReader:
             query=req.query,
             learned=True,
         )
+        if semantic and isinstance(qvec, PendingVector) and qvec.wait() is None:
+            semantic = trace["semantic_used"] = False
+            trace["notes"].append("the query could not be embedded: lexical only")
         trace["candidates"] = len(cands)
         rows = reader.memories.by_rowid([c.rowid for c in cands])
         outcomes = use_outcomes(reader, rows.values(), now)

@@ -241,6 +241,9 @@ class PgDb:
     def joined(self, column: str) -> str:
         return f"string_agg(({column})::text, ',')"
 
+    def by_rowid(self, alias: str) -> str:
+        return f"records {alias}"  # PostgreSQL's planner has statistics
+
     def lock(self, *key: str) -> None:
         self.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", ("\x1f".join(key),))
 

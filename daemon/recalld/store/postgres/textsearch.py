@@ -65,9 +65,10 @@ from typing import Any
 
 import psycopg
 
+from ..sql.candidates import LEXICAL_BUDGET
+
 __all__ = [
     "DOCLEN_EXPR",
-    "LEXICAL_BUDGET",
     "TEXT_SEARCH_DDL",
     "TSQUERY_ONE",
     "TSV_EXPR",
@@ -77,8 +78,6 @@ __all__ = [
     "lexical_plan",
 ]
 
-# Records one lexical search scores, about (SQLite's LEXICAL_BUDGET).
-LEXICAL_BUDGET = 4_000
 STATS_TTL_S = 60.0
 CACHE_SIZE = 20_000
 # Rows the N / avgdl sample reads, about; fewer visible than MIN_SAMPLE and it counts all.

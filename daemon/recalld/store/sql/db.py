@@ -45,6 +45,11 @@ class Db(Protocol):
         """An aggregate joining ``column`` of a group with commas."""
         ...
 
+    def by_rowid(self, alias: str) -> str:
+        """``records`` as ``alias``, for a statement that names its rows by rowid: those
+        lookups are always the cheapest way in, whatever else the statement asks."""
+        ...
+
     def lock(self, *key: str) -> None:
         """Keep other writers off ``key`` until this transaction ends: what a write reads
         before it decides (a subject's current facts, a session's last episode) stays true

@@ -39,7 +39,7 @@ _ROW_SQL = (
     " m.origin_repo, m.origin_commit, m.verified_commit,"
     " coalesce(m.last_verified_at, r.created_at),"
     " m.writer_client, m.writer_model, m.superseded_by, r.visibility"
-    " FROM records r LEFT JOIN memory_meta m ON m.rowid = r.rowid"
+    " FROM {records} LEFT JOIN memory_meta m ON m.rowid = r.rowid"
 )
 
 
@@ -55,9 +55,14 @@ class MemoryReads:
         self._conn = conn
         self._token_key: bytes | None = None
 
-    def _rows(self, condition: str, params: Sequence[Any], tail: str = "") -> list[MemoryRow]:
+    def _rows(
+        self, condition: str, params: Sequence[Any], tail: str = "", *, keyed: bool = False
+    ) -> list[MemoryRow]:
+        """Memory rows where ``condition``; ``keyed``: it names them by rowid (Db.by_rowid)."""
+        records = self._conn.by_rowid("r") if keyed else "records r"
         rows = []
-        for r in self._conn.execute(f"{_ROW_SQL} WHERE {condition}{tail}", params):
+        sql = _ROW_SQL.format(records=records)
+        for r in self._conn.execute(f"{sql} WHERE {condition}{tail}", params):
             values: list[Any] = [*r[:4], _tags.decode(r[4]), *r[5:]]
             rows.append(MemoryRow(*values))
         if not rows:
@@ -98,6 +103,7 @@ class MemoryReads:
             "r.rowid IN (SELECT rowid FROM memory_meta WHERE distortion_tolerance = 'constraint'"
             f" AND superseded_by IS NULL) AND {clause}",
             params,
+            keyed=True,  # the few constraints, not the workspace's every record
         )
 
     def current_facts(self, key: str, origin: str | None, now: float) -> list[Fact]:

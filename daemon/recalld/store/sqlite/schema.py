@@ -289,6 +289,13 @@ class SqliteDb(sqlite3.Connection):
     def joined(self, column: str) -> str:
         return f"group_concat({column})"
 
+    def by_rowid(self, alias: str) -> str:
+        # Without statistics SQLite's planner takes an equality on the workspace for
+        # selective and walks that index, testing each entry against the rowid list: 18 ms
+        # for 100 rowids at 100k records in one workspace, against 0.06 ms by rowid.
+        # NOT INDEXED leaves it the rowid lookups alone.
+        return f"records {alias} NOT INDEXED"
+
     def lock(self, *key: str) -> None:
         """One writer connection, in BEGIN IMMEDIATE: every write is serialised already."""
 
