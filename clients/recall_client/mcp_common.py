@@ -4,21 +4,22 @@ request to recalld, and its errors."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, InputRequiredResult
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from mcp_types import Tool as MCPTool
 from pydantic import Field
 
 from . import protocol as p
 from .client import DaemonUnavailable, RemoteError, Session
 
-__all__ = ["StrictMCPServer", "VisibilityArg", "forwarder", "tool_error"]
+__all__ = ["StrictMCPServer", "ToolRegistry", "VisibilityArg", "forwarder", "tool_error"]
 
 R = TypeVar("R", bound=p.Reply)
 L = TypeVar("L")
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 # The visibility argument of the write tools (memory_store, record_experience).
 VisibilityArg = Annotated[
@@ -28,6 +29,15 @@ VisibilityArg = Annotated[
         "member does). Omit for the daemon's configured default (private).",
     ),
 ]
+
+
+class ToolRegistry(Protocol):
+    """Where a tool module registers its tools: the shim's server, or the SDK's ``MCPServer``
+    that makes their listing (scripts/mcp_tools.py). The decorator's keywords are MCPServer's."""
+
+    def tool(
+        self, name: str, title: str, description: str, annotations: ToolAnnotations
+    ) -> Callable[[F], F]: ...
 
 
 class StrictMCPServer(MCPServer[L]):
