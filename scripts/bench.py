@@ -483,8 +483,10 @@ async def run_shim(runs: int) -> Figures:
         await d.start()
         try:
             await d.status(wait=600)
-            # A few records, so the search the shim forwards answers with hits to convert.
+            # A few records, so the search the shim forwards answers with hits to convert; then
+            # their embedding done, so it does not compete with the spawns for the two cores.
             await bench_capture(d, synthetic_texts(200, seed=101), 1)
+            await d.wait_embedded()
             for _ in range(runs):
                 init, mb = await bench_shim(d)
                 log(f"shim: initialize {init:.3f}s, RSS {mb:.1f} MB")
