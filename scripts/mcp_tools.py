@@ -52,7 +52,7 @@ def listing() -> list[dict[str, Any]]:
 
 
 def render() -> str:
-    """The file's text: one tool a few lines, so a changed description shows in a diff."""
+    """The file's text, indented so that a changed description or bound is a one-line diff."""
     return json.dumps(listing(), indent=1, ensure_ascii=False) + "\n"
 
 

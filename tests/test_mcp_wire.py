@@ -7,8 +7,10 @@ every version the SDK negotiates, and the 2026-07-28 per-request envelope), as a
 listing at each version, argument errors, the daemon being absent, and each tool's answer from a
 real daemon.
 
-After a change that is meant to show on the wire, record the sessions anew with
-``RECALL_RECORD_WIRE=1 scripts/test tests/test_mcp_wire.py`` and review the diff.
+The daemon session pins the daemon's answers too (ids, tokens and clocks aside). After a change
+that is meant to show on the wire, in the shim or in what the daemon answers, record the
+sessions anew with ``RECALL_RECORD_WIRE=1 scripts/test tests/test_mcp_wire.py`` and review the
+diff.
 """
 
 from __future__ import annotations
