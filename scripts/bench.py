@@ -8,6 +8,8 @@ over its socket, with the real bundled model, on this machine, in this run.
   --large   also 1M (vectors precomputed, queries through the real model)
   --peer    also mcp-memory-service, fed the same texts and queries (own venv,
             .peer-venv/, installed by scripts/setup-peer on first use)
+  --shim    only the shim: spawn -> initialize and its RSS after a tool call, --runs
+            times on one daemon with a small store (median); seconds, not minutes
 
   --backend sqlite    the embedded store (the default)
   --backend postgres  team memory: PostgreSQL 18 + pgvector on a throwaway local server
@@ -468,6 +470,33 @@ async def bench_shim(d: Daemon) -> tuple[float, float]:
     return init, rss
 
 
+async def run_shim(runs: int) -> Figures:
+    """The shim figures alone: one daemon on a small store, the shim spawned ``runs`` times.
+
+    One spawn is noise on a busy machine; the median of several, back to back, is what
+    compares before and after a change.
+    """
+    inits: list[float] = []
+    rss: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="recalld-bench-") as tmp:
+        d = Daemon(Path(tmp))
+        await d.start()
+        try:
+            await d.status(wait=600)
+            # A few records, so the search the shim forwards answers with hits to convert; then
+            # their embedding done, so it does not compete with the spawns for the two cores.
+            await bench_capture(d, synthetic_texts(200, seed=101), 1)
+            await d.wait_embedded()
+            for _ in range(runs):
+                init, mb = await bench_shim(d)
+                log(f"shim: initialize {init:.3f}s, RSS {mb:.1f} MB")
+                inits.append(init)
+                rss.append(mb)
+        finally:
+            d.stop()
+    return {"shim_initialize_s": statistics.median(inits), "rss_shim_mb": statistics.median(rss)}
+
+
 async def bench_vs_peer(
     root: Path, peer_python: Path, n: int, queries: list[str]
 ) -> dict[str, float]:
@@ -844,12 +873,18 @@ def main() -> None:
         help="the store the daemons run on (default sqlite); both: one after the other, side"
         " by side",
     )
+    ap.add_argument(
+        "--shim", action="store_true", help="only the shim's start-up and RSS (--runs times)"
+    )
+    ap.add_argument("--runs", type=int, default=7, help="shim spawns with --shim (default 7)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     if args.backend == "postgres" and (args.peer or args.large):
         ap.error("--peer and --large measure the SQLite store: use --backend sqlite or both")
+    if args.shim and (args.peer or args.large or args.quick or args.backend != "sqlite"):
+        ap.error("--shim runs the shim step alone: no --quick, --large, --peer or --backend")
     try:
-        out = anyio.run(run, args)
+        out = anyio.run(run_shim, args.runs) if args.shim else anyio.run(run, args)
     except PeerError as exc:
         sys.exit(f"scripts/bench: {exc}")
     if args.json:

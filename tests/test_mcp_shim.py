@@ -11,10 +11,12 @@ from typing import cast
 
 import anyio
 import jsonschema  # type: ignore[import-untyped]
+import mcp_tools
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
+from recall_client.mcp_server import LISTING
 
 from .conftest import BIN, DaemonProcess
 
@@ -111,8 +113,8 @@ async def test_without_a_daemon_initialize_is_answered_and_tools_fail_clearly(
 def test_the_client_package_never_loads_torch_faiss_or_aiosqlite() -> None:
     code = (
         "import sys, recall_client, recall_client.client, recall_client.ctl, "
-        "recall_client.mcp_shim, recall_client.mcp_memory, recall_client.mcp_common, "
-        "recall_client.protocol\n"
+        "recall_client.mcp_shim, recall_client.mcp_server, recall_client.mcp_memory, "
+        "recall_client.mcp_common, recall_client.protocol\n"
         "heavy = {'torch', 'faiss', 'aiosqlite', 'sentence_transformers', 'numpy'}"
         " & set(sys.modules)\n"
         "print(sorted(heavy))\n"
@@ -120,6 +122,84 @@ def test_the_client_package_never_loads_torch_faiss_or_aiosqlite() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, f"client imported {out.stdout} {out.stderr}"
+
+
+# What the shim must never load: the SDK's client, MCPServer and the low-level Server with the
+# HTTP and SSE transports and OAuth they import, and the libraries those bring.
+HEAVY = (
+    "mcp.client",
+    "mcp.server.lowlevel",
+    "mcp.server.mcpserver.server",
+    "mcp.server.streamable_http",
+    "mcp.server.auth",
+    "starlette",
+    "uvicorn",
+    "sse_starlette",
+    "httpx",
+    "httpx2",
+    "jsonschema",
+    "click",
+    "cryptography",
+    "jwt",
+    "python_multipart",
+    "pydantic_settings",
+)
+# What initialize and tools/list do without: the tool modules, their models, the daemon client.
+FIRST_CALL = (
+    "recall_client.mcp_memory",
+    "recall_client.mcp_work",
+    "recall_client.mcp_experience",
+    "recall_client.mcp_common",
+    "recall_client.client",
+    "recall_client.protocol",
+)
+
+
+def loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(f"{n}.") for n in names))
+
+
+def shim_reporting_modules(socket: str, report: Path) -> StdioServerParameters:
+    """recall-mcp, writing the names of every module it loaded to ``report`` as it exits."""
+    params = shim(socket, "--workspace", "/ws/mcp")
+    code = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: open({str(report)!r}, 'w').write('\\n'.join(sys.modules)))\n"
+        "from recall_client.mcp_shim import main\n"
+        f"main({params.args!r})\n"
+    )
+    return StdioServerParameters(command=sys.executable, args=["-c", code], env=params.env)
+
+
+async def test_initialize_and_tools_list_load_no_tool_code(tmp_path: Path) -> None:
+    report = tmp_path / "modules"
+    async with Client(shim_reporting_modules(str(tmp_path / "absent.sock"), report)) as client:
+        assert len((await client.list_tools()).tools) == 16
+    modules = set(report.read_text().split())
+    assert "mcp.server.runner" in modules  # the report is the shim's
+    assert loaded(modules, HEAVY) == []
+    assert loaded(modules, FIRST_CALL) == []
+
+
+async def test_tool_calls_load_none_of_the_sdk_s_http_side(
+    running_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    report = tmp_path / "modules"
+    async with Client(shim_reporting_modules(str(running_daemon.socket), report)) as client:
+        await client.list_tools()
+        stored = await client.call_tool("memory_store", {"text": "The lint job runs ruff."})
+        found = await client.call_tool("memory_search", {"query": "lint ruff"})
+        episodes = await client.call_tool("work_search", {"query": "lint"})
+        lessons = await client.call_tool("search_experience", {"query": "lint"})
+    assert not any(r.is_error for r in (stored, found, episodes, lessons))
+    modules = set(report.read_text().split())
+    assert "recall_client.mcp_memory" in modules
+    assert loaded(modules, HEAVY) == []
+
+
+def test_the_listing_served_is_what_mcpserver_makes_of_the_tool_modules() -> None:
+    # After changing a tool: .venv/bin/python scripts/mcp_tools.py
+    assert LISTING.read_text() == mcp_tools.render()
 
 
 @pytest.mark.parametrize("command", ["recall-mcp", "recallctl", "recalld"])

@@ -13,13 +13,12 @@ from collections.abc import Callable
 from typing import Annotated, Literal
 
 import msgspec
-from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import protocol as p
 from .client import Session
-from .mcp_common import VisibilityArg, forwarder
+from .mcp_common import ToolRegistry, VisibilityArg, forwarder
 
 __all__ = ["register"]
 
@@ -261,7 +260,7 @@ def _lesson(lesson: p.LessonInfo) -> LessonSummary:
     return LessonSummary(text=lesson.text, confidence=lesson.confidence, support=lesson.support)
 
 
-def register(server: MCPServer, session: Callable[[], Session]) -> None:
+def register(server: ToolRegistry, session: Callable[[], Session]) -> None:
     """Register every tool on ``server``; ``session`` returns the live daemon session."""
 
     call = forwarder(session)

@@ -14,14 +14,13 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
-from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from . import protocol as p
 from .client import Session
-from .mcp_common import VisibilityArg, forwarder
+from .mcp_common import ToolRegistry, VisibilityArg, forwarder
 
 __all__ = ["register"]
 
@@ -607,7 +606,7 @@ MEMORY_FACT_RESOLVE_DESCRIPTION = (
 )
 
 
-def register(server: MCPServer, session: Callable[[], Session]) -> None:
+def register(server: ToolRegistry, session: Callable[[], Session]) -> None:
     """Register every memory tool on ``server``; ``session`` returns the live daemon session."""
 
     call = forwarder(session)

@@ -13,14 +13,13 @@ from collections.abc import Callable
 from typing import Annotated, Literal, NotRequired
 
 import msgspec
-from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from . import protocol as p
 from .client import DaemonUnavailable, RemoteError, Session
-from .mcp_common import forwarder, tool_error
+from .mcp_common import ToolRegistry, forwarder, tool_error
 
 __all__ = ["register"]
 
@@ -258,7 +257,7 @@ FORGET_DESCRIPTION = (
 )
 
 
-def register(server: MCPServer, session: Callable[[], Session]) -> None:
+def register(server: ToolRegistry, session: Callable[[], Session]) -> None:
     """Register the work-episode tools on ``server``; ``session`` returns the live session."""
 
     call = forwarder(session)

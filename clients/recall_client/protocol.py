@@ -463,8 +463,11 @@ class WorkSearch(Request, tag="work_search"):
     semantic: bool = False
     # None: the daemon's configured default (detailed unless configured otherwise).
     response_format: Literal["concise", "detailed"] | None = None
-    # Legacy alias of response_format (terse = concise, full = detailed); loses to it.
-    verbosity: Literal["terse", "full"] | None = None
+    # Legacy alias of response_format (terse = concise, full = detailed); loses to it. Its values
+    # in the order of work_search's argument: typing caches ``X | None`` by equality and two
+    # Literals of the same values are equal in any order, so the one made first would give the
+    # tool's inputSchema its enum order, and the listing would change with import order.
+    verbosity: Literal["full", "terse"] | None = None
 
 
 class WorkResult(Request, tag="work_result"):
