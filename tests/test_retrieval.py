@@ -16,6 +16,7 @@ from recalld.domain.principal import Principal
 from recalld.pipeline.model import HashEmbedder
 from recalld.retrieval import fusion, ranker, session_context, terms
 from recalld.store.port import Filter, WriteTx
+from recalld.store.sql.candidates import LEXICAL_BUDGET
 from recalld.store.sqlite import SqliteStore
 from recalld.store.sqlite.retrieval import LexicalPlan, fts_query, lexical_plan
 
@@ -379,6 +380,45 @@ def test_lexical_plan_scores_only_recent_records_when_every_term_is_common(
         reader, ["deploy", "script"], None, visible("/w"), limit=100, context_window=0
     )
     assert len(found) == 61  # the default budget holds them all
+
+
+def test_when_every_term_is_common_the_window_ranks_by_the_terms_held_then_newest(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path, durability="normal")
+    # Both words in more records than one search scores: every record says "deploy", every
+    # other one "staging" too, and a few at the start (outside the window) "staging" twice.
+    n = 2 * LEXICAL_BUDGET + 200
+    rows = write(
+        store,
+        *[
+            _memory(
+                "/w" if i % 7 else "/other",
+                f"deploy run {i}" + (" staging" if i % 2 == 0 else "") + (" staging" * 5 * (i < 9)),
+                None,
+                float(i),
+            )
+            for i in range(n)
+        ],
+    )
+    reader = store.reader()
+    try:
+        plan = lexical_plan(reader.db, ["deploy", "staging"])
+        assert plan is not None and plan.terms == ("deploy", "staging")
+        assert plan.min_rowid == rows[-LEXICAL_BUDGET]
+        found = reader.search.lexical(["deploy", "staging"], visible("/w"), 100)
+        window = [r for i, r in enumerate(rows) if r >= plan.min_rowid and i % 7]
+        both = [r for r in window if (r - rows[0]) % 2 == 0]
+        # Those holding both words first, newest first, then those with "deploy" alone;
+        # none from the other workspace, none older than the window.
+        want = sorted(both, reverse=True) + sorted(set(window) - set(both), reverse=True)
+        assert [r for r, _ in found] == want[:100]
+        tail = reader.search.lexical(["deploy", "staging"], visible("/w"), len(window) + 50)
+        assert [r for r, _ in tail] == want
+        assert tail[0][1] > tail[-1][1] > 0
+    finally:
+        store.close_reader(reader)
+        store.close()
 
 
 def test_fts_tokens_stem_words_as_fts5s_porter_tokenizer_indexes_them(tmp_path: Path) -> None:

@@ -7,14 +7,18 @@ hundreds at 1M). :func:`lexical_plan` keeps the records one search scores to abo
 it, the rarest terms that fit (a word in thousands of records says little about which one
 is meant, and bm25 gives it little weight anyway; the semantic channel still sees the whole
 query); when no rare term matches anything, all terms over the most recent records that hold
-any of them.
+any of them. That last case is not scored by FTS5's bm25: bm25 counts each term's records
+over the whole index first (20 ms for three common words at 1M records, whatever the window),
+so there each record scores the idf of the terms it holds, each term's idf estimated from its
+share of the window (bm25 of a record holding each term once, at the average length).
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,10 +44,13 @@ def fts_query(terms: Sequence[str]) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class LexicalPlan:
-    """What the lexical channel matches: ``match`` over records with rowid >= ``min_rowid``."""
+    """What the lexical channel scores: bm25 of ``match``; or, when every term is common
+    (``min_rowid`` set), ``terms`` over the records with rowid >= ``min_rowid`` by their
+    idf in that window (module docstring)."""
 
     match: str
     min_rowid: int | None = None
+    terms: tuple[str, ...] = ()
 
 
 def lexical_plan(
@@ -72,7 +79,9 @@ def lexical_plan(
         " LIMIT 1 OFFSET ?",
         (match, budget - 1),
     ).fetchone()
-    return LexicalPlan(match, min_rowid=row[0] if row else None)
+    if row is None:  # the counts were a minute old: fewer hold the terms now
+        return LexicalPlan(match)
+    return LexicalPlan(match, min_rowid=row[0], terms=tuple(terms))
 
 
 def _doc_frequency(conn: sqlite3.Connection, db: str, term: str, cap: int) -> int:
@@ -103,6 +112,21 @@ def _doc_frequency(conn: sqlite3.Connection, db: str, term: str, cap: int) -> in
 _df_cache: dict[tuple[str, str, int], tuple[float, int]] = {}
 
 
+def _fetched(cursor: sqlite3.Cursor, first: int) -> Iterable[list[tuple[int, float]]]:
+    """A ranked query's rows in chunks that double, so few are fetched when most are seen."""
+    size = first
+    while rows := cursor.fetchmany(size):
+        yield rows
+        size *= 2
+
+
+def _chunks(ranked: list[tuple[int, float]], first: int) -> Iterable[list[tuple[int, float]]]:
+    start, size = 0, first
+    while start < len(ranked):
+        yield ranked[start : start + size]
+        start, size = start + size, size * 2
+
+
 class RetrievalReads(SharedRetrieval):
     """The channels' candidates, on one read connection (and the FAISS index, once open)."""
 
@@ -118,26 +142,55 @@ class RetrievalReads(SharedRetrieval):
         plan = lexical_plan(self._conn, terms)
         if plan is None:
             return []
+        if plan.min_rowid is not None:
+            window = self._window_idf(plan, plan.min_rowid)
+            return self._best_visible(_chunks(window, depth), f, depth)
         # FTS5 scores and sorts the plan's records by itself; the reader contract is checked
         # only on the best of them, a chunk at a time. Joining records into the scoring
         # query instead paid a row lookup and the contract for every scored record: half
         # again the cost of bm25 itself.
         ranked = self._conn.execute(
-            "SELECT rowid, bm25(records_fts) FROM records_fts"
-            " WHERE records_fts MATCH ? AND rowid >= ? ORDER BY bm25(records_fts)",
-            (plan.match, plan.min_rowid or 0),
+            "SELECT rowid, -bm25(records_fts) FROM records_fts"  # bm25() is lower-is-better
+            " WHERE records_fts MATCH ? ORDER BY bm25(records_fts)",
+            (plan.match,),
         )
-        out: list[tuple[int, float]] = []
-        chunk = depth
         try:
-            while len(out) < depth and (rows := ranked.fetchmany(chunk)):
-                allowed = self.visible([rowid for rowid, _ in rows], f)
-                # FTS5's bm25() is lower-is-better
-                out += [(rowid, -bm25) for rowid, bm25 in rows if rowid in allowed]
-                chunk *= 2
+            return self._best_visible(_fetched(ranked, depth), f, depth)
         finally:
             ranked.close()
+
+    def _best_visible(
+        self, chunks: Iterable[list[tuple[int, float]]], f: Filter, depth: int
+    ) -> list[tuple[int, float]]:
+        """The first ``depth`` of ranked chunks (growing ones) that ``f`` lets through."""
+        out: list[tuple[int, float]] = []
+        for rows in chunks:
+            allowed = self.visible([rowid for rowid, _ in rows], f)
+            out += [(rowid, score) for rowid, score in rows if rowid in allowed]
+            if len(out) >= depth:
+                break
         return out[:depth]
+
+    def _window_idf(self, plan: LexicalPlan, low: int) -> list[tuple[int, float]]:
+        """The records from rowid ``low`` on that hold a term, best first: each scores the
+        idf of the terms it holds, a term's records in the whole index estimated from its
+        share of the window (FTS5's idf formula); newer first among equals."""
+        top = self._conn.execute("SELECT max(rowid) FROM records").fetchone()[0] or low
+        total, window = top, max(1, top - low + 1)  # rowids stand in for record counts
+        score: dict[int, float] = {}
+        for term in plan.terms:
+            held = [
+                row[0]
+                for row in self._conn.execute(
+                    "SELECT rowid FROM records_fts WHERE records_fts MATCH ? AND rowid >= ?",
+                    (fts_query([term]), low),
+                )
+            ]
+            n = len(held) * total / window
+            idf = max(1e-6, math.log((total - n + 0.5) / (n + 0.5)))
+            for rowid in held:
+                score[rowid] = score.get(rowid, 0.0) + idf
+        return sorted(score.items(), key=lambda kv: (-kv[1], -kv[0]))
 
     def semantic(self, qvec: np.ndarray, f: Filter, depth: int) -> list[tuple[int, float]]:
         # FAISS knows nothing of workspaces or tombstones: over-fetch, keep what the same
