@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +64,14 @@ class PendingVector:
         return self._vec
 
 
+# The semantic channel runs beside the lexical one, in a thread of its own: waiting for the
+# query's vector and FAISS's search need no database, and FAISS and SQLite both release the
+# GIL, so on two cores a hybrid search takes about the longer of the two, not their sum.
+# Bounded: more searches at once than threads here wait for one.
+_SEMANTIC_THREADS = 4
+_semantic_side = ThreadPoolExecutor(_SEMANTIC_THREADS, thread_name_prefix="recalld semantic")
+
+
 @dataclass(slots=True)
 class Candidate:
     """One record found by retrieval, with what each channel said of it."""
@@ -92,17 +101,25 @@ def retrieve(
 ) -> list[Candidate]:
     """Candidates for a query, best first: the lexical and (when ``qvec`` is given and the
     store has vectors) the semantic channel under ``where``, fused (see :func:`fuse`), then
-    scored in the context of each record's session (``context_window=0`` turns it off). A
-    :class:`PendingVector` is waited for after the lexical channel has run.
+    scored in the context of each record's session (``context_window=0`` turns it off). The
+    semantic channel runs beside the lexical one (a :class:`PendingVector` is waited for
+    there).
 
     With ``learned`` (memory_search), when both channels ran, that first stage is ranked
     again by the learned ranking (:mod:`.ranker`); ``query`` (its text) tells it the names.
     """
     search = reader.search
+    beside: Future[list[tuple[int, float]] | None] | None = None
+    wanted = qvec is not None and search.has_vectors()
+    if wanted and qvec is not None and search.semantic_beside:
+        beside = _semantic_side.submit(_semantic, reader, qvec, where)
     lexical = search.lexical(terms, where, CHANNEL_DEPTH) if terms else []
-    vec = qvec.wait() if isinstance(qvec, PendingVector) else qvec
-    use_vectors = vec is not None and search.has_vectors()
-    semantic = search.semantic(vec, where, CHANNEL_DEPTH) if use_vectors and vec is not None else []
+    if beside is not None:
+        semantic = beside.result()
+    else:
+        semantic = _semantic(reader, qvec, where) if wanted and qvec is not None else None
+    use_vectors = semantic is not None
+    semantic = semantic or []
     # Weights are shared among the channels that ran: a channel that ran and found nothing
     # keeps its share, so meaning alone (no word of the query anywhere) cannot score full.
     ran = [(lexical, lexical_weight)] if terms else []
@@ -162,6 +179,14 @@ def retrieve(
             )
         )
     return out
+
+
+def _semantic(
+    reader: Reader, qvec: np.ndarray | PendingVector, where: Filter
+) -> list[tuple[int, float]] | None:
+    """The semantic channel's candidates; None when the query has no vector after all."""
+    vec = qvec.wait() if isinstance(qvec, PendingVector) else qvec
+    return None if vec is None else reader.search.semantic(vec, where, CHANNEL_DEPTH)
 
 
 def _holding(texts: dict[int, str]) -> Callable[[str, Sequence[int]], set[int]]:

@@ -354,6 +354,11 @@ class RetrievalReads(Protocol):
         ...
 
     def has_vectors(self) -> bool: ...
+
+    # Whether ``semantic`` may run in another thread while ``lexical`` runs on this reader
+    # (it gains only where the semantic search is not a statement on the same connection).
+    semantic_beside: bool
+
     def visible(self, rowids: Sequence[int], f: Filter) -> set[int]: ...
     def texts(self, rowids: Sequence[int]) -> dict[int, str]:
         """The text of each of ``rowids`` (the caller has checked they are visible)."""

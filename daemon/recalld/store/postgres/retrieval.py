@@ -27,6 +27,10 @@ _ONE_TERM = TSQUERY_ONE.replace("%s", "?")
 
 
 class RetrievalReads(SharedRetrieval):
+    # Both channels are statements on the one connection: side by side they would only wait
+    # for each other (and a reconnect must not race a second thread).
+    semantic_beside = False
+
     def __init__(self, conn: PgDb, database_id: str, model: Callable[[], str | None]) -> None:
         super().__init__(conn)
         self._pg = conn

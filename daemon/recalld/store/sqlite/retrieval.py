@@ -130,6 +130,10 @@ def _chunks(ranked: list[tuple[int, float]], first: int) -> Iterable[list[tuple[
 class RetrievalReads(SharedRetrieval):
     """The channels' candidates, on one read connection (and the FAISS index, once open)."""
 
+    # FAISS searches without the connection (which is serialized: threadsafety 3), and
+    # only the visibility check of its neighbours waits for it.
+    semantic_beside = True
+
     def __init__(self, conn: SqliteDb, index: Callable[[], VectorIndex | None]) -> None:
         super().__init__(conn)
         self._conn: SqliteDb = conn
