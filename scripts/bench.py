@@ -9,6 +9,8 @@ over its socket, with the real bundled model, on this machine, in this run.
   --peer    also mcp-memory-service, fed the same texts and queries (own venv,
             .peer-venv/, installed by scripts/setup-peer on first use)
 
+  --only capture  only the capture step: raw inserts, start-up, 1 and 16 clients
+
   --backend sqlite    the embedded store (the default)
   --backend postgres  team memory: PostgreSQL 18 + pgvector on a throwaway local server
                       (scripts/pgserver.py), a fresh database for each daemon; keys get
@@ -574,6 +576,15 @@ PG_KEYS = (
     "daemon_accepting_s",
     "model_ready_s",
 )
+# What `--only capture` measures (each backend's).
+CAPTURE_KEYS = (
+    "capture_acked_per_s_1",
+    "capture_acked_per_s_16",
+    "capture_raw_per_s",
+    "capture_vs_raw_ratio",
+    "daemon_accepting_s",
+    "model_ready_s",
+)
 PG_PREFIX = "pg_"
 RATIO_PREFIX = "ratio_pg_sqlite_"
 # PostgreSQL's own database per daemon (a fresh one each, as a new team's would be).
@@ -612,6 +623,18 @@ async def run(args: argparse.Namespace) -> Figures:
         out.update(dict.fromkeys(sqlite_keys(compared)))
     if "postgres" in backends:
         out.update(dict.fromkeys(PG_PREFIX + k for k in PG_KEYS))
+    if args.only == "capture":
+        out = {k: v for k, v in out.items() if k.removeprefix(PG_PREFIX) in CAPTURE_KEYS}
+    await _measure(args, backends, out)
+    if compared:
+        for key in PG_KEYS:
+            if key in out:
+                out[RATIO_PREFIX + key] = ratio(out[PG_PREFIX + key], out[key])
+    return out
+
+
+async def _measure(args: argparse.Namespace, backends: list[Backend], out: Figures) -> None:
+    """Fill in ``out``'s figures, step by step."""
     # Install the peer first: a failed install fails the run at once, and pip's work does not
     # overlap recalld's measurements.
     peer_python = setup_peer() if args.peer else None
@@ -660,7 +683,7 @@ async def run(args: argparse.Namespace) -> Figures:
                 f"{b} capture: 1 client {acked_1:.0f}/s, 16 clients {acked_16:.0f}/s,"
                 f" raw {raw:.0f}/s"
             )
-            if b == "sqlite":
+            if b == "sqlite" and args.only != "capture":
                 # The shim and the pipeline's embedding do not depend on the store's engine:
                 # measured on SQLite alone.
                 init, shim_rss = await bench_shim(d)
@@ -672,6 +695,8 @@ async def run(args: argparse.Namespace) -> Figures:
                 out["embed_vs_bare_ratio"] = pipe / bare
                 log(f"embedding: pipeline {pipe:.0f}/s, bare {bare:.0f}/s")
             d.stop()
+        if args.only == "capture":
+            return
 
         # -------- search at each size (precomputed corpus vectors, real query embeddings)
         model = bare_model()
@@ -747,11 +772,6 @@ async def run(args: argparse.Namespace) -> Figures:
             out.update(
                 await bench_vs_peer(root, peer_python, 2000 if args.quick else 5000, queries[:100])
             )
-    if compared:
-        for key in PG_KEYS:
-            if key in out:
-                out[RATIO_PREFIX + key] = ratio(out[PG_PREFIX + key], out[key])
-    return out
 
 
 # Issue 17's targets on this machine (2 cores).
@@ -844,10 +864,15 @@ def main() -> None:
         help="the store the daemons run on (default sqlite); both: one after the other, side"
         " by side",
     )
+    ap.add_argument(
+        "--only", choices=["capture"], help="one step alone (capture: raw, start-up, capture)"
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     if args.backend == "postgres" and (args.peer or args.large):
         ap.error("--peer and --large measure the SQLite store: use --backend sqlite or both")
+    if args.only and (args.peer or args.large):
+        ap.error("--peer and --large are steps of their own: leave out --only")
     try:
         out = anyio.run(run, args)
     except PeerError as exc:
