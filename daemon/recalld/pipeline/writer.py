@@ -5,8 +5,8 @@ ingested requests), and the evaluation and embedding actors' results alike. The 
 one job, then whatever else is already queued (up to ``capture_batch``), has the store apply
 them all in one transaction on a worker thread (one thread hop per batch, not one per
 statement), and only after the COMMIT wakes each job's waiter. A job that fails is rolled back
-to its own savepoint without failing its batch; a failed COMMIT (disk full, I/O error) fails
-every job of the batch as ``unavailable``.
+alone without failing its batch; a failed COMMIT (disk full, I/O error) fails every job of the
+batch as ``unavailable``.
 
 After the COMMIT the writer hands on what the jobs left: new rows nudge the evaluation actor
 (it works from the store's backlog, so a dropped nudge only delays it); vectors written and
