@@ -1,10 +1,12 @@
-"""The trigger scans of redaction and trust scoring: grouped by first character, each finds a
-trigger word exactly where the plain alternation of its words does."""
+"""The scans that spare redaction and trust scoring most of their work: grouped by first
+character, a trigger scan finds a trigger word exactly where the plain alternation of its
+words does; a redaction rule skipped for lacking its needs would have replaced nothing."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given, settings
@@ -96,3 +98,67 @@ _ANCHORED = re.compile(
 def test_trust_finds_a_quoted_line_as_the_anchored_word_did(pieces: list[str]) -> None:
     text = "".join(pieces)
     assert (trust._TRIGGERS.search("\n" + text) is None) == (_ANCHORED.search(text) is None)
+
+
+def _odd_cases(text: str) -> list[str]:
+    """``text`` in other cases, and with letters re folds to ASCII under IGNORECASE (the
+    Kelvin sign, dotted capital I, long s) where str.lower does not agree with it."""
+    return [
+        text.upper(),
+        text.title(),
+        text.swapcase(),
+        text.replace("k", "\u212a").replace("i", "\u0130").replace("s", "\u017f"),
+    ]
+
+
+def _every_rule(text: str) -> tuple[str, list[str]]:
+    """Redaction as it was: every rule scans a text that passes the trigger scan."""
+    with patch.object(redact, "_may_match", lambda *_: True):
+        return redact.redact(text)
+
+
+# What only one rule replaces, of the kinds the corpus leaves to other rules.
+_ALONE = [
+    "the twilio key is SK0123456789abcdef0123456789ABCDEF here",
+    "sentry: sntrys_eyJpYXQiOjE3MDAwMDAwMDAuMCwidXJsIjoiaHR0cHM6Ly9zZW50cnku",
+    "docker login -u bob -p Sup3rS3cret! registry.example.com",
+    '{"password": "hunter2"}',
+    "SMTP_PASS=hunter22",
+]
+
+
+def _corpus() -> list[str]:
+    texts = [s.text for s in SECRETS] + list(PROSE) + list(BENIGN_NOTES) + list(INJECTIONS)
+    texts += _ALONE
+    return texts + [odd for text in texts for odd in _odd_cases(text)]
+
+
+def test_a_rule_skipped_for_its_needs_would_have_replaced_nothing_in_the_corpus() -> None:
+    for text in _corpus():
+        assert redact.redact(text) == _every_rule(text), text
+
+
+@pytest.mark.parametrize("index", range(len(redact._RULES)))
+def test_the_corpus_has_a_text_each_rule_alone_would_miss_for_its_needs(index: int) -> None:
+    """Each rule's needs are put to the test above: skip the rule always, and some text of
+    the corpus comes out differently."""
+    rule = redact._RULES[index]
+    with patch.object(redact, "_may_match", lambda r, *_: r is not rule):
+        assert any(redact.redact(text) != _every_rule(text) for text in _corpus()), rule.name
+
+
+# Pieces of the corpus's secrets and of the rules' needs, and what joins them.
+_PIECES = sorted(
+    {piece for s in SECRETS for piece in s.text.split()}
+    | {need.replace("\\", "") for rule in redact._RULES for need in rule.needs}
+    | {"=", ": ", '"', "'", "\n", " ", "--", "-u ", "-p ", "@", "/", "\u212a", "\u0130", "K"}
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=8))
+def test_on_texts_made_of_secrets_pieces_redaction_is_what_every_rule_makes(
+    pieces: list[str],
+) -> None:
+    text = " ".join(pieces)
+    assert redact.redact(text) == _every_rule(text)
