@@ -133,7 +133,7 @@ class _Rule:
     check: Callable[[re.Match[str]], bool] | None = None  # False: not a secret after all
     # Lowercase words (regexes), one of which every match of the pattern holds, and
     # characters every match holds too: a text that lacks them is not scanned with the rule
-    # (see _may_match). Each word's scan is linear in the text, like the rule's own.
+    # (see redact). Each word's scan is linear in the text, like the rule's own.
     needs: tuple[str, ...] = field(kw_only=True)
     also: tuple[str, ...] = field(default=(), kw_only=True)
     needed: re.Pattern[str] = field(init=False, repr=False)
@@ -543,14 +543,21 @@ _TRIGGER_WORDS = (
 _TRIGGERS = any_word(_TRIGGER_WORDS)
 
 
+# The letters outside ASCII that re's IGNORECASE matches to ASCII ones (the Kelvin sign to
+# k, dotless and dotted I to i, long s to s), as those: the text a rule's needs are looked
+# for in, so a case-insensitive rule is skipped only where it could not match.
+_ASCII_FOLDS = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
 def redact(text: str) -> tuple[str, list[str]]:
     """Return ``text`` with every secret replaced, and the names of what was found."""
     found: list[str] = []
     low = text.lower()
     if _TRIGGERS.search(low) is None:
         return text, found
+    folded = _folded(text, low)
     for rule in _RULES:
-        if not _may_match(rule, text, low):
+        if rule.needed.search(folded) is None or not all(c in folded for c in rule.also):
             continue
 
         def _sub(m: re.Match[str], rule: _Rule = rule) -> str:
@@ -568,18 +575,12 @@ def redact(text: str) -> tuple[str, list[str]]:
         replaced = len(found)
         text = rule.pattern.sub(_sub, text)
         if len(found) != replaced:
-            low = text.lower()
+            folded = _folded(text, text.lower())
     return text, found
 
 
-def _may_match(rule: _Rule, text: str, low: str) -> bool:
-    """False only when ``rule`` cannot match ``text`` (``low``: its lowercase): it holds none
-    of the rule's needs. Most texts that pass the trigger scan need a few rules of the fifty.
-
-    A case-insensitive rule scans a text that is not all ASCII whatever it holds: re folds
-    case one character at a time (the Kelvin sign matches k, dotted İ matches i), and
-    str.lower does not always agree ("İ".lower() is two characters).
-    """
-    if rule.pattern.flags & re.IGNORECASE and not text.isascii():
-        return True
-    return all(c in low for c in rule.also) and rule.needed.search(low) is not None
+def _folded(text: str, low: str) -> str:
+    """``text`` as rules' needs are looked for in it: lowercase, and (outside ASCII) with
+    the letters re folds to ASCII ones folded so (str.lower keeps the dotless i and the long
+    s, and makes the dotted capital I two characters)."""
+    return low if text.isascii() else text.translate(_ASCII_FOLDS).lower()
