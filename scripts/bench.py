@@ -8,8 +8,9 @@ over its socket, with the real bundled model, on this machine, in this run.
   --large   also 1M (vectors precomputed, queries through the real model)
   --peer    also mcp-memory-service, fed the same texts and queries (own venv,
             .peer-venv/, installed by scripts/setup-peer on first use)
-  --shim    only the shim: spawn -> initialize and its RSS after a tool call, --runs
-            times on one daemon with a small store (median); seconds, not minutes
+  --only capture  only the capture step: raw inserts, start-up, 1 and 16 clients
+  --only shim     only the shim: spawn -> initialize and its RSS after a tool call, --runs
+                  times on one daemon with a small store (median); seconds, not minutes
 
   --backend sqlite    the embedded store (the default)
   --backend postgres  team memory: PostgreSQL 18 + pgvector on a throwaway local server
@@ -265,17 +266,18 @@ async def bench_capture(d: Daemon, texts: list[str], clients: int, window: int =
     per = len(texts) // clients
 
     async def client(k: int) -> None:
-        mine = texts[k * per : (k + 1) * per]
+        mine = iter(texts[k * per : (k + 1) * per])
         async with connect(agent=f"bench{k}", workspace="/bench/capture", path=d.socket) as rc:
-            sem = anyio.Semaphore(window)
-
-            async def one(t: str) -> None:
-                async with sem:
+            # ``window`` callers, each storing the next text once its last is acknowledged: a
+            # task per text (each waiting on a semaphore) cost the bench's client more CPU per
+            # capture than the client itself, on the two cores the daemon runs on too.
+            async def caller() -> None:
+                for t in mine:
                     await rc.call(p.MemoryStore(text=t), p.Stored)
 
             async with anyio.create_task_group() as tg:
-                for t in mine:
-                    tg.start_soon(one, t)
+                for _ in range(window):
+                    tg.start_soon(caller)
 
     started = time.perf_counter()
     async with anyio.create_task_group() as tg:
@@ -603,6 +605,15 @@ PG_KEYS = (
     "daemon_accepting_s",
     "model_ready_s",
 )
+# What `--only capture` measures (each backend's).
+CAPTURE_KEYS = (
+    "capture_acked_per_s_1",
+    "capture_acked_per_s_16",
+    "capture_raw_per_s",
+    "capture_vs_raw_ratio",
+    "daemon_accepting_s",
+    "model_ready_s",
+)
 PG_PREFIX = "pg_"
 RATIO_PREFIX = "ratio_pg_sqlite_"
 # PostgreSQL's own database per daemon (a fresh one each, as a new team's would be).
@@ -641,6 +652,18 @@ async def run(args: argparse.Namespace) -> Figures:
         out.update(dict.fromkeys(sqlite_keys(compared)))
     if "postgres" in backends:
         out.update(dict.fromkeys(PG_PREFIX + k for k in PG_KEYS))
+    if args.only == "capture":
+        out = {k: v for k, v in out.items() if k.removeprefix(PG_PREFIX) in CAPTURE_KEYS}
+    await _measure(args, backends, out)
+    if compared:
+        for key in PG_KEYS:
+            if key in out:
+                out[RATIO_PREFIX + key] = ratio(out[PG_PREFIX + key], out[key])
+    return out
+
+
+async def _measure(args: argparse.Namespace, backends: list[Backend], out: Figures) -> None:
+    """Fill in ``out``'s figures, step by step."""
     # Install the peer first: a failed install fails the run at once, and pip's work does not
     # overlap recalld's measurements.
     peer_python = setup_peer() if args.peer else None
@@ -689,7 +712,7 @@ async def run(args: argparse.Namespace) -> Figures:
                 f"{b} capture: 1 client {acked_1:.0f}/s, 16 clients {acked_16:.0f}/s,"
                 f" raw {raw:.0f}/s"
             )
-            if b == "sqlite":
+            if b == "sqlite" and args.only != "capture":
                 # The shim and the pipeline's embedding do not depend on the store's engine:
                 # measured on SQLite alone.
                 init, shim_rss = await bench_shim(d)
@@ -701,6 +724,8 @@ async def run(args: argparse.Namespace) -> Figures:
                 out["embed_vs_bare_ratio"] = pipe / bare
                 log(f"embedding: pipeline {pipe:.0f}/s, bare {bare:.0f}/s")
             d.stop()
+        if args.only == "capture":
+            return
 
         # -------- search at each size (precomputed corpus vectors, real query embeddings)
         model = bare_model()
@@ -776,11 +801,6 @@ async def run(args: argparse.Namespace) -> Figures:
             out.update(
                 await bench_vs_peer(root, peer_python, 2000 if args.quick else 5000, queries[:100])
             )
-    if compared:
-        for key in PG_KEYS:
-            if key in out:
-                out[RATIO_PREFIX + key] = ratio(out[PG_PREFIX + key], out[key])
-    return out
 
 
 # Issue 17's targets on this machine (2 cores).
@@ -874,17 +894,21 @@ def main() -> None:
         " by side",
     )
     ap.add_argument(
-        "--shim", action="store_true", help="only the shim's start-up and RSS (--runs times)"
+        "--only",
+        choices=["capture", "shim"],
+        help="one step alone (capture: raw, start-up, capture; shim: its start-up and RSS)",
     )
-    ap.add_argument("--runs", type=int, default=7, help="shim spawns with --shim (default 7)")
+    ap.add_argument("--runs", type=int, default=7, help="shim spawns with --only shim (7)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     if args.backend == "postgres" and (args.peer or args.large):
         ap.error("--peer and --large measure the SQLite store: use --backend sqlite or both")
-    if args.shim and (args.peer or args.large or args.quick or args.backend != "sqlite"):
-        ap.error("--shim runs the shim step alone: no --quick, --large, --peer or --backend")
+    if args.only and (args.peer or args.large):
+        ap.error("--peer and --large are steps of their own: leave out --only")
+    if args.only == "shim" and (args.quick or args.backend != "sqlite"):
+        ap.error("--only shim runs the shim on SQLite: no --quick or --backend")
     try:
-        out = anyio.run(run_shim, args.runs) if args.shim else anyio.run(run, args)
+        out = anyio.run(run_shim, args.runs) if args.only == "shim" else anyio.run(run, args)
     except PeerError as exc:
         sys.exit(f"scripts/bench: {exc}")
     if args.json:

@@ -163,6 +163,43 @@ async def test_unknown_ops_and_garbage_do_not_take_the_daemon_down(
         assert isinstance(await rc.call(p.Ping()), p.Pong)
 
 
+async def test_a_burst_of_writes_is_answered_whole_after_the_client_stops_sending(
+    running_daemon: DaemonProcess,
+) -> None:
+    """Captures pipelined on one connection are answered by the writer after each COMMIT,
+    several replies to a write: the connection stays open for them after the client's last
+    frame, and a write refused in its batch gets its typed error beside the others."""
+    from anyio.streams.buffered import BufferedByteReceiveStream
+
+    stream = await _raw_connection(running_daemon)
+    burst = [
+        p.MemoryStore(id=10 + i, text=f"burst note {i}")
+        if i % 10
+        else p.MemoryStore(id=10 + i, text=f"burst fact {i}", kind="fact")  # no subject
+        for i in range(100)
+    ]
+    await stream.send(b"".join(p.frame(req) for req in burst))
+    await stream.send_eof()
+    reader = BufferedByteReceiveStream(stream)
+    replies: dict[int, p.Reply] = {}
+    with anyio.fail_after(30):
+        while len(replies) < len(burst) + 1:
+            (size,) = p.HEADER.unpack(await reader.receive_exactly(4))
+            reply = p.decode_reply(await reader.receive_exactly(size))
+            replies[reply.id] = reply
+    await stream.aclose()
+    assert isinstance(replies.pop(1), p.Welcome)
+    for req in burst:
+        reply = replies[req.id]
+        if req.kind == "fact":
+            assert isinstance(reply, p.Error) and reply.code == "invalid_request"
+        else:
+            assert isinstance(reply, p.Stored)
+    assert running_daemon.sql("SELECT count(*) FROM records WHERE text LIKE ?", "burst note%") == [
+        (90,)
+    ]
+
+
 async def test_the_first_frame_must_be_a_hello(running_daemon: DaemonProcess) -> None:
     stream = await anyio.connect_unix(running_daemon.socket)
     await stream.send(p.frame(p.Ping(id=3)))

@@ -161,7 +161,7 @@ class Daemon:
             self._wake_embedding = embed_send.clone()
             self.search = SearchActor(store, workers=s.search_workers, queue_size=s.queue_size)
             self._watch_settledness()
-            intake = Intake(clients.submit, self.model, self._semantic)
+            intake = Intake(clients.submit, clients.submit_nowait, self.model, self._semantic)
             memory = MemoryReader(
                 MemorySearchConfig(
                     mode=s.search_mode,
@@ -175,6 +175,7 @@ class Daemon:
                 read=self.search.read,
                 read_aside=self._read_aside,
                 write=intake.write,
+                write_now=intake.write_now,
                 submit=clients.submit,
                 embed_query=self.model.embed_query,
                 semantic=self._semantic,

@@ -48,6 +48,8 @@ _EXT = re.compile(r"\.[A-Za-z0-9]{1,8}$")
 
 def scrape_paths(text: str) -> list[str]:
     """File paths a memory's text mentions, in order, deduped."""
+    if "/" not in text:
+        return []  # every path the pattern finds has one (a store's hot path: most have none)
     found: list[str] = []
     for match in _PATH.finditer(text):
         path = match.group(1).rstrip(".,;:)")

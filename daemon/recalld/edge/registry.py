@@ -2,9 +2,10 @@
 
 A :class:`Route` says which handler answers a request type, what authorization it needs
 (:class:`~recalld.edge.authorization.Rule`), whether it is a read the search workers answer
-(a connection takes turns at them), whether the workspace-approval gate applies, and whether
-it is answered while the daemon drains. A request type without a route is refused, so a new
-one cannot be forgotten here; a test walks the protocol against this table.
+(a connection takes turns at them), whether the workspace-approval gate applies, whether
+it is answered while the daemon drains, and for a write that needs no wait before it queues,
+how to build its job. A request type without a route is refused, so a new one cannot be
+forgotten here; a test walks the protocol against this table.
 """
 
 from __future__ import annotations
@@ -30,12 +31,16 @@ from ..handlers import (
     workspaces,
 )
 from ..handlers.services import Services
+from ..pipeline.intake import RequestJob
 from .authorization import Rule, any_caller, one, other_workspace, record_use
 from .authorization import memories as memory_ids
 
 __all__ = ["ROUTES", "Route", "route_of"]
 
 Handler = Callable[[Services, Principal, Any], Awaitable[p.Reply]]
+# Builds a write's job on the event loop when nothing has to be awaited first; None when
+# something has (the handler then runs). The job's result is the reply.
+JobBuilder = Callable[[Services, Principal, Any], RequestJob | None]
 
 
 async def _pong(services: Services, who: Principal, req: p.Ping) -> p.Pong:
@@ -53,6 +58,9 @@ class Route:
     gated: bool = True
     # Answered while the daemon drains (everything else gets ``unavailable``).
     while_draining: bool = False
+    # A write the edge may hand to the pipeline itself, with no task of its own (see
+    # Server._write_now): capture's bursts of small writes.
+    job: JobBuilder | None = None
 
 
 ROUTES: dict[type[p.Request], Route] = {
@@ -60,7 +68,9 @@ ROUTES: dict[type[p.Request], Route] = {
     # Everyone may see the daemon's state; the connected agents of others only with admin.
     p.Status: Route(status.status, Rule(READ), gated=False, while_draining=True),
     p.MemoryStore: Route(
-        memories.store, Rule(WRITE, other_workspace, memory_ids("supersedes", "depends_on"))
+        memories.store,
+        Rule(WRITE, other_workspace, memory_ids("supersedes", "depends_on")),
+        job=memories.store_job,
     ),
     p.MemorySearch: Route(memories.search, Rule(READ, other_workspace), read=True),
     # memory_search's reader contract and workspace rule, without a query.
@@ -73,7 +83,9 @@ ROUTES: dict[type[p.Request], Route] = {
     p.MemoryRecordUse: Route(memories.record_use, Rule(WRITE, None, record_use)),
     # Resolves the subject's facts of the caller's workspace (else the global ones).
     p.MemoryFactResolve: Route(memories.fact_resolve, Rule(WRITE)),
-    p.CaptureEpisode: Route(episodes.capture, Rule(WRITE, other_workspace)),
+    p.CaptureEpisode: Route(
+        episodes.capture, Rule(WRITE, other_workspace), job=episodes.capture_job
+    ),
     p.WorkSearch: Route(episodes.search, Rule(READ, any_caller), read=True),
     p.WorkResult: Route(episodes.set_verdict, Rule(WRITE, any_caller)),
     p.Forget: Route(forget.forget, Rule(WRITE, None, one("record", "record_id"))),

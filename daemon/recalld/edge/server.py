@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import anyio
 import msgspec
-from anyio.abc import SocketAttribute, SocketStream
+from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 from recall_client import protocol as p
 from recall_client.paths import peer_credentials
 
@@ -34,9 +34,11 @@ from ..domain.principal import Principal
 from ..errors import RecallError
 from ..handlers.services import Services
 from ..ingest.sanitize import check_identifiers
+from ..pipeline.intake import RequestJob
+from ..pipeline.writer import WriteJob
 from . import authorization
 from .frames import FrameReader
-from .registry import route_of
+from .registry import ROUTES, Route, route_of
 
 __all__ = ["Connection", "Server"]
 
@@ -69,6 +71,88 @@ class Connection:
     idle: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     # Turns at the search workers (see Route.read).
     reads: anyio.Semaphore = field(default_factory=lambda: anyio.Semaphore(1))
+    # Set once nothing is in flight, when the connection's reading has ended and it waits
+    # for its last replies.
+    answered: anyio.Event | None = None
+
+
+class _Out:
+    """One connection's replies, written whole and in order, each under the send timeout.
+
+    A reply goes to the socket at once when nothing is queued before it and the socket
+    takes it whole (the common case: no task, no timeout scope). Else it queues, and one task
+    writes what is queued together: the replies the writer's callbacks queue after a COMMIT
+    (see Server._answered) go out in one system call per connection.
+    """
+
+    __slots__ = ("_flushing", "_queued", "_timeout", "closed", "sock", "stream", "tasks")
+
+    def __init__(self, stream: SocketStream, timeout: Callable[[], float]) -> None:
+        self.stream = stream
+        # Looked up once: SocketStream.extra builds the stream's attribute table every call.
+        self.sock = stream.extra(SocketAttribute.raw_socket)
+        self._timeout = timeout
+        # The connection's task group, for the task that writes what is queued.
+        self.tasks: TaskGroup | None = None
+        # Frames waiting, each with what to call once it is written (or has nowhere to go).
+        self._queued: list[tuple[bytes, Callable[[], None]]] = []
+        self._flushing = False
+        # The connection has ended: a reply committed after that has nowhere to go.
+        self.closed = False
+
+    def send(self, data: bytes, sent: Callable[[], None], *, at_once: bool = True) -> None:
+        """Write one reply frame after those queued; ``sent()`` once it is written, or once
+        the connection is gone. ``at_once``: try the socket now if nothing is queued."""
+        if self.closed:
+            sent()
+            return
+        if at_once and not self._queued:
+            try:
+                written = self.sock.send(data)
+            except OSError:  # full, or the peer is gone: the task finds out which
+                written = 0
+            if written == len(data):
+                sent()
+                return
+            data = data[written:]
+        self._queued.append((data, sent))
+        if not self._flushing:
+            assert self.tasks is not None, "replies are sent while the connection reads"
+            self._flushing = True
+            self.tasks.start_soon(self._flush, name="replies")
+
+    async def reply(self, data: bytes) -> None:
+        """:meth:`send`, returning once ``data`` is written (or the connection is gone)."""
+        written = anyio.Event()
+        self.send(data, written.set)
+        await written.wait()
+
+    async def _flush(self) -> None:
+        try:
+            while self._queued:
+                frames, self._queued = self._queued, []
+                try:
+                    await self._write(b"".join(data for data, _ in frames))
+                finally:
+                    for _, sent in frames:
+                        sent()
+        except (TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            # The peer is gone or not reading: closing makes its reader loop end too.
+            await self.stream.aclose()
+        finally:
+            self._flushing = False
+            dropped, self._queued = self._queued, []
+            for _, sent in dropped:
+                sent()
+
+    async def _write(self, data: bytes) -> None:
+        try:
+            written = self.sock.send(data)
+        except BlockingIOError:
+            written = 0
+        if written < len(data):
+            with anyio.fail_after(self._timeout()):
+                await self.stream.send(data[written:])
 
 
 class ByteBudget:
@@ -163,11 +247,12 @@ class Server:
             cid=next(self._ids), uid=uid, pid=pid, reads=anyio.Semaphore(settings.search_workers)
         )
         self.connections[conn.cid] = conn
-        send_lock = anyio.Lock()
         inflight = anyio.Semaphore(settings.max_inflight_per_connection)
         reader = FrameReader(stream)
+        out = _Out(stream, lambda: self._settings().send_timeout_s)
         try:
             async with anyio.create_task_group() as tg:
+                out.tasks = tg
                 while True:
                     body = await self._read_frame(reader, stream, conn)
                     if body is None:
@@ -180,8 +265,7 @@ class Server:
                         except msgspec.ValidationError as exc:
                             conn.errors += 1
                             await self._reply(
-                                stream,
-                                send_lock,
+                                out,
                                 p.Error(
                                     id=p.peek_request_id(body),
                                     code="invalid_request",
@@ -195,8 +279,7 @@ class Server:
                             # failure): the stream cannot be trusted any more.
                             conn.errors += 1
                             await self._reply(
-                                stream,
-                                send_lock,
+                                out,
                                 p.Error(
                                     id=0,
                                     code="invalid_request",
@@ -207,14 +290,13 @@ class Server:
                         del body
                         conn.requests += 1
                         if conn.principal is None:
-                            if not await self._hello(stream, send_lock, conn, req):
+                            if not await self._hello(out, conn, req):
                                 break
                             continue
                         if self._stopping() and not _while_draining(req):
                             # Draining: what was already read finishes; nothing new starts.
                             await self._reply(
-                                stream,
-                                send_lock,
+                                out,
                                 p.Error(
                                     id=req.id,
                                     code="unavailable",
@@ -223,23 +305,31 @@ class Server:
                                 ),
                             )
                             continue
-                        await inflight.acquire()
-                        tg.start_soon(
-                            self._answer,
-                            stream,
-                            send_lock,
-                            inflight,
-                            conn,
-                            req,
-                            held,
-                            name=f"request {req.id} of connection {conn.cid}",
-                        )
-                        held = 0  # the request's task releases it
+                        try:
+                            inflight.acquire_nowait()
+                        except anyio.WouldBlock:
+                            await inflight.acquire()
+                        if not self._write_now(out, inflight, conn, req, held):
+                            tg.start_soon(
+                                self._answer,
+                                out,
+                                inflight,
+                                conn,
+                                req,
+                                held,
+                                name=f"request {req.id} of connection {conn.cid}",
+                            )
+                        held = 0  # released once the request is answered
                     finally:
                         if held:
                             self.budget.release(held)
-                # Reading is over; let in-flight requests finish and reply.
+                # Reading is over; let in-flight requests finish and reply (the writes
+                # handed over by _write_now have no task here to wait for).
+                if conn.inflight:
+                    conn.answered = anyio.Event()
+                    await conn.answered.wait()
         finally:
+            out.closed = True
             self.connections.pop(conn.cid, None)
 
     async def _read_frame(
@@ -300,13 +390,10 @@ class Server:
         ):
             return None
 
-    async def _hello(
-        self, stream: SocketStream, lock: anyio.Lock, conn: Connection, req: p.Request
-    ) -> bool:
+    async def _hello(self, out: _Out, conn: Connection, req: p.Request) -> bool:
         if not isinstance(req, p.Hello):
             await self._reply(
-                stream,
-                lock,
+                out,
                 p.Error(
                     id=req.id, code="invalid_request", message="the first frame must be a hello"
                 ),
@@ -314,8 +401,7 @@ class Server:
             return False
         if req.version != p.PROTOCOL_VERSION:
             await self._reply(
-                stream,
-                lock,
+                out,
                 p.Error(
                     id=req.id,
                     code="invalid_request",
@@ -331,7 +417,7 @@ class Server:
                 req.agent, req.agent_token, admin=scopes.ADMIN in granted
             )
         except RecallError as exc:
-            await self._reply(stream, lock, p.Error(id=req.id, code=exc.code, message=exc.message))
+            await self._reply(out, p.Error(id=req.id, code=exc.code, message=exc.message))
             return False
         workspace = req.workspace or "/"
         conn.principal = Principal(
@@ -345,8 +431,7 @@ class Server:
             session=req.session or f"conn-{uuid.uuid4().hex[:16]}",
         )
         await self._reply(
-            stream,
-            lock,
+            out,
             p.Welcome(
                 id=req.id,
                 version=p.PROTOCOL_VERSION,
@@ -360,45 +445,73 @@ class Server:
         )
         return True
 
-    async def _answer(
-        self,
-        stream: SocketStream,
-        lock: anyio.Lock,
-        inflight: anyio.Semaphore,
-        conn: Connection,
-        req: p.Request,
-        held: int,
-    ) -> None:
+    def _begin(self, conn: Connection) -> None:
+        """A request of ``conn`` is being answered."""
         conn.inflight += 1
         conn.idle.deadline = math.inf
         self._inflight += 1
         if self._idle.is_set():
             self._idle = anyio.Event()
+
+    def _end(self, conn: Connection, inflight: anyio.Semaphore, held: int) -> None:
+        """A request of ``conn`` has been answered (its reply sent, or its connection gone)."""
+        conn.inflight -= 1
+        if not conn.inflight:
+            conn.idle.deadline = anyio.current_time() + self._settings().idle_timeout_s
+            if conn.answered is not None:
+                conn.answered.set()
+        self._inflight -= 1
+        if not self._inflight:
+            self._idle.set()
+        inflight.release()
+        self.budget.release(held)
+
+    async def _answer(
+        self,
+        out: _Out,
+        inflight: anyio.Semaphore,
+        conn: Connection,
+        req: p.Request,
+        held: int,
+        job: RequestJob | None = None,
+    ) -> None:
+        """Answer ``req``: dispatch it, or (``job``: admitted and built by _write_now) write
+        its job."""
+        self._begin(conn)
         try:
-            try:
+            if job is None:
                 reply = await self._dispatch(conn, req)
-            except RecallError as exc:
-                conn.errors += 1
-                reply = p.Error(
-                    id=req.id, code=exc.code, message=exc.message, retryable=exc.retryable
-                )
-            except Exception:
-                conn.errors += 1
-                log.exception("request %s failed", type(req).__name__)
-                reply = p.Error(
-                    id=req.id, code="internal", message="internal error; see the daemon log"
-                )
-            reply.id = req.id
-            await self._reply(stream, lock, reply)
-        finally:
-            conn.inflight -= 1
-            if not conn.inflight:
-                conn.idle.deadline = anyio.current_time() + self._settings().idle_timeout_s
-            self._inflight -= 1
-            if not self._inflight:
-                self._idle.set()
-            inflight.release()
-            self.budget.release(held)
+            else:
+                reply = await self._services.write(job)
+        except RecallError as exc:
+            conn.errors += 1
+            reply = p.Error(id=req.id, code=exc.code, message=exc.message, retryable=exc.retryable)
+        except Exception:
+            conn.errors += 1
+            log.exception("request %s failed", type(req).__name__)
+            reply = p.Error(
+                id=req.id, code="internal", message="internal error; see the daemon log"
+            )
+        except BaseException:  # cancelled: the connection is closing
+            self._end(conn, inflight, held)
+            raise
+        reply.id = req.id
+        out.send(p.frame(reply), lambda: self._end(conn, inflight, held))
+
+    def _admit(self, route: Route, who: Principal, req: p.Request) -> None:
+        """The checks of a request that need no store read: its scopes, the approval gate.
+
+        Raises:
+            RecallError: ``forbidden``, or the gate's ``forbidden`` for an unapproved
+                workspace.
+        """
+        authorization.check_scopes(route.rule, who, req)
+        services = self._services
+        if route.gated and services.settings().require_approval:
+            override = getattr(req, "workspace", None)
+            services.approvals.check(
+                override if isinstance(override, str) and override else who.workspace
+            )
 
     async def _dispatch(self, conn: Connection, req: p.Request) -> p.Reply:
         """Route, authorize, gate, then the handler: the one path of every request."""
@@ -406,12 +519,7 @@ class Server:
         who = conn.principal
         assert who is not None
         route = route_of(req)
-        authorization.check_scopes(route.rule, who, req)
-        if route.gated and services.settings().require_approval:
-            override = getattr(req, "workspace", None)
-            services.approvals.check(
-                override if isinstance(override, str) and override else who.workspace
-            )
+        self._admit(route, who, req)
         if named := route.rule.named(who, req):
             await services.read(lambda reader: authorization.owned_ids(reader, who, named))
         if route.read:
@@ -419,39 +527,88 @@ class Server:
                 return await route.handler(services, who, req)
         return await route.handler(services, who, req)
 
+    def _write_now(
+        self, out: _Out, inflight: anyio.Semaphore, conn: Connection, req: p.Request, held: int
+    ) -> bool:
+        """Hand a write to the pipeline with no task of its own, when its route builds its
+        job (names no ids to check first) and nothing has to wait (Intake.write_now); the
+        writer's call after the COMMIT answers it. A job that has to wait gets a task that
+        writes it. False: :meth:`_answer` dispatches the request, as any other (whatever
+        went wrong here, a refusal included, it finds again and answers).
+
+        A capture burst is many small writes: a task per request, its await chain down to
+        the job's event and the wake-up were most of what the event loop spent on one.
+        """
+        route = ROUTES.get(type(req))
+        if route is None or route.job is None:
+            return False
+        who = conn.principal
+        assert who is not None
+        try:
+            self._admit(route, who, req)
+            if route.rule.named(who, req):
+                return False
+            job = route.job(self._services, who, req)
+            if job is None:
+                return False
+
+            def answered(job: WriteJob) -> None:
+                self._answered(out, inflight, conn, req.id, held, job)
+
+            queued = self._services.write_now(job, answered)
+        except Exception:  # refused, or a bug: the task path answers it, or logs it
+            return False
+        if queued:
+            self._begin(conn)
+            return True
+        assert out.tasks is not None
+        out.tasks.start_soon(
+            self._answer,
+            out,
+            inflight,
+            conn,
+            req,
+            held,
+            job,
+            name=f"request {req.id} of connection {conn.cid}",
+        )
+        return True
+
+    def _answered(
+        self,
+        out: _Out,
+        inflight: anyio.Semaphore,
+        conn: Connection,
+        request_id: int,
+        held: int,
+        job: WriteJob,
+    ) -> None:
+        """Reply to a write :meth:`_write_now` handed over, now committed (or failed). Runs
+        on the writer's turn of the event loop, so it never raises and never waits: the reply
+        queues, and the connection's replies of the batch go out together."""
+        try:
+            if job.error is None:
+                reply: p.Reply = job.result
+            else:
+                conn.errors += 1
+                error = job.error
+                if not isinstance(error, RecallError):
+                    log.error("write %d failed", request_id, exc_info=error)
+                    error = RecallError("internal", "internal error; see the daemon log")
+                reply = p.Error(
+                    id=0, code=error.code, message=error.message, retryable=error.retryable
+                )
+            reply.id = request_id
+            out.send(p.frame(reply), lambda: self._end(conn, inflight, held), at_once=False)
+        except Exception:
+            log.exception("answering write %d failed", request_id)
+            self._end(conn, inflight, held)
+
     def _settings(self) -> Settings:
         return self._services.settings()
 
-    async def _reply(self, stream: SocketStream, lock: anyio.Lock, reply: p.Reply) -> None:
-        data = p.frame(reply)
-        # Fast path: no other reply is being written and the socket takes the whole frame at
-        # once (the common case): no timeout scope, no wait. The lock is held across any
-        # wait below, so frames never interleave.
-        try:
-            lock.acquire_nowait()
-        except anyio.WouldBlock:
-            pass
-        else:
-            try:
-                try:
-                    sent = stream.extra(SocketAttribute.raw_socket).send(data)
-                except BlockingIOError:
-                    sent = 0
-                if sent < len(data):
-                    with anyio.fail_after(self._settings().send_timeout_s):
-                        await stream.send(data[sent:])
-            except (TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                await stream.aclose()
-            finally:
-                lock.release()
-            return
-        try:
-            with anyio.fail_after(self._settings().send_timeout_s):
-                async with lock:
-                    await stream.send(data)
-        except (TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            # The peer is gone or not reading: closing makes its reader loop end too.
-            await stream.aclose()
+    async def _reply(self, out: _Out, reply: p.Reply) -> None:
+        await out.reply(p.frame(reply))
 
     async def _send_quietly(self, stream: SocketStream, reply: p.Reply) -> None:
         try:

@@ -22,7 +22,7 @@ from ..retrieval import work_reader
 from ..store.port import WriteTx
 from .services import Services
 
-__all__ = ["capture", "search", "set_verdict"]
+__all__ = ["capture", "capture_job", "search", "set_verdict"]
 
 
 class _Capture(RequestJob):
@@ -50,9 +50,14 @@ class _Verdict(RequestJob):
         return reply
 
 
+def capture_job(services: Services, who: Principal, req: p.CaptureEpisode) -> RequestJob:
+    """capture_episode's write job (nothing to read before it)."""
+    return _Capture(who, req)
+
+
 async def capture(services: Services, who: Principal, req: p.CaptureEpisode) -> p.EpisodeCaptured:
     """capture_episode; returns once it has committed."""
-    result: p.EpisodeCaptured = await services.write(_Capture(who, req))
+    result: p.EpisodeCaptured = await services.write(capture_job(services, who, req))
     return result
 
 

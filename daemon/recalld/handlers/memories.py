@@ -35,6 +35,7 @@ __all__ = [
     "search",
     "show",
     "store",
+    "store_job",
     "update",
     "verify",
 ]
@@ -147,21 +148,38 @@ def _check_origin_repo(req: p.MemoryStore, workspace: str, origin: GitOrigin | N
         )
 
 
+def store_job(services: Services, who: Principal, req: p.MemoryStore) -> RequestJob | None:
+    """memory_store's write job, when the workspace's git origin is known already (None
+    when a repository must be read first, off the event loop: :func:`store`).
+
+    Raises:
+        RecallError: ``invalid_request`` for an origin_repo recalld does not find.
+    """
+    if req.global_scope:
+        return _store_job(services, who, req, None)
+    known, origin = cached_origin(req.workspace or who.workspace)
+    return _store_job(services, who, req, origin) if known else None
+
+
+def _store_job(
+    services: Services, who: Principal, req: p.MemoryStore, origin: GitOrigin | None
+) -> _Store:
+    _check_origin_repo(req, req.workspace or who.workspace, origin)
+    req = msgspec.structs.replace(req, visibility=services.visibility(req.visibility))
+    return _Store(who, req, origin)
+
+
 async def store(services: Services, who: Principal, req: p.MemoryStore) -> p.MemoryStored:
     """memory_store; durable when it returns.
 
     Raises:
         RecallError: invalid_request, not_found, busy or unavailable.
     """
-    origin = None
-    workspace = req.workspace or who.workspace
-    if not req.global_scope:
-        known, origin = cached_origin(workspace)
-        if not known:
-            origin = await anyio.to_thread.run_sync(git_origin, workspace)
-    _check_origin_repo(req, workspace, origin)
-    req = msgspec.structs.replace(req, visibility=services.visibility(req.visibility))
-    result: p.MemoryStored = await services.write(_Store(who, req, origin))
+    job = store_job(services, who, req)
+    if job is None:
+        origin = await anyio.to_thread.run_sync(git_origin, req.workspace or who.workspace)
+        job = _store_job(services, who, req, origin)
+    result: p.MemoryStored = await services.write(job)
     return result
 
 

@@ -40,6 +40,8 @@ class Services:
     read_aside: Callable[[Callable[[Reader], Any]], Awaitable[Any]]
     # Ingest, embed and write a client's request; the result once committed.
     write: Callable[[RequestJob], Awaitable[Any]]
+    # The same without waiting, when nothing has to (Intake.write_now): False when it must.
+    write_now: Callable[[RequestJob, Callable[[WriteJob], None]], bool]
     # Queue a job of the daemon's own (a health probe) for the writer.
     submit: Callable[[WriteJob], Awaitable[None]]
     # The query's vector in the model's priority lane; None when no model is up.

@@ -138,7 +138,8 @@ def _struct_plan(cls: type) -> _Plan | None:
         changes = {}
         for name, wire, plan in fields:
             current = getattr(value, name)
-            if current is None or current is msgspec.UNSET:
+            # None, UNSET, "" and []: nothing to sanitise (most of a request's fields).
+            if not current:
                 continue
             new = plan(current, f"{where}.{wire}" if where else wire, walk)
             if new != current:

@@ -23,7 +23,7 @@ from ..domain.policy import Assessment
 from .sanitize import sanitize
 from .trust import score
 
-__all__ = ["INLINE_CHARS", "Ingested", "ingest", "run"]
+__all__ = ["INLINE_CHARS", "Ingested", "ingest", "inline", "run"]
 
 INLINE_CHARS = 1_024
 
@@ -81,8 +81,13 @@ def _size(req: p.Request) -> int:
     return len(msgspec.msgpack.encode(req))
 
 
+def inline(req: p.Request) -> bool:
+    """Whether ``req`` is small enough to be ingested on the event loop."""
+    return _size(req) <= INLINE_CHARS
+
+
 async def run(req: p.Request, limiter: anyio.CapacityLimiter) -> Ingested:
     """:func:`ingest`, in a worker thread unless ``req`` is small."""
-    if _size(req) <= INLINE_CHARS:
+    if inline(req):
         return ingest(req)
     return await anyio.to_thread.run_sync(ingest, req, limiter=limiter)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from ..domain.policy import Assessment
+from .prefilter import any_word
 
 __all__ = ["QUOTED_PENALTY", "assess", "score"]
 
@@ -88,15 +89,19 @@ _MARKERS: list[tuple[str, re.Pattern[str], float]] = [
     ),
 ]
 
-# Every marker above needs one of these words; one scan for them (on the lowercased text:
-# re's IGNORECASE alternations are many times slower) spares the full set of patterns for the
-# many texts that contain none. This runs on every capture.
-_TRIGGERS = re.compile(
-    r"(?m:ignore|disregard|forget|override|you are now|from now on|act as|pretend|instruction"
-    r"|system|send|post|upload|exfiltrat|leak|email|must|should always|shall|required to"
-    r"|never reveal|rm\s+-rf|curl|chmod|according to|said|quote:|^[ \t]*>"
-    r"|reading this|when you read this|note to|attention|dear|if you are a)"
-)
+# Every marker above needs one of these words; one scan for them (see .prefilter; on the
+# lowercased text: re's IGNORECASE alternations are many times slower) spares the full set of
+# patterns for the many texts that contain none. This runs on every capture. A line that
+# starts with ">" is "\n[ \t]*>" in a text scanned with a newline put before it: an anchor
+# (^) among the words would keep re from skipping ahead to their first characters.
+_TRIGGER_WORDS = (
+    "ignore", "disregard", "forget", "override", "you are now", "from now on", "act as",
+    "pretend", "instruction", "system", "send", "post", "upload", "exfiltrat", "leak",
+    "email", "must", "should always", "shall", "required to", "never reveal", r"rm\s+-rf",
+    "curl", "chmod", "according to", "said", "quote:", r"\n[ \t]*>", "reading this",
+    "when you read this", "note to", "attention", "dear", "if you are a",
+)  # fmt: skip
+_TRIGGERS = any_word(_TRIGGER_WORDS)
 
 # Sources whose text comes from outside the agent's own hand.
 _SOURCE_PENALTY = {"web": 0.2, "external": 0.2, "email": 0.2, "tool_output": 0.1, "quoted": 0.15}
@@ -108,7 +113,7 @@ def assess(text: str, *, source: str | None = None) -> tuple[float, bool, list[s
     """Score ``text``: (trust in 0..1, blocked, reasons)."""
     reasons: list[str] = []
     penalty = 0.0
-    if _TRIGGERS.search(text.lower()) is not None:
+    if _TRIGGERS.search("\n" + text.lower()) is not None:
         for reason, pattern, weight in _MARKERS:
             if pattern.search(text):
                 reasons.append(reason)

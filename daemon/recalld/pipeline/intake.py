@@ -5,6 +5,8 @@ which runs the ingest stage on the request (nothing of it reaches the job unsani
 the job prepare what it derives from the ingested request, embeds what the job must store
 with vectors (an experience and its lessons: merging lessons by meaning happens in their
 transaction) in the model's priority lane, queues it for the writer and waits for its COMMIT.
+:meth:`Intake.write_now` does the same without a task to wait in, for the many small writes
+that need no wait before they queue: the writer calls back once it has committed them.
 """
 
 from __future__ import annotations
@@ -59,22 +61,26 @@ class Intake:
     def __init__(
         self,
         submit: Callable[[WriteJob], Awaitable[None]],
+        submit_nowait: Callable[[WriteJob], bool],
         model: Model,
         vectors_ready: Callable[[], bool],
     ) -> None:
         self._submit = submit
+        self._submit_nowait = submit_nowait
         self._model = model
         self._vectors_ready = vectors_ready
         self._limiter = anyio.CapacityLimiter(INGEST_THREADS)
 
     async def write(self, job: RequestJob) -> Any:
-        """Ingest, prepare, embed, write; the job's result once committed.
+        """Ingest, prepare, embed, write; the job's result once committed. A job that
+        :meth:`write_now` ingested already is not ingested again.
 
         Raises:
             RecallError: from the ingest stage, the job, or the writer (busy, unavailable).
         """
-        job.ingested = await stage.run(job.request, self._limiter)
-        job.prepare()
+        if job.ingested is None:
+            job.ingested = await stage.run(job.request, self._limiter)
+            job.prepare()
         texts = job.embed_texts()
         if texts and self._vectors_ready():
             # The caller is waiting: the priority lane, not behind the backlog's batches. A
@@ -84,3 +90,27 @@ class Intake:
             job.model = self._model.name if job.vectors is not None else None
         await self._submit(job)
         return await job.wait()
+
+    def write_now(self, job: RequestJob, done: Callable[[WriteJob], None]) -> bool:
+        """:meth:`write` without a wait, when none is needed: ingest and prepare inline, queue,
+        and have the writer call ``done(job)`` once it is committed (or failed) instead of
+        waking a waiter. False when something would have to wait (a request big enough for a
+        worker thread, texts to embed first, a full queue): nothing is queued, and
+        :meth:`write` takes the job from where it is.
+
+        Raises:
+            RecallError: from the ingest stage, the job, or the writer (unavailable).
+        """
+        if job.ingested is None:
+            if not stage.inline(job.request):
+                return False
+            job.ingested = stage.ingest(job.request)
+            job.prepare()
+        # A job that embeds also waits for its vectors to reach the index (WriteJob.wait).
+        if job.embed_texts():
+            return False
+        job.on_done = done
+        if self._submit_nowait(job):
+            return True
+        job.on_done = None
+        return False

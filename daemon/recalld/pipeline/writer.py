@@ -5,8 +5,8 @@ ingested requests), and the evaluation and embedding actors' results alike. The 
 one job, then whatever else is already queued (up to ``capture_batch``), has the store apply
 them all in one transaction on a worker thread (one thread hop per batch, not one per
 statement), and only after the COMMIT wakes each job's waiter. A job that fails is rolled back
-to its own savepoint without failing its batch; a failed COMMIT (disk full, I/O error) fails
-every job of the batch as ``unavailable``.
+alone without failing its batch; a failed COMMIT (disk full, I/O error) fails every job of the
+batch as ``unavailable``.
 
 After the COMMIT the writer hands on what the jobs left: new rows nudge the evaluation actor
 (it works from the store's backlog, so a dropped nudge only delays it); vectors written and
@@ -60,10 +60,12 @@ class WriteJob:
     __slots__ = (
         "_done",
         "_indexed",
+        "done",
         "error",
         "index_adds",
         "index_removals",
         "new_rowids",
+        "on_done",
         "result",
     )
 
@@ -71,7 +73,6 @@ class WriteJob:
     background = False
 
     def __init__(self) -> None:
-        self._done = anyio.Event()
         self.result: Any = None
         self.error: BaseException | None = None
         # Rows this job wrote that the downstream actors must look at.
@@ -80,6 +81,13 @@ class WriteJob:
         self.index_adds: list[tuple[int, np.ndarray]] = []
         self.index_removals: list[int] = []
         self._indexed: anyio.Event | None = None
+        # Committed (or failed); called then, on the event loop, instead of a waiter waking
+        # (see Intake.write_now): it must not raise, nor wait.
+        self.done = False
+        self.on_done: Callable[[WriteJob], None] | None = None
+        # Made by the first wait() that has to wait: most jobs of a burst are answered by
+        # on_done, and an anyio.Event costs more to make than the rest of the job's hand-off.
+        self._done: anyio.Event | None = None
 
     def apply(self, tx: WriteTx, now: float) -> Any:
         raise NotImplementedError
@@ -90,10 +98,21 @@ class WriteJob:
         self.index_adds.clear()
         self.index_removals.clear()
 
+    def finish(self) -> None:
+        """Committed (or failed): wake the waiter, or call on_done."""
+        self.done = True
+        if self._done is not None:
+            self._done.set()
+        if self.on_done is not None:
+            self.on_done(self)
+
     async def wait(self) -> Any:
         """Wait for the COMMIT, and for the vectors the job wrote to be in the index (what is
         acknowledged is searchable by meaning at once). Raises the job's error, if any."""
-        await self._done.wait()
+        if not self.done:
+            if self._done is None:
+                self._done = anyio.Event()
+            await self._done.wait()
         if self.error is not None:
             raise self.error
         if self._indexed is not None:
@@ -210,7 +229,7 @@ class WriterActor:
                 if job.error is None and job.index_adds:
                     job._indexed = change.applied
         for job in jobs:
-            job._done.set()
+            job.finish()
         if new_rowids:
             # Never block the writer on a slow downstream: it works from the store's
             # backlog (eligibility 'pending', embed_state 0), so a dropped nudge only
@@ -229,15 +248,24 @@ class WriteQueue:
         self._send = send
         self._timeout = timeout
 
-    async def submit(self, job: WriteJob) -> None:
-        """Queue ``job``; ``busy`` if the queue stays full, ``unavailable`` when stopping."""
+    def submit_nowait(self, job: WriteJob) -> bool:
+        """Queue ``job`` if there is room; False when the queue is full.
+
+        Raises:
+            RecallError: ``unavailable`` when stopping.
+        """
         try:
             self._send.send_nowait(job)
-            return
         except anyio.WouldBlock:
-            pass
+            return False
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             raise RecallError("unavailable", "recalld is shutting down", retryable=True) from None
+        return True
+
+    async def submit(self, job: WriteJob) -> None:
+        """Queue ``job``; ``busy`` if the queue stays full, ``unavailable`` when stopping."""
+        if self.submit_nowait(job):
+            return
         with anyio.move_on_after(self._timeout):
             try:
                 await self._send.send(job)

@@ -618,8 +618,9 @@ class Store(Protocol):
 
     def close_reader(self, reader: Reader) -> None: ...
     def apply_batch(self, jobs: Sequence[BatchJob], now: float) -> None:
-        """Apply ``jobs`` in one transaction, each in its own savepoint (a job that fails is
-        rolled back alone, its error on the job), and commit.
+        """Apply ``jobs`` in one transaction, in order, and commit. A job that fails is rolled
+        back alone, its error on the job, as if each ran in a savepoint of its own; a job may
+        be run again (it must leave nothing behind once :meth:`BatchJob.rolled_back`).
 
         Raises:
             StorageFailure: the commit (or the engine) failed; no job of the batch is stored.

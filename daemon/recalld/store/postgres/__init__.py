@@ -162,14 +162,44 @@ class PgStore:
         db = self._writer
         db.execute("BEGIN")
         try:
-            for job in jobs:
-                self._apply(db, job, now)
+            start = 0
+            while start < len(jobs):
+                start = self._run(db, jobs, start, now)
             db.execute("COMMIT")
         except BaseException:
             db.abandon()
             raise
 
+    def _run(self, db: PgDb, jobs: Sequence[BatchJob], start: int, now: float) -> int:
+        """Apply ``jobs[start:]`` back to back under one savepoint; returns where the next
+        run starts (the end, or just past the first job that failed).
+
+        Not a savepoint per job: two round trips each, and most batches hold no failing
+        job. When one fails (or meets another daemon's row), the run rolls back to its
+        savepoint and the jobs since then are applied again, each in a savepoint of its own
+        (:meth:`_apply`), the failing one last.
+        """
+        db.execute("SAVEPOINT run")
+        for i in range(start, len(jobs)):
+            try:
+                jobs[i].result = jobs[i].apply(self._tx, now)
+            except (*_BATCH_CONFLICTS, *LOST):
+                raise
+            except Exception:
+                break
+        else:
+            db.execute("RELEASE SAVEPOINT run")
+            return len(jobs)
+        db.execute("ROLLBACK TO SAVEPOINT run")
+        db.execute("RELEASE SAVEPOINT run")
+        for job in jobs[start : i + 1]:
+            job.rolled_back()
+        for job in jobs[start : i + 1]:
+            self._apply(db, job, now)
+        return i + 1
+
     def _apply(self, db: PgDb, job: BatchJob, now: float) -> None:
+        """Apply one job in a savepoint of its own: its failure rolls back only itself."""
         for _ in range(JOB_ATTEMPTS):
             db.execute("SAVEPOINT job")
             try:

@@ -46,6 +46,30 @@ _STORAGE_FAILURES = frozenset(
 )
 
 
+def _fails_the_batch(exc: Exception) -> bool:
+    """The database itself is failing (disk full, I/O), not one job."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _STORAGE_FAILURES
+
+
+def _job_failure(job: BatchJob, exc: Exception) -> RecallError:
+    """What a job that raised ``exc`` answers."""
+    if isinstance(exc, RecallError):
+        return exc
+    log.error("write job %s failed", type(job).__name__, exc_info=exc)
+    if isinstance(exc, sqlite3.DatabaseError):
+        return RecallError("internal", f"write failed: {exc}")
+    # A bug in one job must not fail its batch.
+    return RecallError("internal", f"write failed: {type(exc).__name__}")
+
+
+def _reset(jobs: Sequence[BatchJob]) -> None:
+    for job in jobs:
+        job.rolled_back()
+        job.result = None
+        job.error = None
+
+
 def _reader(conn: SqliteDb, store: SqliteStore) -> SqliteReader:
     return SqlReader(conn, RetrievalReads(conn, store.index))
 
@@ -82,8 +106,14 @@ class SqliteStore:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for job in jobs:
-                    self._apply(conn, job, now)
+                if not self._back_to_back(conn, jobs, now):
+                    # A job failed after it wrote: start again, each job in a savepoint.
+                    conn.execute("ROLLBACK")
+                    self.unindexed.rollback(batch)
+                    _reset(jobs)
+                    conn.execute("BEGIN IMMEDIATE")
+                    for job in jobs:
+                        self._apply(conn, job, now)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -96,23 +126,38 @@ class SqliteStore:
             raise StorageFailure(f"{type(exc).__name__}: {exc}") from exc
         self.unindexed.committed()
 
+    def _back_to_back(self, conn: SqliteDb, jobs: Sequence[BatchJob], now: float) -> bool:
+        """Apply ``jobs`` with no savepoint; False when one failed after it wrote (the
+        transaction then holds part of it).
+
+        While any savepoint is open, FTS5 writes its pending terms out at every insert into
+        it: a savepoint per job (or one around them all) costs a capture more than its own
+        insert. A job that fails before it wrote anything (a request refused, a record not
+        found: most failures) leaves nothing to roll back, so it costs the others nothing.
+        """
+        for job in jobs:
+            changes, mark = conn.total_changes, self.unindexed.mark()
+            try:
+                job.result = job.apply(self._tx, now)
+            except Exception as exc:
+                if _fails_the_batch(exc):
+                    raise
+                if conn.total_changes != changes or self.unindexed.mark() != mark:
+                    return False
+                job.error = _job_failure(job, exc)
+                job.rolled_back()
+        return True
+
     def _apply(self, conn: SqliteDb, job: BatchJob, now: float) -> None:
+        """Apply one job in a savepoint of its own: its failure rolls back only itself."""
         mark = self.unindexed.mark()
         conn.execute("SAVEPOINT job")
         try:
             job.result = job.apply(self._tx, now)
-        except RecallError as exc:
-            job.error = exc
-        except (sqlite3.OperationalError, sqlite3.DatabaseError) as exc:
-            code = getattr(exc, "sqlite_errorcode", None)
-            if code is not None and code & 0xFF in _STORAGE_FAILURES:
+        except Exception as exc:
+            if _fails_the_batch(exc):
                 raise
-            log.exception("write job %s failed", type(job).__name__)
-            job.error = RecallError("internal", f"write failed: {exc}")
-        except Exception as exc:  # a bug in one job must not fail its batch
-            log.exception("write job %s failed", type(job).__name__)
-            job.error = RecallError("internal", f"write failed: {type(exc).__name__}")
-        if job.error is not None:
+            job.error = _job_failure(job, exc)
             conn.execute("ROLLBACK TO job")
             self.unindexed.rollback(mark)
             job.rolled_back()
