@@ -789,7 +789,7 @@ async def _measure(args: argparse.Namespace, backends: list[Backend], out: Figur
                         log(
                             "mixed load, 64 clients: {:.0f} ops/s, store p50/p99 {:.1f}/{:.1f} ms,"
                             " search p50/p99 {:.1f}/{:.1f} ms, {:.0f} errors".format(
-                                *(mixed[k] or float("nan") for k in mixed)
+                                *(float("nan") if mixed[k] is None else mixed[k] for k in mixed)
                             )
                         )
                 d.stop()
