@@ -181,9 +181,8 @@ def test_retrieve_finds_a_turn_through_its_context_but_never_a_hidden_one(
     assert s1[1] not in {c.rowid for c in again}
 
 
-def test_retrieve_fuses_the_semantic_channel_under_the_same_visibility(
-    dialogue: dict[str, Any],
-) -> None:
+def _embedded(dialogue: dict[str, Any]) -> HashEmbedder:
+    """Give every record of ``dialogue`` its vector; the embedder that made them."""
     reader, store = dialogue["reader"], dialogue["store"]
     rows = reader.records.unembedded(0, 100)
     embedder = HashEmbedder()
@@ -191,6 +190,13 @@ def test_retrieve_fuses_the_semantic_channel_under_the_same_visibility(
     store.vectors_added(
         np.array([r for r, _ in rows], dtype=np.int64), embedder.encode([t for _, t in rows])
     )
+    return embedder
+
+
+def test_retrieve_fuses_the_semantic_channel_under_the_same_visibility(
+    dialogue: dict[str, Any],
+) -> None:
+    reader, embedder = dialogue["reader"], _embedded(dialogue)
     query = "custard tarts Lisbon"
     qvec = embedder.encode([query])[0]
     found = fusion.retrieve(reader, terms.query_terms(query), qvec, visible("/home"), limit=3)
@@ -202,13 +208,7 @@ def test_retrieve_fuses_the_semantic_channel_under_the_same_visibility(
 def test_a_vector_still_being_embedded_is_waited_for_and_a_failed_one_leaves_lexical_only(
     dialogue: dict[str, Any],
 ) -> None:
-    reader, store = dialogue["reader"], dialogue["store"]
-    rows = reader.records.unembedded(0, 100)
-    embedder = HashEmbedder()
-    store.open_vectors(embedder.name, embedder.dim)
-    store.vectors_added(
-        np.array([r for r, _ in rows], dtype=np.int64), embedder.encode([t for _, t in rows])
-    )
+    reader, embedder = dialogue["reader"], _embedded(dialogue)
     query = "custard tarts Lisbon"
     words = terms.query_terms(query)
     qvec = embedder.encode([query])[0]
