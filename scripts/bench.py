@@ -287,18 +287,20 @@ async def bench_capture(d: Daemon, texts: list[str], clients: int, window: int =
 
 
 def bench_raw_insert(root: Path, texts: list[str], batch: int, durability: str) -> float:
-    """Batched inserts straight into the same schema, same pragmas: the storage limit."""
+    """Batched inserts straight into the same schema, same pragmas: the storage limit. Each
+    row reaches the full-text index as the store's do (SqliteDb.insert_record)."""
     conn = open_writer(root / "raw", durability=durability)
     started = time.perf_counter()
     now = time.time()
     for i in range(0, len(texts), batch):
         conn.execute("BEGIN IMMEDIATE")
         for t in texts[i : i + batch]:
-            conn.execute(
+            conn.insert_record(
                 "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
                 " text, tags, trust, eligibility, content_hash) VALUES"
                 " (?, 'memory', ?, ?, ?, '/bench', 'raw', 0, ?, '[]', 1.0, 'eligible', ?)",
                 (new_id("mem"), now, now, now, t, content_hash("memory", t)),
+                t,
             )
         conn.execute("COMMIT")
     rate = len(texts) / (time.perf_counter() - started)
@@ -345,16 +347,17 @@ def build_corpus(data: Path, n: int, dim: int, basis: np.ndarray, seed: int = 3)
         vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
         conn.execute("BEGIN")
         for j, t in enumerate(part):
-            cur = conn.execute(
+            rowid = conn.insert_record(
                 "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
                 " text, tags, trust, eligibility, content_hash, embed_state) VALUES"
                 " (?, 'memory', ?, ?, ?, '/bench/search', 'bench', 0, ?, '[]', 1.0,"
                 " 'eligible', ?, 1)",
                 (new_id("mem"), now - (n - i - j), now, now, t, content_hash("memory", t)),
+                t,
             )
             conn.execute(
                 "INSERT INTO vectors (rowid, model, vec) VALUES (?, ?, ?)",
-                (cur.lastrowid, "all-MiniLM-L6-v2", vecs[j].tobytes()),
+                (rowid, "all-MiniLM-L6-v2", vecs[j].tobytes()),
             )
         conn.execute("COMMIT")
     conn.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import struct
 from pathlib import Path
 
@@ -340,3 +341,34 @@ async def _wait_embedded(d: DaemonProcess, n: int) -> None:
     """Wait until ``n`` vectors are indexed, by asking status (the daemon's own word)."""
     report = await d.settled(30)
     assert report.index.size >= n and report.index.embedding_backlog == 0, report.index
+
+
+async def test_the_daemon_merges_the_text_index_s_segments_at_start(
+    daemon_factory: DaemonFactory,
+) -> None:
+    animals = ["heron", "otter", "badger", "marten", "lynx", "stoat"]
+    d = daemon_factory()
+    await d.start()
+    async with d.client() as rc:
+        for animal in animals:  # one at a time: a batch, and so a segment, each
+            await rc.call(p.MemoryStore(text=f"the {animal} came to the feeder"), p.Stored)
+    assert await d.stop() == 0
+
+    def segments() -> int:
+        with sqlite3.connect(d.data_dir / "recalld.db") as conn:
+            return int(
+                conn.execute("SELECT count(DISTINCT segid) FROM records_fts_idx").fetchone()[0]
+            )
+
+    assert segments() > 1
+    await d.start()
+    with anyio.fail_after(20):
+        while segments() > 1:  # noqa: ASYNC110  (another process's file: no event to wait on)
+            await anyio.sleep(0.1)
+    # Every record is still found by its own word.
+    async with d.client() as rc:
+        for animal in animals:
+            found = await rc.call(
+                p.MemorySearch(query=animal, mode="keyword", limit=10), p.MemorySearchResult
+            )
+            assert [h.text for h in found.hits] == [f"the {animal} came to the feeder"]

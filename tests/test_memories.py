@@ -690,6 +690,40 @@ async def test_temporal_cues_add_events_oldest_first(running_daemon: DaemonProce
 
 
 @pytest.mark.sqlite_only
+async def test_the_full_text_index_holds_exactly_the_records_words_after_every_kind_of_write(
+    running_daemon: DaemonProcess,
+) -> None:
+    """Stores index their words from a statement of their own (no insert trigger since
+    migration 10), updates and forgets through the triggers they keep: FTS5's own check
+    finds the index and the records agree."""
+    async with running_daemon.client(workspace="/ws/fts") as rc:
+        stored = [
+            await rc.call(p.MemoryStore(text=f"index check note {i} about kafka"), p.Stored)
+            for i in range(20)
+        ]
+        await rc.call(p.MemoryStore(text="index check note 3 about kafka"), p.Stored)  # dup
+        await rc.call(
+            p.CaptureEpisode(summary="ran the kafka index check", session_id="s1"),
+            p.EpisodeCaptured,
+        )
+        await rc.call(
+            p.MemoryUpdate(memory_id=stored[0].record_id, text="index check: now about zookeeper"),
+            p.MemoryChanged,
+        )
+        await rc.call(p.Forget(record_id=stored[1].record_id), p.Forgotten)
+        hits = (await search(rc, "zookeeper", mode="bm25")).hits
+        assert [h.id for h in hits] == [stored[0].record_id]
+    await running_daemon.stop()
+    db = sqlite3.connect(running_daemon.data_dir / "recalld.db")
+    try:
+        # Raises "database disk image is malformed" for a record whose words are missing.
+        db.execute("INSERT INTO records_fts(records_fts, rank) VALUES ('integrity-check', 1)")
+        assert db.execute("SELECT count(*) FROM records").fetchone() == (21,)
+    finally:
+        db.close()
+
+
+@pytest.mark.sqlite_only
 async def test_memories_loaded_straight_into_records_are_served_as_plain_entries(
     running_daemon: DaemonProcess,
 ) -> None:
@@ -699,12 +733,14 @@ async def test_memories_loaded_straight_into_records_are_served_as_plain_entries
     now = time.time()
     db = sqlite3.connect(running_daemon.data_dir / "recalld.db", timeout=10)
     with db:
-        db.execute(
+        cur = db.execute(
             "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
             " text, tags, trust, eligibility, content_hash) VALUES"
             " (?, 'memory', ?, ?, ?, '/ws/bulk', 'bulk', 0, ?, '[]', 1.0, 'eligible', ?)",
             (memory_id := new_id("mem"), now, now, now, text, content_hash("memory", text)),
         )
+        # A bulk load indexes the words itself, as the store's inserts do (no trigger).
+        db.execute("INSERT INTO records_fts(rowid, text) VALUES (?, ?)", (cur.lastrowid, text))
     db.close()
     async with running_daemon.client(workspace="/ws/bulk") as rc:
         hit = (await search(rc, "archive bucket cold storage", mode="bm25")).hits[0]

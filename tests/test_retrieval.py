@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +18,8 @@ from recalld.pipeline.model import HashEmbedder
 from recalld.retrieval import fusion, ranker, session_context, terms
 from recalld.store.port import Filter, WriteTx
 from recalld.store.sql.candidates import LEXICAL_BUDGET
-from recalld.store.sqlite import SqliteStore
+from recalld.store.sqlite import SqliteStore, vector_index
+from recalld.store.sqlite import retrieval as sqlite_retrieval
 from recalld.store.sqlite.retrieval import LexicalPlan, fts_query, lexical_plan
 
 
@@ -500,3 +502,84 @@ def test_learned_ranking_finds_a_turn_by_its_context_and_forgotten_text_never_co
     assert s1[2] not in by_id
     evidence = by_id[s1[1]].context_evidence
     assert evidence is not None and evidence < 0.5
+
+
+def test_a_small_workspace_in_a_large_graph_is_searched_by_its_own_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sizes lowered so that a test builds a graph: from 200 vectors, widened to 64 at most.
+    monkeypatch.setattr(vector_index, "GRAPH_MIN", 200)
+    monkeypatch.setattr(sqlite_retrieval, "GRAPH_WIDEN_MAX", 64)
+    asked: list[int] = []
+    search_sync = vector_index.VectorIndex.search_sync
+
+    def spy(self: vector_index.VectorIndex, vec: np.ndarray, k: int) -> Any:
+        asked.append(k)
+        return search_sync(self, vec, k)
+
+    monkeypatch.setattr(vector_index.VectorIndex, "search_sync", spy)
+    store = SqliteStore(tmp_path, durability="normal")
+    write(
+        store,
+        *[_memory("/big", f"rollout note {i} on canary {i % 7}", None, i) for i in range(400)],
+    )
+    texts = ["custard tarts in Lisbon", "a beagle from the shelter by the lake", "consumer lag"]
+    small = write(store, *[_memory("/small", t, None, 1000.0 + i) for i, t in enumerate(texts)])
+    reader = store.reader()
+    try:
+        rows = reader.records.unembedded(0, 1000)
+        embedder = HashEmbedder()
+        vecs = embedder.encode([t for _, t in rows])
+        write(
+            store,
+            lambda tx, now: tx.records.store_vectors(
+                embedder.name, list(zip([r for r, _ in rows], vecs, strict=True))
+            ),
+        )
+        store.open_vectors(embedder.name, embedder.dim)
+        status = store.index_status()
+        assert status is not None and (status.type or "").startswith("IndexHNSWFlat")
+
+        qvec = embedder.encode(["the beagle from the shelter"])[0]
+        found = reader.search.semantic(qvec, visible("/small"), 10)
+        # All three, nearest first, with their exact cosines...
+        assert found[0][0] == small[1]
+        assert {r for r, _ in found} == set(small)
+        exact = {r: float(v @ qvec) for (r, _), v in zip(rows, vecs, strict=True)}
+        assert all(cos == pytest.approx(exact[r], abs=1e-5) for r, cos in found)
+        # ...without walking the graph for more than the widening bound.
+        assert max(asked) <= 4 * 64 and max(asked) < 403
+    finally:
+        store.close_reader(reader)
+        store.close()
+
+
+def test_the_text_index_merges_its_segments_and_still_finds_every_record(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path, durability="normal")
+    # Each batch commits a segment of its own.
+    for b in range(6):
+        write(store, *[_memory("/ws", f"segment {b} note {i} canary", None, i) for i in range(5)])
+    reader = store.reader()
+    try:
+
+        def segments() -> int:
+            with sqlite3.connect(tmp_path / "recalld.db") as conn:
+                return int(
+                    conn.execute("SELECT count(DISTINCT segid) FROM records_fts_idx").fetchone()[0]
+                )
+
+        assert segments() > 1
+        steps = 0
+        while write(store, lambda tx, now: tx.records.merge_text_index(500))[0]:
+            steps += 1
+            assert steps < 50
+        assert segments() == 1
+        # Nothing was left to merge, and nothing was lost to the merge.
+        assert write(store, lambda tx, now: tx.records.merge_text_index(500)) == [False]
+        found = reader.search.lexical(["canary"], visible("/ws"), 100)
+        assert len(found) == 30
+    finally:
+        store.close_reader(reader)
+        store.close()

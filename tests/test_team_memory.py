@@ -298,6 +298,22 @@ async def test_a_database_restart_costs_retries_never_a_false_acknowledgement(
         assert len(acknowledged) > 10
 
 
+async def test_words_in_more_records_than_the_cached_statistics_count_are_still_searched(
+    daemon_factory: DaemonFactory, team_db: TeamDb
+) -> None:
+    # A daemon keeps the table's statistics for a minute while another daemon writes: the
+    # words' exact counts then exceed the record count it holds (idf was a log of a negative
+    # number, and the search failed with ValueError).
+    async with team(daemon_factory, team_db, ("laptop", "alice"), ("devbox", "alice")) as (a, b):
+        async with a.client(workspace=WS) as ra, b.client(workspace=WS) as rb:
+            await store(ra, "an opening note")
+            assert await search(rb, "opening", mode="keyword") == ["an opening note"]
+            for i in range(40):
+                await store(ra, f"quorum ledger entry {i}")
+            found = await search(rb, "quorum ledger", mode="keyword", limit=50)
+    assert sorted(found) == sorted(f"quorum ledger entry {i}" for i in range(40))
+
+
 async def test_kill_9_of_one_daemon_loses_nothing_acknowledged(
     daemon_factory: DaemonFactory, team_db: TeamDb
 ) -> None:

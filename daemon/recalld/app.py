@@ -39,7 +39,7 @@ from .domain.principal import Principal
 from .domain.scopes import ensure_admin_token
 from .edge.server import Server
 from .errors import RecallError
-from .handlers.ops import HealthProbe
+from .handlers.ops import HealthProbe, MergeTextIndex
 from .handlers.services import Services
 from .handlers.status import StatusParts, build_report
 from .pipeline.embedding import EmbeddingActor, IndexKeeper
@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SNAPSHOT_EVERY = 120.0
+# Text index merge steps per round (~500 pages each): a bound, in case writes outpace it.
+MERGE_STEPS_MAX = 1_000
 # The stop stays inside the unit's TimeoutStopSec=30 even when every step runs to its bound:
 # the drain (settings.drain_timeout_s, 10 s), the writer's queued batches, the snapshot.
 WRITER_TIMEOUT = 5.0
@@ -392,12 +394,28 @@ class Daemon:
             await anyio.sleep(interval)
 
     async def _snapshot_periodically(self) -> None:
+        """Snapshot the vector index, and merge the full-text index's segments, at start and
+        every SNAPSHOT_EVERY."""
         while True:
+            await self._merge_text_index()
             await anyio.sleep(SNAPSHOT_EVERY)
             try:
                 await anyio.to_thread.run_sync(self.store.snapshot)
             except Exception:
                 log.exception("index snapshot failed")
+
+    async def _merge_text_index(self) -> None:
+        # One step a batch of its own, as background work: client writes go between steps.
+        for _ in range(MERGE_STEPS_MAX):
+            step = MergeTextIndex()
+            try:
+                await self.services.submit(step)
+                await step.wait()
+            except RecallError as exc:
+                log.warning("merging the text index: %s", exc.message)
+                return
+            if not step.result:
+                return
 
     # ------------------------------------------------------------------ services
 

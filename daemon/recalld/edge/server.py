@@ -97,7 +97,7 @@ class _Out:
         # Frames waiting, each with what to call once it is written (or has nowhere to go).
         self._queued: list[tuple[bytes, Callable[[], None]]] = []
         self._flushing = False
-        # The connection has ended: a reply committed after that has nowhere to go.
+        # The connection has ended (or its socket failed): a reply has nowhere to go.
         self.closed = False
 
     def send(self, data: bytes, sent: Callable[[], None], *, at_once: bool = True) -> None:
@@ -137,7 +137,9 @@ class _Out:
                     for _, sent in frames:
                         sent()
         except (TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            # The peer is gone or not reading: closing makes its reader loop end too.
+            # The peer is gone or not reading: closing makes its reader loop end too, and
+            # the replies still to come have nowhere to go.
+            self.closed = True
             await self.stream.aclose()
         finally:
             self._flushing = False
@@ -478,25 +480,30 @@ class Server:
         """Answer ``req``: dispatch it, or (``job``: admitted and built by _write_now) write
         its job."""
         self._begin(conn)
+        handed_over = False  # to the reply, which ends the request once it is written
         try:
-            if job is None:
-                reply = await self._dispatch(conn, req)
-            else:
-                reply = await self._services.write(job)
-        except RecallError as exc:
-            conn.errors += 1
-            reply = p.Error(id=req.id, code=exc.code, message=exc.message, retryable=exc.retryable)
-        except Exception:
-            conn.errors += 1
-            log.exception("request %s failed", type(req).__name__)
-            reply = p.Error(
-                id=req.id, code="internal", message="internal error; see the daemon log"
-            )
-        except BaseException:  # cancelled: the connection is closing
-            self._end(conn, inflight, held)
-            raise
-        reply.id = req.id
-        out.send(p.frame(reply), lambda: self._end(conn, inflight, held))
+            try:
+                if job is None:
+                    reply = await self._dispatch(conn, req)
+                else:
+                    reply = await self._services.write(job)
+            except RecallError as exc:
+                conn.errors += 1
+                reply = p.Error(
+                    id=req.id, code=exc.code, message=exc.message, retryable=exc.retryable
+                )
+            except Exception:
+                conn.errors += 1
+                log.exception("request %s failed", type(req).__name__)
+                reply = p.Error(
+                    id=req.id, code="internal", message="internal error; see the daemon log"
+                )
+            reply.id = req.id
+            out.send(p.frame(reply), lambda: self._end(conn, inflight, held))
+            handed_over = True
+        finally:
+            if not handed_over:  # cancelled (the connection is closing), or a bug
+                self._end(conn, inflight, held)
 
     def _admit(self, route: Route, who: Principal, req: p.Request) -> None:
         """The checks of a request that need no store read: its scopes, the approval gate.

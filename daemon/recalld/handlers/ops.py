@@ -36,6 +36,18 @@ class HealthProbe(WriteJob):
         tx.records.probe()
 
 
+class MergeTextIndex(WriteJob):
+    """One step of merging the full-text index's segments (a few tens of ms at 100k); the
+    result says whether there was anything to merge."""
+
+    __slots__ = ()
+    background = True
+    PAGES = 500
+
+    def apply(self, tx: WriteTx, now: float) -> bool:
+        return tx.records.merge_text_index(self.PAGES)
+
+
 class _Reindex(RequestJob):
     """Mark every live record as waiting for a vector. Old vectors stay (and keep semantic
     search working) until each new one replaces its record's."""

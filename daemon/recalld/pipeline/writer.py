@@ -58,8 +58,8 @@ class WriteJob:
     """
 
     __slots__ = (
-        "_done",
         "_indexed",
+        "_waiter",
         "done",
         "error",
         "index_adds",
@@ -86,8 +86,8 @@ class WriteJob:
         self.done = False
         self.on_done: Callable[[WriteJob], None] | None = None
         # Made by the first wait() that has to wait: most jobs of a burst are answered by
-        # on_done, and an anyio.Event costs more to make than the rest of the job's hand-off.
-        self._done: anyio.Event | None = None
+        # on_done, and an anyio.Event costs microseconds to make.
+        self._waiter: anyio.Event | None = None
 
     def apply(self, tx: WriteTx, now: float) -> Any:
         raise NotImplementedError
@@ -101,8 +101,8 @@ class WriteJob:
     def finish(self) -> None:
         """Committed (or failed): wake the waiter, or call on_done."""
         self.done = True
-        if self._done is not None:
-            self._done.set()
+        if self._waiter is not None:
+            self._waiter.set()
         if self.on_done is not None:
             self.on_done(self)
 
@@ -110,9 +110,9 @@ class WriteJob:
         """Wait for the COMMIT, and for the vectors the job wrote to be in the index (what is
         acknowledged is searchable by meaning at once). Raises the job's error, if any."""
         if not self.done:
-            if self._done is None:
-                self._done = anyio.Event()
-            await self._done.wait()
+            if self._waiter is None:
+                self._waiter = anyio.Event()
+            await self._waiter.wait()
         if self.error is not None:
             raise self.error
         if self._indexed is not None:

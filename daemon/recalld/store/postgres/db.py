@@ -223,6 +223,14 @@ class PgDb:
 
     # ------------------------------------------------------------------ the engine's part
 
+    def insert_record(self, sql: str, parameters: Sequence[Any], text: str) -> int:
+        """The insert; its tsvector is a generated column, computed by the insert itself."""
+        return int(self.execute(sql + " RETURNING rowid", parameters).fetchone()[0])
+
+    def merge_text_index(self, pages: int) -> bool:
+        """Nothing to merge: the tsvector's GIN index keeps itself."""
+        return False
+
     def vector(self, vec: np.ndarray) -> PgVector:
         if len(vec) != VECTOR_DIM:
             raise RecallError(

@@ -65,7 +65,7 @@ from typing import Any
 
 import psycopg
 
-from ..sql.candidates import LEXICAL_BUDGET
+from ..sql.candidates import LEXICAL_BUDGET, bm25_idf
 
 __all__ = [
     "DOCLEN_EXPR",
@@ -389,10 +389,6 @@ def _common_frequency(
     return out
 
 
-def _idf(n_records: float, n: int) -> float:
-    return max(math.log((n_records - n + 0.5) / (n + 0.5)), 1e-6)
-
-
 def lexical_plan(
     conn: psycopg.Connection[Any], terms: Sequence[str], budget: int = LEXICAL_BUDGET
 ) -> LexicalPlan | None:
@@ -430,7 +426,7 @@ def lexical_plan(
     # A lexeme two terms share counts twice, as two FTS5 phrases would.
     idf: dict[str, float] = {}
     for i in sorted(kept):
-        idf[units[i]] = idf.get(units[i], 0.0) + _idf(stats.n, df[units[i]])
+        idf[units[i]] = idf.get(units[i], 0.0) + bm25_idf(stats.n, df[units[i]])
     return LexicalPlan(tuple(idf), tuple(idf.values()), recent, walk)
 
 

@@ -4,13 +4,14 @@ semantic) are each engine's own."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ..port import Filter
 from .db import Db
 from .filters import marks, where
 
-__all__ = ["LEXICAL_BUDGET", "SharedRetrieval"]
+__all__ = ["LEXICAL_BUDGET", "SharedRetrieval", "bm25_idf"]
 
 # Records one lexical search scores, about, on either engine (each engine's ``lexical_plan``
 # says how): bm25 costs a microsecond or two a record, so this bounds a lexical search to a
@@ -19,6 +20,15 @@ __all__ = ["LEXICAL_BUDGET", "SharedRetrieval"]
 # 2,000 ranked LoCoMo alike (recall@10 0.804 and 0.803, 0.783 with all conversations in one
 # workspace), 1,000 a little worse (0.802, 0.781).
 LEXICAL_BUDGET = 2_000
+
+
+def bm25_idf(total: float, n: float) -> float:
+    """bm25's idf (FTS5's formula, floored at a millionth) of a word in ``n`` of ``total``
+    records. Both are often estimates (sampled statistics, a window's share) that can cross:
+    a word counted in more records than the total is as common as a word can be, not an
+    error (a log of a negative number raised ValueError mid-search)."""
+    return max(math.log((max(total - n, 0.0) + 0.5) / (n + 0.5)), 1e-6)
+
 
 # Neighbours of each record in its session, nearest first on each side: up to ? before and
 # ? after, ordered by (ts, rowid) so turns stored in one second keep their capture order.

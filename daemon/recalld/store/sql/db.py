@@ -3,8 +3,9 @@
 The statements under ``store.sql`` are written once, in the SQL that SQLite (3.39+) and
 PostgreSQL (15+) both speak: ``?`` placeholders, ``ON CONFLICT``, ``RETURNING``,
 ``IS NOT DISTINCT FROM``. What the engines do differently goes through the few methods here:
-how a vector is passed and read back, where JSON arrays are unnested, how concurrent writers
-are kept apart, and what the doctor can ask of the engine itself.
+how a new record reaches the full-text index, how a vector is passed and read back, where
+JSON arrays are unnested, how concurrent writers are kept apart, and what the doctor can ask
+of the engine itself.
 """
 
 from __future__ import annotations
@@ -28,6 +29,16 @@ class Cursor(Protocol):
 class Db(Protocol):
     def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> Any: ...
+
+    def insert_record(self, sql: str, parameters: Sequence[Any], text: str) -> int:
+        """Run ``sql``, an INSERT of one row into ``records`` (no RETURNING), with its
+        ``text`` put in the full-text index; the new row's rowid."""
+        ...
+
+    def merge_text_index(self, pages: int) -> bool:
+        """Merge the full-text index's segments a step (about ``pages`` pages written);
+        whether there was anything to merge."""
+        ...
 
     def vector(self, vec: np.ndarray) -> Any:
         """``vec`` (float32, normalised) as a parameter for ``vectors.vec``."""

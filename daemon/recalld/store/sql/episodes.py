@@ -164,11 +164,10 @@ class EpisodeWrites:
                 ).fetchone()
                 prev_id = prev[0] if prev else None
             record_id = new_id("ep")
-            cur = conn.execute(
+            rowid = conn.insert_record(
                 "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
                 " session, source, text, tags, trust, eligibility, expires_at, content_hash)"
-                " VALUES (?, 'episode', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)"
-                " RETURNING rowid",
+                " VALUES (?, 'episode', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
                 (
                     record_id,
                     ts,
@@ -185,8 +184,8 @@ class EpisodeWrites:
                     now + req.ttl_s if req.ttl_s is not None else None,
                     digest,
                 ),
+                req.summary,
             )
-            rowid = int(cur.fetchone()[0])
             conn.execute(
                 "INSERT INTO episodes (rowid, channel, episode_type, tool, status, error_code,"
                 " duration_ms, result_size, task_result, verdict_at, blocked, prev_id, files)"

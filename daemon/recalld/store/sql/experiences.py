@@ -384,10 +384,10 @@ class ExperienceWrites:
         vec: np.ndarray | None,
         written: ExperienceWritten,
     ) -> int:
-        cur = self._conn.execute(
+        rowid = self._conn.insert_record(
             "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
             " session, source, text, trust, eligibility, content_hash, embed_state, visibility)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING rowid",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record_id,
                 kind,
@@ -406,8 +406,8 @@ class ExperienceWrites:
                 0 if vec is None else 1,
                 visibility(req.visibility),
             ),
+            text,
         )
-        rowid = int(cur.fetchone()[0])
         if vec is not None:
             assert plan.model is not None
             self._conn.execute(

@@ -401,11 +401,10 @@ class MemoryWrites:
 
         record_id = new_id("mem")
         ts = req.ts if req.ts is not None else now
-        cur = conn.execute(
+        rowid = conn.insert_record(
             "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
             " session, source, text, tags, trust, eligibility, expires_at, content_hash,"
-            " visibility) VALUES (?, 'memory', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " RETURNING rowid",
+            " visibility) VALUES (?, 'memory', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record_id,
                 ts,
@@ -424,8 +423,8 @@ class MemoryWrites:
                 digest,
                 visibility(req.visibility),
             ),
+            req.text,
         )
-        rowid = int(cur.fetchone()[0])
         origin = None if req.global_scope or workspace == "/" else workspace
         key = subject_key(req.subject) if req.subject else None
         conn.execute(

@@ -186,5 +186,8 @@ class RecordWrites:
             ).rowcount
         )
 
+    def merge_text_index(self, pages: int) -> bool:
+        return self._conn.merge_text_index(pages)
+
     def probe(self) -> None:
         self._conn.execute("SELECT 1").fetchone()

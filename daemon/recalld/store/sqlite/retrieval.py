@@ -15,7 +15,6 @@ share of the window (bm25 of a record holding each term once, at the average len
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -24,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..port import Filter
-from ..sql.candidates import LEXICAL_BUDGET, SharedRetrieval
-from ..sql.filters import marks
+from ..sql.candidates import LEXICAL_BUDGET, SharedRetrieval, bm25_idf
+from ..sql.filters import marks, where
 from .schema import SqliteDb
 from .vector_index import VectorIndex
 
@@ -33,6 +32,11 @@ __all__ = ["RetrievalReads", "fts_query", "lexical_plan"]
 
 DF_TTL_S = 60.0
 DF_CACHE_SIZE = 20_000
+# A graph search widened to this many neighbours still short of visible ones means the filter
+# lets few records through (one small workspace in a large store): a wider walk of the graph
+# costs more than scanning those records' own vectors, if there are at most SUBSET_SCAN_MAX.
+GRAPH_WIDEN_MAX = 4_096
+SUBSET_SCAN_MAX = 50_000
 
 
 def fts_query(terms: Sequence[str]) -> str | None:
@@ -191,7 +195,7 @@ class RetrievalReads(SharedRetrieval):
                 )
             ]
             n = len(held) * total / window
-            idf = max(1e-6, math.log((total - n + 0.5) / (n + 0.5)))
+            idf = bm25_idf(total, n)
             for rowid in held:
                 score[rowid] = score.get(rowid, 0.0) + idf
         return sorted(score.items(), key=lambda kv: (-kv[1], -kv[0]))
@@ -212,7 +216,31 @@ class RetrievalReads(SharedRetrieval):
             kept = [(i, float(s)) for i, s in zip(id_list, scores, strict=True) if i in allowed]
             if len(kept) >= depth or k >= index.ntotal:
                 return kept[:depth]
+            if index.graph and k >= GRAPH_WIDEN_MAX:
+                scanned = self._scan_visible(qvec, f, depth, index.model)
+                return kept[:depth] if scanned is None else scanned
             k = min(index.ntotal, k * 4)
+
+    def _scan_visible(
+        self, qvec: np.ndarray, f: Filter, depth: int, model: str
+    ) -> list[tuple[int, float]] | None:
+        """The ``depth`` nearest of the vectors ``f`` lets through, exactly; None if there
+        are more than SUBSET_SCAN_MAX of them."""
+        clause, params = where(self._conn, f)
+        rows = self._conn.execute(
+            "SELECT v.rowid, v.vec FROM records r JOIN vectors v ON v.rowid = r.rowid"
+            f" WHERE {clause} AND v.model = ? LIMIT ?",
+            (*params, model, SUBSET_SCAN_MAX + 1),
+        ).fetchall()
+        if len(rows) > SUBSET_SCAN_MAX:
+            return None
+        rows = [(rowid, blob) for rowid, blob in rows if len(blob) == qvec.size * 4]
+        if not rows:
+            return []
+        vecs = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
+        scores = vecs.reshape(len(rows), qvec.size) @ qvec.astype(np.float32, copy=False)
+        best = np.argsort(-scores, kind="stable")[:depth]
+        return [(int(rows[i][0]), float(scores[i])) for i in best]
 
     def has_vectors(self) -> bool:
         return self._index() is not None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +251,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE records ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private'
         CHECK (visibility IN ('private', 'team'));
     """,
+    # 10: a new record's text reaches FTS5 from a statement of its own (see
+    # SqliteDb.insert_record), not from a trigger; updates and deletes keep theirs. A bulk
+    # load straight into records indexes its rows the same way (or runs FTS5's 'rebuild').
+    """
+    DROP TRIGGER records_fts_insert;
+    """,
 ]
 
 
@@ -276,6 +283,27 @@ class SqliteDb(sqlite3.Connection):
     """A connection that also answers what the shared SQL asks of its engine
     (:class:`~recalld.store.sql.db.Db`); made by ``sqlite3.connect(factory=...)``, so a
     statement costs no more than on a plain connection."""
+
+    def insert_record(self, sql: str, parameters: Sequence[Any], text: str) -> int:
+        """The insert, then its FTS5 row, as a statement of its own (migration 10).
+
+        Not a trigger: an insert whose trigger writes FTS5 opens a statement journal, and at
+        each FTS5 writes out the terms it holds for the transaction, a segment per record
+        (with its merges, it cost more than the rest of a capture's writes together).
+        """
+        rowid = self.execute(sql, parameters).lastrowid
+        assert rowid is not None, "an INSERT of one row"
+        self.execute("INSERT INTO records_fts(rowid, text) VALUES (?, ?)", (rowid, text))
+        return rowid
+
+    def merge_text_index(self, pages: int) -> bool:
+        """FTS5's incremental merge, all levels at once (a negative count). Every batch of
+        inserts leaves a segment, and FTS5 merges them only four to a level: a bulk load
+        left 13, and a query reads each (bm25 at 1M: 7.8 ms over 13 segments, 3.4 over one).
+        FTS5 says a step found nothing to merge by changing fewer than two rows."""
+        before = self.total_changes
+        self.execute("INSERT INTO records_fts(records_fts, rank) VALUES ('merge', ?)", (-pages,))
+        return self.total_changes - before >= 2
 
     def vector(self, vec: np.ndarray) -> bytes:
         return vec.astype(np.float32, copy=False).tobytes()
