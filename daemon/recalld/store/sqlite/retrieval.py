@@ -124,10 +124,14 @@ def _fetched(cursor: sqlite3.Cursor, first: int) -> Iterable[list[tuple[int, flo
         size *= 2
 
 
-def _chunks(ranked: list[tuple[int, float]], first: int) -> Iterable[list[tuple[int, float]]]:
+def _chunks(
+    rowids: np.ndarray, scores: np.ndarray, first: int
+) -> Iterable[list[tuple[int, float]]]:
+    """Ranked arrays as (rowid, score) chunks that double: only what is seen becomes Python."""
     start, size = 0, first
-    while start < len(ranked):
-        yield ranked[start : start + size]
+    while start < len(rowids):
+        part = slice(start, start + size)
+        yield list(zip(rowids[part].tolist(), scores[part].tolist(), strict=True))
         start, size = start + size, size * 2
 
 
@@ -151,8 +155,8 @@ class RetrievalReads(SharedRetrieval):
         if plan is None:
             return []
         if plan.min_rowid is not None:
-            window = self._window_idf(plan, plan.min_rowid)
-            return self._best_visible(_chunks(window, depth), f, depth)
+            rowids, scores = self._window_idf(plan, plan.min_rowid)
+            return self._best_visible(_chunks(rowids, scores, depth), f, depth)
         # FTS5 scores and sorts the plan's records by itself; the reader contract is checked
         # only on the best of them, a chunk at a time. Joining records into the scoring
         # query instead paid a row lookup and the contract for every scored record: half
@@ -179,26 +183,37 @@ class RetrievalReads(SharedRetrieval):
                 break
         return out[:depth]
 
-    def _window_idf(self, plan: LexicalPlan, low: int) -> list[tuple[int, float]]:
-        """The records from rowid ``low`` on that hold a term, best first: each scores the
-        idf of the terms it holds, a term's records in the whole index estimated from its
-        share of the window (FTS5's idf formula); newer first among equals."""
+    def _window_idf(self, plan: LexicalPlan, low: int) -> tuple[np.ndarray, np.ndarray]:
+        """The records from rowid ``low`` on that hold a term, best first (rowids, scores):
+        each scores the idf of the terms it holds, a term's records in the whole index
+        estimated from its share of the window (FTS5's idf formula); newer first among equals.
+
+        Each term's rowids come back as one string that NumPy parses, and NumPy sums and
+        sorts: thousands of rows a term, and as Python tuples and a dict they held the GIL
+        for milliseconds (most of a search's time under load).
+        """
         top = self._conn.execute("SELECT max(rowid) FROM records").fetchone()[0] or low
         total, window = top, max(1, top - low + 1)  # rowids stand in for record counts
-        score: dict[int, float] = {}
+        held: list[np.ndarray] = []
+        weights: list[np.ndarray] = []
         for term in plan.terms:
-            held = [
-                row[0]
-                for row in self._conn.execute(
-                    "SELECT rowid FROM records_fts WHERE records_fts MATCH ? AND rowid >= ?",
-                    (fts_query([term]), low),
-                )
-            ]
-            n = len(held) * total / window
-            idf = bm25_idf(total, n)
-            for rowid in held:
-                score[rowid] = score.get(rowid, 0.0) + idf
-        return sorted(score.items(), key=lambda kv: (-kv[1], -kv[0]))
+            (listed,) = self._conn.execute(
+                "SELECT group_concat(rowid) FROM records_fts WHERE records_fts MATCH ?"
+                " AND rowid >= ?",
+                (fts_query([term]), low),
+            ).fetchone()
+            if not listed:
+                continue
+            rowids = np.fromstring(listed, dtype=np.int64, sep=",")
+            held.append(rowids)
+            weights.append(np.full(len(rowids), bm25_idf(total, len(rowids) * total / window)))
+        if not held:
+            return np.empty(0, dtype=np.int64), np.empty(0)
+        # Summed in term order, as FTS5 would add the terms' parts.
+        rowids, at = np.unique(np.concatenate(held), return_inverse=True)
+        scores = np.bincount(at, weights=np.concatenate(weights))
+        best = np.lexsort((-rowids, -scores))
+        return rowids[best], scores[best]
 
     def semantic(self, qvec: np.ndarray, f: Filter, depth: int) -> list[tuple[int, float]]:
         # FAISS knows nothing of workspaces or tombstones: over-fetch, keep what the same
