@@ -7,6 +7,7 @@ difference, a missing file or a corrupt one, and the index is rebuilt from SQLit
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import logging
 import os
@@ -186,6 +187,7 @@ class VectorIndex:
         if batch:
             self._add_blobs(batch, blobs)
         faiss.omp_set_num_threads(1)
+        _trim_heap()
         self.dirty = True
         log.info(
             "vector index: rebuilt %d vectors in %.2fs", self.ntotal, time.perf_counter() - started
@@ -360,6 +362,17 @@ class VectorIndex:
                 left.unlink(missing_ok=True)
             raise
         log.info("vector index: snapshot of %d vectors written", meta.ntotal)
+
+
+def _trim_heap() -> None:
+    """Give the heap's free pages back to the OS (glibc's malloc_trim; elsewhere nothing). A
+    rebuild reads every vector as a small blob, and glibc kept what was freed mapped: 66 MB
+    of the daemon's RSS at 100k records, for good."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def _digest(graph: Path, labels: Path | None) -> str:
