@@ -194,9 +194,12 @@ class VectorIndex:
         )
 
     def _add_blobs(self, ids: list[int], blobs: list[bytes]) -> None:
-        vecs = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), self.dim)
-        self._index.add_with_ids(vecs, np.array(ids, dtype=np.int64))
+        self._index.add_with_ids(self._matrix(blobs), np.array(ids, dtype=np.int64))
         self._max_id = max(self._max_id, max(ids))
+
+    def _matrix(self, blobs: list[bytes]) -> np.ndarray:
+        """Stored vectors (each ``vectors.vec``, of this model's size) as one float32 matrix."""
+        return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), self.dim)
 
     def _new_index(self, expected: int) -> faiss.IndexIDMap2 | GraphIndex:
         if expected < GRAPH_MIN:
@@ -256,9 +259,8 @@ class VectorIndex:
                 if len(blob) == self.dim * 4
             ]
             if rows:
-                vecs = np.frombuffer(b"".join(b for _, b in rows), dtype=np.float32)
                 ids = np.array([r for r, _ in rows], dtype=np.int64)
-                self.add_sync(ids, vecs.reshape(len(rows), self.dim))
+                self.add_sync(ids, self._matrix([b for _, b in rows]))
 
     # ------------------------------------------------------------------ mutation
 
