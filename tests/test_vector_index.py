@@ -4,13 +4,20 @@ the graph takes over is lowered so that a test builds one in a second)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 import numpy as np
 import pytest
 from recalld.store.sqlite import vector_index
-from recalld.store.sqlite.vector_index import SNAPSHOT_LABELS, VectorIndex
+from recalld.store.sqlite.schema import MIGRATIONS
+from recalld.store.sqlite.vector_index import (
+    SNAPSHOT_LABELS,
+    SNAPSHOT_META,
+    VectorIndex,
+    latest_change,
+)
 
 DIM = 32
 MODEL = "test-model"
@@ -35,6 +42,7 @@ def vectors_table(path: Path, vecs: np.ndarray) -> sqlite3.Connection:
     conn = sqlite3.connect(path / "v.db")
     conn.execute("CREATE TABLE records (rowid INTEGER PRIMARY KEY, tombstoned_at REAL)")
     conn.execute("CREATE TABLE vectors (rowid INTEGER PRIMARY KEY, model TEXT, vec BLOB)")
+    conn.executescript(MIGRATIONS[10])  # 11: vector_changes and the triggers that fill it
     # Rowids from 1, with gaps, so that a label mix-up would show.
     for i, v in enumerate(vecs):
         conn.execute("INSERT INTO records (rowid) VALUES (?)", (3 * i + 1,))
@@ -51,6 +59,10 @@ def opened(path: Path, conn: sqlite3.Connection) -> VectorIndex:
     index = VectorIndex(path, DIM, MODEL)
     index.open(conn)
     return index
+
+
+def snapshot(index: VectorIndex, conn: sqlite3.Connection) -> None:
+    index.snapshot_sync(latest_change(conn))
 
 
 def top(index: VectorIndex, vec: np.ndarray, k: int = 10) -> list[int]:
@@ -119,7 +131,7 @@ def test_a_graph_s_snapshot_keeps_its_labels_and_removals(tmp_path: Path) -> Non
     index.remove_sync(np.array(gone, dtype=np.int64))
     conn.executemany("DELETE FROM vectors WHERE rowid = ?", [(r,) for r in gone])
     conn.commit()
-    index.snapshot_sync()
+    snapshot(index, conn)
     before = [top(index, v) for v in vecs[3:13]]
 
     again = opened(tmp_path, conn)
@@ -145,7 +157,7 @@ def test_a_snapshot_a_few_vectors_behind_sqlite_is_brought_up_to_date(
     # some it holds.
     vecs = clustered(N, seed=9)
     conn = vectors_table(tmp_path, vecs)
-    opened(tmp_path, conn).snapshot_sync()
+    snapshot(opened(tmp_path, conn), conn)
     later = clustered(5, seed=10)
     for j, v in enumerate(later):
         conn.execute("INSERT INTO records (rowid) VALUES (?)", (50_000 + j,))
@@ -168,6 +180,61 @@ def test_a_snapshot_a_few_vectors_behind_sqlite_is_brought_up_to_date(
     assert "vectors, SQLite" in (third.rebuilt_reason or "")
 
 
+def test_a_vector_replaced_after_the_snapshot_is_read_again_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As after a kill -9 that followed a re-embed: the snapshot holds the record's old vector
+    # under the same id, so its ids match SQLite's.
+    vecs = clustered(N, seed=11)
+    conn = vectors_table(tmp_path, vecs)
+    snapshot(opened(tmp_path, conn), conn)
+    new = clustered(2, seed=12)
+    conn.execute("UPDATE vectors SET vec = ? WHERE rowid = ?", (new[0].tobytes(), rowid(5)))
+    conn.commit()
+    again = opened(tmp_path, conn)
+    assert again.rebuilt_reason is None
+    assert top(again, new[0])[0] == rowid(5)
+    assert top(again, vecs[5])[0] != rowid(5)
+    assert top(again, new[0], 200).count(rowid(5)) == 1 and again.ntotal == N
+
+    # A snapshot vouches for the changes the snapshot before it read (a change reaches the
+    # index a moment after its commit): the next one re-reads them, the one after does not.
+    # As the store writes a re-embed (an upsert), twice for one record: one change, the last.
+    for vec in (vecs[8], new[1]):
+        conn.execute(
+            "INSERT INTO vectors (rowid, model, vec) VALUES (?, ?, ?) ON CONFLICT (rowid)"
+            " DO UPDATE SET model = excluded.model, vec = excluded.vec",
+            (rowid(6), MODEL, vec.tobytes()),
+        )
+    conn.commit()
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM vector_changes WHERE record = ?", (rowid(6),)
+        ).fetchone()[0]
+        == 1
+    )
+    again.add_sync(np.array([rowid(6)], dtype=np.int64), new[1][None, :])
+    meta = tmp_path / SNAPSHOT_META
+    snapshot(again, conn)
+    assert json.loads(meta.read_bytes())["changes_in"] == 1
+    again.add_sync(np.array([rowid(7)], dtype=np.int64), vecs[7][None, :])  # dirty again
+    snapshot(again, conn)
+    assert json.loads(meta.read_bytes())["changes_in"] == latest_change(conn) == 3
+    assert top(opened(tmp_path, conn), new[1])[0] == rowid(6)
+
+    # Past the bound, rebuilt (as when a reindex replaced most vectors since the snapshot;
+    # the bound lowered to the test's size).
+    monkeypatch.setattr(vector_index, "RECONCILE_MAX", 100)
+    conn.executemany(
+        "UPDATE vectors SET vec = ? WHERE rowid = ?",
+        [(vecs[(i + 1) % N].tobytes(), rowid(i)) for i in range(N // 2)],
+    )
+    conn.commit()
+    rebuilt = opened(tmp_path, conn)
+    assert "re-embedded since" in (rebuilt.rebuilt_reason or "")
+    assert top(rebuilt, vecs[1])[0] in (rowid(0), rowid(1))
+
+
 def test_a_graph_mostly_removed_is_built_afresh_at_start(tmp_path: Path) -> None:
     vecs = clustered(N, seed=7)
     conn = vectors_table(tmp_path, vecs)
@@ -176,7 +243,7 @@ def test_a_graph_mostly_removed_is_built_afresh_at_start(tmp_path: Path) -> None
     index.remove_sync(np.array(gone, dtype=np.int64))
     conn.executemany("DELETE FROM vectors WHERE rowid = ?", [(r,) for r in gone])
     conn.commit()
-    index.snapshot_sync()
+    snapshot(index, conn)
     again = opened(tmp_path, conn)
     assert "removed vectors" in (again.rebuilt_reason or "")
     assert again.ntotal == N - N // 3 and again.kind.endswith("dead=0)")

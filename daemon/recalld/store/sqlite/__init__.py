@@ -22,7 +22,7 @@ from ..sql.sides import SqlReader, SqlWriteTx
 from .lessons import FaissLessons, Unindexed
 from .retrieval import RetrievalReads
 from .schema import DB_NAME, SqliteDb, open_reader, open_writer
-from .vector_index import VectorIndex
+from .vector_index import VectorIndex, latest_change
 
 __all__ = ["DB_NAME", "SqliteReader", "SqliteStore"]
 
@@ -200,7 +200,12 @@ class SqliteStore:
 
     def snapshot(self) -> None:
         if self._index is not None:
-            self._index.snapshot_sync()
+            conn = open_reader(self.data_dir)
+            try:
+                latest = latest_change(conn)
+            finally:
+                conn.close()
+            self._index.snapshot_sync(latest)
 
     def database(self) -> p.DatabaseStatus:
         return p.DatabaseStatus(engine="sqlite", location=str(self.data_dir / DB_NAME))

@@ -257,6 +257,27 @@ MIGRATIONS: list[str] = [
     """
     DROP TRIGGER records_fts_insert;
     """,
+    # 11: records whose vector changed in place (re-embedded under the same rowid, or
+    # removed), each once, under its latest change's number. A vector index snapshot notes
+    # the number it holds, so the next start re-reads the vectors changed since: its set of
+    # ids alone cannot tell an old vector from a new one (see VectorIndex.open). The numbers
+    # never repeat (AUTOINCREMENT), and a trigger's own ON CONFLICT gives way to the outer
+    # statement's (an upsert), hence the delete before each insert.
+    """
+    CREATE TABLE vector_changes (
+        seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+        record INTEGER NOT NULL                  -- records.rowid
+    );
+    CREATE INDEX vector_changes_record ON vector_changes(record);
+    CREATE TRIGGER vectors_changed AFTER UPDATE OF model, vec ON vectors BEGIN
+        DELETE FROM vector_changes WHERE record = new.rowid;
+        INSERT INTO vector_changes (record) VALUES (new.rowid);
+    END;
+    CREATE TRIGGER vectors_removed AFTER DELETE ON vectors BEGIN
+        DELETE FROM vector_changes WHERE record = old.rowid;
+        INSERT INTO vector_changes (record) VALUES (old.rowid);
+    END;
+    """,
 ]
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from ..sql.filters import marks
 from .graph_index import DEAD_SHARE_MAX, EF_SEARCH, GraphIndex, M
 
-__all__ = ["VectorIndex"]
+__all__ = ["VectorIndex", "latest_change"]
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,9 @@ class _Meta(msgspec.Struct):
     # blake2b of the snapshot file: a damaged byte inside a vector passes every other check
     # (faiss reads it, the ids match) and would silently skew semantic search.
     checksum: str = ""
+    # Every vector change (vector_changes.seq) up to this one is in the snapshot; those after
+    # it are read again at start. 0 in snapshots from before the table (it starts empty).
+    changes_in: int = 0
 
 
 def _file_digest(path: Path) -> str:
@@ -126,6 +129,10 @@ class VectorIndex:
         self._max_id = 0
         self.dirty = False
         self.rebuilt_reason: str | None = None
+        # vector_changes.seq: every change up to ``_changes_in`` is in the index for sure;
+        # the latest read at the last snapshot is in it by the next one (see snapshot_sync).
+        self._changes_in = 0
+        self._changes_next = 0
 
     @property
     def ntotal(self) -> int:
@@ -149,6 +156,8 @@ class VectorIndex:
         Runs in a worker thread at start-up.
         """
         started = time.perf_counter()
+        # Read first: everything committed until now is in what is loaded or rebuilt below.
+        latest = latest_change(conn)
         ids = np.array(
             [
                 r[0]
@@ -160,6 +169,7 @@ class VectorIndex:
             ],
             dtype=np.int64,
         )
+        self._changes_in = self._changes_next = latest
         reason = self._try_snapshot(conn, ids)
         if reason is None:
             log.info("vector index: snapshot loaded, %d vectors", self.ntotal)
@@ -231,19 +241,34 @@ class VectorIndex:
         have = np.sort(_index_ids(index))
         missing = np.setdiff1d(expected_ids, have, assume_unique=True)
         extra = np.setdiff1d(have, expected_ids, assume_unique=True)
-        if len(missing) + len(extra) > max(RECONCILE_MAX, len(expected_ids) // 20):
-            return f"snapshot has {len(have)} vectors, SQLite {len(expected_ids)}"
+        # Records in both whose vector was replaced after the snapshot was written: their
+        # ids match, their vectors do not.
+        changed = np.array(
+            [
+                r[0]
+                for r in conn.execute(
+                    "SELECT record FROM vector_changes WHERE seq > ?", (meta.changes_in,)
+                )
+            ],
+            dtype=np.int64,
+        )
+        stale = np.intersect1d(np.intersect1d(changed, expected_ids), have)
+        if len(missing) + len(extra) + len(stale) > max(RECONCILE_MAX, len(expected_ids) // 20):
+            return f"snapshot has {len(have)} vectors, SQLite {len(expected_ids)}" + (
+                f", {len(stale)} of them re-embedded since" if len(stale) else ""
+            )
         self._index = index
         self._max_id = int(have[-1]) if len(have) else 0
         if len(extra):
             self.remove_sync(extra)
-        if len(missing):
-            self._add_rows(conn, missing)
-        if len(missing) or len(extra):
+        if len(missing) or len(stale):
+            self._add_rows(conn, np.union1d(missing, stale))  # a stale one's vector replaced
+        if len(missing) or len(extra) or len(stale):
             log.info(
-                "vector index: snapshot brought up to date: %d added, %d removed",
+                "vector index: snapshot brought up to date: %d added, %d removed, %d replaced",
                 len(missing),
                 len(extra),
+                len(stale),
             )
         return None
 
@@ -319,8 +344,15 @@ class VectorIndex:
 
     # ------------------------------------------------------------------ snapshot
 
-    def snapshot_sync(self) -> None:
-        """Write the index atomically (temp file + rename) if it changed since the last one."""
+    def snapshot_sync(self, latest: int) -> None:
+        """Write the index atomically (temp file + rename) if it changed since the last one.
+
+        ``latest`` is the newest vector change SQLite holds now (:func:`latest_change`). A
+        change reaches the index a moment after its commit, so what this snapshot vouches for
+        is what the previous one read: a snapshot interval (minutes) later, it is in.
+        """
+        self._changes_in = max(self._changes_in, self._changes_next)
+        self._changes_next = latest
         if not self.dirty:
             return
         path, meta_path = self._dir / SNAPSHOT, self._dir / SNAPSHOT_META
@@ -348,6 +380,7 @@ class VectorIndex:
                 ntotal=ntotal,
                 saved_at=time.time(),
                 checksum=_digest(tmp, tmp_labels if graph else None),
+                changes_in=self._changes_in,
             )
             tmp_meta.write_bytes(msgspec.json.encode(meta))
             # The labels first: the meta, renamed last, is what makes the new pair count (its
@@ -364,6 +397,11 @@ class VectorIndex:
                 left.unlink(missing_ok=True)
             raise
         log.info("vector index: snapshot of %d vectors written", meta.ntotal)
+
+
+def latest_change(conn: sqlite3.Connection) -> int:
+    """The number of the newest vector change (vector_changes.seq), 0 if none."""
+    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM vector_changes").fetchone()[0])
 
 
 def _trim_heap() -> None:
