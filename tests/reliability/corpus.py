@@ -314,6 +314,12 @@ def _corpus() -> list[Secret]:
     t = "dckr_pat_" + _g(URLSAFE, 27)
     add("docker login", f"docker login -u acme -p {t} docker.io", t)
     pw = _pw()
+    add("podman login", f"podman login --username acme --password {pw} quay.io", pw)
+    pw = _pw()
+    add("helm registry login", f"helm registry login ghcr.io -u acme -p '{pw}'", pw)
+    pw = _pw()
+    add("skopeo login", f"skopeo login -u acme -p {pw} registry.internal:5000", pw)
+    pw = _pw()
     add(
         "--password flag",
         f"mongosh --username admin --password {pw} --authenticationDatabase admin",

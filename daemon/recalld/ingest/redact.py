@@ -182,6 +182,7 @@ _SECRET_KEY = r"(?=[A-Z0-9_.-]*?" + _SECRET_WORD + r")(?P<key>[A-Z0-9_.-]++)"
 _TOKEN = r"A-Za-z0-9_\-"
 _CLI = "mysql|mysqldump|mysqladmin|mariadb|mariadb-dump"
 _HTTP_CLI = "curl|wget|https?|httpie"
+_REGISTRY_CLI = r"docker|podman|buildah|skopeo|nerdctl|finch|oras|helm\s++registry"
 
 
 _RULES: list[_Rule] = [
@@ -435,17 +436,18 @@ _RULES: list[_Rule] = [
         _not_reference,
         needs=("-u",),
     ),
+    # docker login -p, and the clients that copied its flags (podman, helm registry, ...).
     _Rule(
         "cli_password",
         re.compile(
-            r"\bdocker\s++login\b"
-            + _options_of(r"docker")
+            rf"\b(?:{_REGISTRY_CLI})\s++login\b"
+            + _options_of(_REGISTRY_CLI)
             + r"\s(?:-p|--password)(?:=|\s++)"
             + _ARG
         ),
         "value",
         _not_reference,
-        needs=("docker",),
+        needs=("login",),
     ),
     # --password VALUE, --db-password VALUE, --token VALUE; not --token-file PATH,
     # --password-stdin (see _secret_flag).
