@@ -29,6 +29,7 @@ first whatever their score.
 from __future__ import annotations
 
 import calendar
+import functools
 import math
 import re
 import time
@@ -100,8 +101,12 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _SUFFIXES = ("ies", "ing", "ed", "es", "ly", "s")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
-    """A light stemmer, enough to say whether a text contains a query word's forms."""
+    """A light stemmer, enough to say whether a text contains a query word's forms.
+
+    Cached: a search stems each of its candidates' words that start like a query word
+    (a hundred or so), and the same words recur from search to search."""
     for suffix in _SUFFIXES:
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
             return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
