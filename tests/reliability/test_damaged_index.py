@@ -66,6 +66,29 @@ def _stale(data: Path) -> None:
         conn.executemany("UPDATE records SET embed_state = 0 WHERE rowid = ?", [(r,) for r in rows])
 
 
+def _re_embedded(data: Path) -> list[int]:
+    # Two records' vectors replaced under their rowids after the snapshot (a re-embed, then
+    # a kill -9 before the next snapshot): the snapshot's ids still match SQLite's.
+    with sqlite3.connect(data / "recalld.db") as conn:
+        (a, va), (b, vb) = conn.execute("SELECT rowid, vec FROM vectors ORDER BY rowid LIMIT 2")
+        conn.executemany("UPDATE vectors SET vec = ? WHERE rowid = ?", [(vb, a), (va, b)])
+    return [a, b]
+
+
+def _snapshot_matches_sqlite(data: Path) -> bool:
+    """Whether each vector in the snapshot on disk is SQLite's for its record."""
+    import faiss
+    import numpy as np
+
+    index = faiss.read_index(str(data / "index.faiss"))  # flat while small
+    with sqlite3.connect(data / "recalld.db") as conn:
+        stored = dict(conn.execute("SELECT rowid, vec FROM vectors"))
+    return all(
+        np.array_equal(index.reconstruct(int(rowid)), np.frombuffer(vec, dtype=np.float32))
+        for rowid, vec in stored.items()
+    )
+
+
 DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "missing": (_missing, "no snapshot"),
     "truncated": (_truncated, "checksum"),
@@ -139,3 +162,22 @@ async def test_a_stale_snapshot_is_brought_up_to_date_not_rebuilt(
     # The three re-queued records are embedded again and join the index.
     await _whole_again(d)
     FIGURES["damaged index: stale snapshots brought up to date"] += 1
+
+
+async def test_vectors_replaced_after_the_snapshot_are_replaced_in_the_index(
+    daemon_factory: DaemonFactory, healthy_data: Path
+) -> None:
+    d: DaemonProcess = daemon_factory()
+    shutil.copytree(healthy_data, d.data_dir)
+    assert _snapshot_matches_sqlite(d.data_dir)
+    _re_embedded(d.data_dir)
+    assert not _snapshot_matches_sqlite(d.data_dir)
+
+    await d.start()
+    report = await d.status(wait_model_s=30)
+    assert report.index.rebuilt_reason is None, report.index
+    assert await wait_index_agrees(d) == RECORDS
+    assert await d.stop() == 0
+    # The clean stop wrote the index as it was: the replaced vectors, not the old ones.
+    assert _snapshot_matches_sqlite(d.data_dir)
+    FIGURES["damaged index: vectors replaced after the snapshot caught up"] += 1
