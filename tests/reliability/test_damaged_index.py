@@ -66,13 +66,12 @@ def _stale(data: Path) -> None:
         conn.executemany("UPDATE records SET embed_state = 0 WHERE rowid = ?", [(r,) for r in rows])
 
 
-def _re_embedded(data: Path) -> list[int]:
+def _re_embedded(data: Path) -> None:
     # Two records' vectors replaced under their rowids after the snapshot (a re-embed, then
     # a kill -9 before the next snapshot): the snapshot's ids still match SQLite's.
     with sqlite3.connect(data / "recalld.db") as conn:
         (a, va), (b, vb) = conn.execute("SELECT rowid, vec FROM vectors ORDER BY rowid LIMIT 2")
         conn.executemany("UPDATE vectors SET vec = ? WHERE rowid = ?", [(vb, a), (va, b)])
-    return [a, b]
 
 
 def _snapshot_matches_sqlite(data: Path) -> bool:
