@@ -363,8 +363,15 @@ def build_corpus(data: Path, n: int, dim: int, basis: np.ndarray, seed: int = 3)
     conn.close()
 
 
-async def bench_search(d: Daemon, queries: list[str], mode: SearchMode) -> tuple[float, float]:
+async def bench_search(
+    d: Daemon, queries: list[str], mode: SearchMode
+) -> tuple[float, float, float]:
+    """(p50, p99, p50 of the queries' first asking) in ms. The queries repeat (146 distinct
+    of 300), as an agent's do: a hybrid search asked again gets its vector from the daemon's
+    query-embedding cache, so the last figure is what a search costs with the model run."""
     lat: list[float] = []
+    first: list[float] = []
+    asked: set[str] = set()
     async with connect(agent="bench", workspace="/bench/search", path=d.socket) as rc:
         for q in queries[:10]:  # warm caches
             await rc.call(p.MemorySearch(query=q + " warm", mode=mode), p.MemorySearchResult)
@@ -372,7 +379,10 @@ async def bench_search(d: Daemon, queries: list[str], mode: SearchMode) -> tuple
             t = time.perf_counter()
             await rc.call(p.MemorySearch(query=q, mode=mode, limit=10), p.MemorySearchResult)
             lat.append((time.perf_counter() - t) * 1000)
-    return statistics.median(lat), pct(lat, 0.99)
+            if q not in asked:
+                asked.add(q)
+                first.append(lat[-1])
+    return statistics.median(lat), pct(lat, 0.99), statistics.median(first)
 
 
 # The mixed load's searches: two words that each match about one record in ten of the
@@ -521,7 +531,7 @@ async def bench_vs_peer(
     # Through embedding, for the record:
     await d.wait_embedded()
     embedded = n / (time.perf_counter() - started)
-    p50, p99 = await bench_search(d, queries, "hybrid")
+    p50, p99, _ = await bench_search(d, queries, "hybrid")
     d.stop()
     log(
         f"vs peer, recalld on {n} records: store {store:.0f}/s (embedded {embedded:.0f}/s), "
@@ -558,12 +568,15 @@ KEYS = (
     "capture_vs_raw_ratio",
     "hybrid_p50_ms_10k",
     "hybrid_p99_ms_10k",
+    "hybrid_first_p50_ms_10k",
     "lexical_p50_ms_10k",
     "hybrid_p50_ms_100k",
     "hybrid_p99_ms_100k",
+    "hybrid_first_p50_ms_100k",
     "lexical_p50_ms_100k",
     "hybrid_p50_ms_1m",
     "hybrid_p99_ms_1m",
+    "hybrid_first_p50_ms_1m",
     "lexical_p50_ms_1m",
     "embed_pipeline_per_s",
     "embed_bare_per_s",
@@ -768,14 +781,16 @@ async def _measure(args: argparse.Namespace, backends: list[Backend], out: Figur
                     d.root.mkdir()
                 await d.start()
                 await d.wait_embedded()
-                h50, h99 = await bench_search(d, queries, "hybrid")
-                l50, l99 = await bench_search(d, queries, "bm25")
+                h50, h99, h50_first = await bench_search(d, queries, "hybrid")
+                l50, l99, _ = await bench_search(d, queries, "bm25")
                 put(out, b, f"hybrid_p50_ms_{label}", h50)
                 put(out, b, f"hybrid_p99_ms_{label}", h99)
+                put(out, b, f"hybrid_first_p50_ms_{label}", h50_first)
                 put(out, b, f"lexical_p50_ms_{label}", l50)
                 put(out, b, f"lexical_p99_ms_{label}", l99)
                 log(
-                    f"{b} search {label}: hybrid p50 {h50:.1f} ms p99 {h99:.1f} ms, "
+                    f"{b} search {label}: hybrid p50 {h50:.1f} ms p99 {h99:.1f} ms"
+                    f" (p50 {h50_first:.1f} ms the first time a query is asked), "
                     f"lexical p50 {l50:.1f} ms p99 {l99:.1f} ms"
                 )
                 if label in ("100k",) or (args.quick and label == "10k"):
