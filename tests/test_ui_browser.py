@@ -1,27 +1,31 @@
 """The web page in a real browser: Debian's chromium, driven through its chromedriver.
 
-Each test starts a real daemon and the real ``recallctl ui``, signs the browser in with the
-printed URL, clicks through the pages, and checks both what the page shows and what the
-daemon then holds. A screenshot of every page lands in the test's tmp dir.
+Each test starts a real daemon and the real ``recallctl ui``, signs the browser in through
+the sign-in page it wrote, clicks through the pages, and checks both what the page shows and
+what the daemon then holds. A screenshot of every page lands in the test's tmp dir.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import pytest
 from mcp import Client
 from recall_client import protocol as p
 from recall_client.client import RemoteError
+from recall_client.ui.guard import MAX_SESSIONS
 
 from .conftest import DaemonFactory, DaemonProcess
 from .test_mcp_memory import open_tools
 from .test_mcp_shim import shim
-from .ui_helpers import UiServer, ui_server
+from .ui_helpers import Http, UiServer, ui_server
 from .webdriver import TAB, Browser, Element, WebDriverError, chromium
 
 CHROMIUM = shutil.which("chromium")
@@ -64,7 +68,11 @@ class Page:
         self.server = server
         self.shots = shots
         shots.mkdir(exist_ok=True)
-        driver.get(server.url)  # the printed URL: trades its token for the cookie
+        # The sign-in page recallctl ui wrote: it sends the browser to the one-time link,
+        # which trades its token for the cookie and lands on the overview.
+        driver.get(server.page)
+        self.wait(lambda: driver.current_url == server.base + "/" and "Overview" in self.text())
+        server.new_link()  # that link is spent: the next browser gets another
 
     def open(self, path: str) -> None:
         self.driver.get(self.server.base + path)
@@ -390,3 +398,87 @@ async def test_an_experience_shows_its_lessons_and_is_forgotten(
     async with d.client(workspace=WS) as rc:
         listing = await rc.call(p.ExperienceList(), p.ExperienceListResult)
     assert listing.experiences == []
+
+
+def processes_holding(secret: str) -> list[str]:
+    """Every process whose command line or environment holds ``secret``. Any local user
+    reads every command line (/proc/PID/cmdline); this test, as root, reads environments too."""
+    found: list[str] = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        for part in ("cmdline", "environ"):
+            try:
+                if secret.encode() in (proc / part).read_bytes():
+                    found.append(f"{proc.name}/{part}")
+            except OSError:  # it ended meanwhile
+                continue
+    return found
+
+
+def read_when_there(path: Path, within_s: float = 20.0) -> str:
+    """The text of ``path`` once it exists (another process writes it)."""
+    deadline = time.monotonic() + within_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+    return path.read_text()
+
+
+def modes(path: Path) -> tuple[int, int] | None:
+    """The permission bits of ``path`` and of its directory; None if it is gone."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode), stat.S_IMODE(path.parent.stat().st_mode)
+    except FileNotFoundError:
+        return None
+
+
+async def test_open_puts_no_token_on_any_command_line_and_its_page_signs_in_once(
+    running_daemon: DaemonProcess, page_on: Callable[[UiServer], Page], tmp_path: Path
+) -> None:
+    # The "browser" records what it was handed (argv, environment), as `ps` would show it.
+    handed = tmp_path / "handed"
+    recorder = tmp_path / "record-argv"
+    recorder.write_text(
+        f'#!/bin/sh\n{{ printf "%s\\n" "$@"; env; }} > {handed}.part && mv {handed}.part {handed}\n'
+    )
+    recorder.chmod(0o700)
+    with ui_server(running_daemon, WS, "--open", env={"BROWSER": str(recorder)}) as server:
+        seen = read_when_there(handed)
+        assert seen.splitlines()[0] == server.page  # the browser gets the sign-in page...
+        sign_in_page = Path(urlsplit(server.page).path)
+        found = re.search(r"\?token=([A-Za-z0-9_-]+)", read_when_there(sign_in_page))
+        assert found is not None
+        token = found.group(1)
+        assert token not in seen and "token=" not in seen  # ...and never the token itself
+        assert processes_holding(token) == []
+        assert "token=" not in "".join(server.log)  # not printed either, unless asked
+        assert modes(sign_in_page) == (0o600, 0o700)
+        # The real browser on that page reaches the overview (Page waits for it)...
+        page = page_on(server)
+        assert "Overview" in page.text()
+        assert modes(sign_in_page) is None  # spent: its page is gone
+        assert processes_holding(token) == []
+        # ...and nobody else gets in with the same token.
+        replay = Http(server).get(f"/?token={token}")
+        assert replay.status_code == 403 and "set-cookie" not in replay.headers
+        page.open("/operations")
+        assert "Doctor" in page.text()
+
+
+async def test_a_full_session_table_refuses_newcomers_and_signs_nobody_out(
+    running_daemon: DaemonProcess, page_on: Callable[[UiServer], Page]
+) -> None:
+    with ui_server(running_daemon, WS) as server:
+        page = page_on(server)  # the user's browser holds the first session
+        others = [Http(server).sign_in() for _ in range(MAX_SESSIONS - 1)]
+        newcomer = Http(server)
+        refused = newcomer.get(f"/?token={server.token}")
+        assert refused.status_code == 503
+        assert f"{MAX_SESSIONS} browsers are signed in already" in refused.text
+        assert "set-cookie" not in refused.headers
+        assert newcomer.get("/operations/export.jsonl").status_code == 403
+        # Everyone signed in before stays signed in, the user's own browser first.
+        page.open("/operations")
+        assert "Doctor" in page.text()
+        assert [o.get("/").status_code for o in others] == [200] * len(others)

@@ -12,6 +12,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 from recall_client import protocol as p
+from recall_client.ui.guard import (
+    MAX_SESSIONS,
+    SESSION_IDLE_S,
+    Guard,
+    Message,
+    Receive,
+    Scope,
+    Send,
+)
 
 from .conftest import DaemonProcess
 from .ui_helpers import Http, UiServer, ui_server
@@ -71,12 +80,90 @@ async def test_a_wrong_token_is_refused_and_the_right_one_buys_a_strict_httponly
     assert wrong.status_code == 403
     assert "set-cookie" not in wrong.headers
     right = client.get(f"/?token={server.token}")
-    assert right.status_code == 303
+    assert right.status_code == 200
     cookie = right.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
     overview = client.get("/")
     assert overview.status_code == 200
     assert "Overview" in overview.text
+
+
+async def test_a_spent_sign_in_link_buys_nothing(page: tuple[UiServer, DaemonProcess]) -> None:
+    # Whoever saw the link after the user opened it (a shoulder, a history file, a process
+    # list) replays it: no cookie, no export. The user's own session is untouched.
+    server, _ = page
+    spent = server.token
+    user = Http(server)
+    assert user.get(f"/?token={spent}").status_code == 200
+    thief = Http(server)
+    replay = thief.get(f"/?token={spent}")
+    assert replay.status_code == 403
+    assert "spent" in replay.text
+    assert "set-cookie" not in replay.headers
+    assert thief.get("/operations/export.jsonl").status_code == 403
+    assert user.get("/operations/export.jsonl?kind=memory").status_code == 200
+    # A link minted later works once; the one before it, unused, stops working.
+    unused = server.new_link()
+    server.new_link()
+    assert thief.get(unused.removeprefix(server.base)).status_code == 403
+    assert thief.get(f"/?token={server.token}").status_code == 200
+    assert thief.get("/").status_code == 200
+    # A browser already signed in that goes back to its spent link just lands on the page.
+    back = user.get(f"/?token={spent}")
+    assert back.status_code == 200 and "set-cookie" not in back.headers
+    assert user.get("/").status_code == 200
+
+
+async def test_a_session_unused_for_a_day_ends_and_frees_its_place() -> None:
+    clock = [1000.0]
+    guard = Guard(now=lambda: clock[0])
+    guard.port = 8080
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"page"})
+
+    guard.app = app
+    cookies = []
+    for _ in range(MAX_SESSIONS):
+        status, headers = await asgi_get(guard, f"/?token={guard.new_launch_token()}")
+        assert status == 200
+        cookies.append(headers["set-cookie"].split(";")[0])
+    token = guard.new_launch_token()
+    assert (await asgi_get(guard, f"/?token={token}"))[0] == 503
+    clock[0] += SESSION_IDLE_S / 2
+    assert (await asgi_get(guard, "/", cookies[0]))[0] == 200  # used: its idle time restarts
+    clock[0] += SESSION_IDLE_S / 2 + 1
+    assert (await asgi_get(guard, "/", cookies[1]))[0] == 403  # unused a day: ended
+    assert (await asgi_get(guard, "/", cookies[0]))[0] == 200
+    # The refused link was not spent; now there is room, it signs in.
+    assert (await asgi_get(guard, f"/?token={token}"))[0] == 200
+
+
+async def asgi_get(guard: Guard, target: str, cookie: str = "") -> tuple[int, dict[str, str]]:
+    """One GET straight through the guard's ASGI interface: (status, headers)."""
+    path, _, query = target.partition("?")
+    headers = [(b"host", b"127.0.0.1:8080")]
+    if cookie:
+        headers.append((b"cookie", cookie.encode()))
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": path,
+        "query_string": query.encode(),
+        "headers": headers,
+    }
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await guard(scope, receive, send)
+    start = sent[0]
+    return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}
 
 
 async def test_a_forged_host_is_refused_even_with_the_cookie(

@@ -3,28 +3,39 @@
 from __future__ import annotations
 
 import http.client
+import queue
 import re
+import signal
 import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlencode, urlsplit
+from typing import IO, Any
+from urllib.parse import urlencode
 
 from .conftest import BIN, DaemonProcess
 
 _URL = re.compile(r"open (http://127\.0\.0\.1:(\d+)/\?token=([A-Za-z0-9_-]+))")
+_PAGE = re.compile(r"sign in \(once\) by opening (file://\S+)")
 
 
 @dataclass
 class UiServer:
+    """A running ``recallctl ui``: ``url`` is its current sign-in link (printed with
+    ``--print-url``), ``page`` the file:// page that carries the same link to a browser."""
+
     proc: subprocess.Popen[str]
-    url: str
     port: int
-    token: str
+    url: str
+    page: str
     log: list[str]
+    links: queue.Queue[tuple[str, str]]
+
+    @property
+    def token(self) -> str:
+        return self.url.rsplit("=", 1)[1]
 
     @property
     def base(self) -> str:
@@ -34,49 +45,75 @@ class UiServer:
     def origin(self) -> str:
         return self.base
 
+    def new_link(self) -> str:
+        """Ask the server for a fresh one-time sign-in link (SIGUSR1), as a user does."""
+        self.proc.send_signal(signal.SIGUSR1)
+        self.page, self.url = self.links.get(timeout=20)
+        return self.url
+
+
+def _read_output(
+    out: IO[str], log: list[str], links: queue.Queue[tuple[str, str]], with_url: bool
+) -> None:
+    """Keep reading the server's output (so it never blocks on a full pipe), and pass on each
+    sign-in link it announces: its page, then (``with_url``: --print-url) the link itself."""
+    page = ""
+    for line in out:
+        log.append(line)
+        if found := _PAGE.search(line):
+            page = found.group(1)
+            if not with_url:
+                links.put((page, ""))
+        elif found := _URL.search(line):
+            links.put((page, found.group(1)))
+
 
 @contextmanager
 def ui_server(
-    d: DaemonProcess, workspace: str | Path, *extra: str, admin: bool = True
+    d: DaemonProcess,
+    workspace: str | Path,
+    *extra: str,
+    admin: bool = True,
+    env: dict[str, str] | None = None,
 ) -> Iterator[UiServer]:
-    """``recallctl ui`` on a free port, as a user runs it; stopped (SIGINT) at the end."""
+    """``recallctl ui --print-url`` on a free port, as a user runs it (``extra`` replaces
+    ``--print-url``); stopped (SIGINT) at the end."""
     args = [str(BIN / "recallctl"), "--socket", str(d.socket), "--workspace", str(workspace)]
     if not admin:
         args.append("--no-admin")
+    command = [*args, "ui", "--interval", "0.5", *(extra or ("--print-url",))]
     proc = subprocess.Popen(
-        [*args, "ui", "--interval", "0.5", *extra],
+        command,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=d.env(),
+        env={**d.env(), **(env or {})},
     )
     assert proc.stdout is not None
-    log: list[str] = []
-    found: re.Match[str] | None = None
-    for line in proc.stdout:
-        log.append(line)
-        found = _URL.search(line)
-        if found:
-            break
-    if found is None:
-        proc.kill()
-        raise AssertionError("recallctl ui printed no URL:\n" + "".join(log))
-    # Keep draining its output so it never blocks on a full pipe.
     out = proc.stdout
-    drain = threading.Thread(target=lambda: log.extend(out), daemon=True)
-    drain.start()
-    server = UiServer(proc, found.group(1), int(found.group(2)), found.group(3), log)
-    assert urlsplit(server.url).hostname == "127.0.0.1"
+    log: list[str] = []
+    links: queue.Queue[tuple[str, str]] = queue.Queue()
+    reader = threading.Thread(
+        target=_read_output, args=(out, log, links, "--print-url" in command), daemon=True
+    )
+    reader.start()
+    try:
+        page, url = links.get(timeout=60)
+    except queue.Empty:
+        proc.kill()
+        raise AssertionError("recallctl ui announced no sign-in link:\n" + "".join(log)) from None
+    port = int(re.findall(r"serves http://127\.0\.0\.1:(\d+)/", "".join(log))[0])
+    server = UiServer(proc, port, url, page, log, links)
     try:
         yield server
     finally:
-        proc.send_signal(2)
+        proc.send_signal(signal.SIGINT)
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        drain.join(timeout=10)
+        reader.join(timeout=10)
         out.close()
 
 
@@ -137,7 +174,10 @@ class Http:
         return self.request("POST", path, **kw)
 
     def sign_in(self) -> Http:
+        """Sign in with the server's current link, then ask it for a fresh one (each link
+        works once), as a user with a second browser would."""
         reply = self.get(f"/?token={self.server.token}")
-        assert reply.status_code == 303, reply
-        assert reply.headers["location"] == "/"
+        assert reply.status_code == 200, reply
+        assert '<meta http-equiv="refresh" content="0;url=/">' in reply.text
+        self.server.new_link()
         return self

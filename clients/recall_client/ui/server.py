@@ -7,13 +7,15 @@ a network socket); this process serves HTTP on 127.0.0.1 only, behind the guard.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import socket
 import sys
-import webbrowser
 from pathlib import Path
 
 import anyio
 import uvicorn
+from anyio.abc import TaskStatus
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
@@ -23,6 +25,7 @@ from ..paths import find_workspace
 from . import experience_pages, memory_pages, ops_pages, overview, work_pages
 from .context import UI
 from .guard import Guard
+from .launch import SignInLinks
 from .link import DaemonLink
 from .live import Telemetry
 from .render import Pages
@@ -62,9 +65,18 @@ def bind(port: int) -> socket.socket:
     return sock
 
 
-async def _open_browser(url: str) -> None:
-    # webbrowser may start a program and wait for it: off the event loop.
-    await anyio.to_thread.run_sync(webbrowser.open, url)
+async def _links_on_demand(
+    links: SignInLinks, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """A new sign-in link on every SIGUSR1: the way back in once a link is spent (only this
+    user, or root, may signal the process)."""
+    with anyio.open_signal_receiver(signal.SIGUSR1) as signals:
+        task_status.started()
+        async for _ in signals:
+            try:
+                links.issue()
+            except OSError as exc:  # the runtime dir was tampered with: keep serving
+                print(f"recallctl ui: no new sign-in link: {exc}", file=sys.stderr, flush=True)
 
 
 async def serve(args: argparse.Namespace) -> int:
@@ -96,16 +108,20 @@ async def serve(args: argparse.Namespace) -> int:
             timeout_graceful_shutdown=2,
         )
         server = uvicorn.Server(config)
-        url = f"http://127.0.0.1:{port}/?token={guard.launch_token}"
-        print(f"recallctl ui: open {url}", flush=True)
-        print(
-            "recallctl ui: the link signs this browser in; Ctrl-C stops the page", file=sys.stderr
-        )
-        if args.open:
-            tg.start_soon(_open_browser, url, name="ui open browser")
+        links = SignInLinks(guard, tg, print_url=args.print_url, open_browser=args.open)
         try:
+            await tg.start(_links_on_demand, links, name="ui sign-in links")
+            pid = os.getpid()
+            print(
+                f"recallctl ui (pid {pid}) serves http://127.0.0.1:{port}/; Ctrl-C stops it, "
+                f"kill -USR1 {pid} gives a new sign-in link",
+                file=sys.stderr,
+                flush=True,
+            )
+            links.issue()
             await server.serve(sockets=[sock])
         finally:
+            links.close()
             tg.cancel_scope.cancel()
             with anyio.CancelScope(shield=True):
                 await link.aclose()
