@@ -464,6 +464,9 @@ async def test_open_puts_no_token_on_any_command_line_and_its_page_signs_in_once
         assert replay.status_code == 403 and "set-cookie" not in replay.headers
         page.open("/operations")
         assert "Doctor" in page.text()
+        unused = Path(urlsplit(server.page).path)  # the next link, which nobody opened
+        assert modes(unused) == (0o600, 0o700)
+    assert modes(unused) is None  # the server took its page along when it stopped
 
 
 async def test_a_full_session_table_refuses_newcomers_and_signs_nobody_out(
