@@ -9,14 +9,20 @@ of the daemon's environment. On top of that, a repository that declares a partia
 a promisor remote is refused outright (libgit2 already refuses one owned by another user),
 so no answer ever depends on objects that are not there.
 
-Every walk through history is bounded (:data:`MAX_WALK` commits, and a per-search
-:class:`WalkBudget`) and every answer cached: a workspace's top level for half a minute
-(bounded LRU), a HEAD until the repository's HEAD reflog changes, a count for as long as the
-HEAD it was counted against stays the same.
+Every walk through history is bounded: at most :data:`MAX_WALK` commits counted, at most
+:data:`MAX_PARENTS` parents of a commit followed, and a per-request :class:`WalkBudget` of
+units of work and time, paid for before each read. The walk is this module's own (libgit2's
+revwalk reads a commit's every parent, and with a commit hidden it walks the whole range
+up front, out of reach of any budget). Every answer is cached, in bounded LRUs with small
+keys: a workspace's top level for half a minute, a HEAD until the repository's HEAD reflog
+changes, a count for as long as the HEAD it was counted against stays the same.
 """
 
 from __future__ import annotations
 
+import hashlib
+import heapq
+import itertools
 import logging
 import os
 import threading
@@ -27,9 +33,10 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import pygit2
-from pygit2.enums import RepositoryOpenFlag, SortMode
+from pygit2.enums import RepositoryOpenFlag
 
 __all__ = [
+    "MAX_PARENTS",
     "MAX_WALK",
     "Count",
     "WalkBudget",
@@ -43,6 +50,9 @@ log = logging.getLogger(__name__)
 
 # Commits one count walks at most: past it the answer is "at least this many".
 MAX_WALK = 10_000
+# Parents of one commit a walk follows at most. Real octopus merges have a few dozen (the
+# largest in Linux has 66); one with more ends the walk there, and the count says so.
+MAX_PARENTS = 100
 TOP_TTL = 30.0
 HEAD_TTL = 2.0
 TOP_CACHE = 1024
@@ -57,22 +67,39 @@ _TRUE = frozenset({"true", "yes", "on", "1"})
 
 @dataclass(slots=True)
 class WalkBudget:
-    """History walking one request may do: commits visited and a deadline (monotonic)."""
+    """History walking one request may do: units of work, and a deadline (monotonic).
 
-    commits: int = 20_000
+    A unit is one commit reached (read, or found already read) or one step of a path (a
+    directory or file name) looked up in one commit's tree. Each is paid for before it is
+    done and the clock is read at every payment, so a merge of many parents costs a unit
+    per parent, and between two looks at the clock lies at most one commit read or one
+    commit's path lookups.
+    """
+
+    units: int = 20_000
     deadline: float = field(default_factory=lambda: time.monotonic() + 0.25)
 
+    def take(self, units: int = 1) -> bool:
+        """Pay for ``units`` of work about to be done; False when the budget cannot, and
+        then it is spent (so the request walks no more)."""
+        if units > self.units or time.monotonic() >= self.deadline:
+            self.units = 0
+            return False
+        self.units -= units
+        return True
+
     def spent(self) -> bool:
-        return self.commits <= 0 or time.monotonic() >= self.deadline
+        return self.units <= 0 or time.monotonic() >= self.deadline
 
 
 @dataclass(frozen=True, slots=True)
 class Count:
-    """Commits since a base: how many, how many touched the given paths, whether capped."""
+    """Commits since a base: how many, and how many touched the given paths. ``cut``: why
+    the walk stopped before the base, so both are lower bounds (None: they are exact)."""
 
     commits: int
     touching: int
-    capped: bool
+    cut: str | None
 
 
 K = TypeVar("K")
@@ -106,8 +133,8 @@ class _LRU(Generic[K, V]):
 _tops: _LRU[str, tuple[float, str | None]] = _LRU(TOP_CACHE)
 # top level -> (reflog stamp, when read, git dir, HEAD or None)
 _heads: _LRU[str, tuple[tuple[int, int] | None, float, str, str | None]] = _LRU(HEAD_CACHE)
-# (repo, base, head, paths) -> Count, or None when the base is unknown
-_counts: _LRU[tuple[str, str, str, tuple[str, ...]], tuple[Count | None]] = _LRU(COUNT_CACHE)
+# (repo, base, head, digest of the paths) -> Count, or None when the base is unknown
+_counts: _LRU[tuple[str, str, str, bytes], tuple[Count | None]] = _LRU(COUNT_CACHE)
 
 
 def _lazy_fetching(repo: pygit2.Repository) -> bool:
@@ -212,6 +239,95 @@ def head(top: str) -> str | None:
     return value
 
 
+class _Spent(Exception):
+    """The request's budget cannot pay for the next unit of work."""
+
+
+class _Walk:
+    """The reading one count does, each piece paid for in the budget before it is done.
+
+    Commits are visited newest first by commit time, as ``git rev-list`` does: a heap of
+    the commits seen and not yet visited, each marked wanted (reachable from the head) or
+    hidden (reachable from the base too). Everything it keeps is bounded by the units paid.
+    """
+
+    def __init__(self, repo: pygit2.Repository, paths: tuple[str, ...], budget: WalkBudget):
+        self.repo = repo
+        self.paths = paths
+        # Looking the paths up in a tree reads a tree object for every step of every path.
+        self._lookup = sum(path.count("/") + 1 for path in paths)
+        self.budget = budget
+        self._heap: list[tuple[int, int, pygit2.Oid]] = []
+        self._order = itertools.count()
+        self._commits: dict[pygit2.Oid, pygit2.Commit] = {}
+        self._hidden: set[pygit2.Oid] = set()
+        self._queued: set[pygit2.Oid] = set()
+        # Queued commits that are not hidden: once none is left, nothing more is wanted.
+        self.wanted = 0
+        self._trees: dict[pygit2.Oid, tuple[pygit2.Oid | None, ...]] = {}
+        # Units this walk has paid for (the debug log reports them).
+        self.paid = 0
+
+    def _pay(self, units: int = 1) -> None:
+        if not self.budget.take(units):
+            raise _Spent
+        self.paid += units
+
+    def follow(self, oid: pygit2.Oid, *, hidden: bool) -> pygit2.Commit | None:
+        """Reach the commit ``oid`` (one unit: reading it, or finding it seen): queue it
+        when new, hide it (and so, when it is visited, its history) when ``hidden``. None
+        when the object is absent (a shallow clone's boundary) or not a commit."""
+        self._pay()
+        commit = self._commits.get(oid)
+        if commit is None:
+            found = self.repo.get(oid)
+            if not isinstance(found, pygit2.Commit):
+                return None
+            commit = self._commits[oid] = found
+            if hidden:
+                self._hidden.add(oid)
+            self._push(commit)
+        elif hidden and oid not in self._hidden:
+            self._hidden.add(oid)
+            if oid in self._queued:
+                self.wanted -= 1
+            else:  # visited as wanted already (clock skew): its history is hidden still
+                self._push(commit)
+        return commit
+
+    def _push(self, commit: pygit2.Commit) -> None:
+        heapq.heappush(self._heap, (-commit.commit_time, next(self._order), commit.id))
+        self._queued.add(commit.id)
+        if commit.id not in self._hidden:
+            self.wanted += 1
+
+    def pop(self) -> tuple[pygit2.Commit, bool]:
+        """The newest queued commit, and whether it is hidden."""
+        _, _, oid = heapq.heappop(self._heap)
+        self._queued.discard(oid)
+        hidden = oid in self._hidden
+        if not hidden:
+            self.wanted -= 1
+        return self._commits[oid], hidden
+
+    def _entries(self, commit: pygit2.Commit) -> tuple[pygit2.Oid | None, ...]:
+        """What each path names in ``commit``'s tree (read once, a unit a step of a path)."""
+        entries = self._trees.get(commit.id)
+        if entries is None:
+            self._pay(self._lookup)
+            tree = commit.tree
+            entries = self._trees[commit.id] = tuple(_entry(tree, path) for path in self.paths)
+        return entries
+
+    def touches(self, commit: pygit2.Commit, parents: Sequence[pygit2.Commit]) -> bool:
+        """Whether ``commit`` changed one of the paths: unlike every parent (git's TREESAME
+        rule, so a merge that only brings in a side's change does not count twice)."""
+        mine = self._entries(commit)
+        if not parents:
+            return any(oid is not None for oid in mine)
+        return all(self._entries(parent) != mine for parent in parents)
+
+
 def _entry(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
     try:
         return tree[path].id
@@ -219,17 +335,46 @@ def _entry(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
         return None
 
 
-def _touches(commit: pygit2.Commit, paths: Sequence[str]) -> bool:
-    """Whether ``commit`` changed one of ``paths``: unlike every parent (git's TREESAME rule,
-    so a merge that only brings in a side's change does not count twice)."""
-    mine = [_entry(commit.tree, path) for path in paths]
-    parents = commit.parents
-    if not parents:
-        return any(oid is not None for oid in mine)
-    return all(
-        any(_entry(parent.tree, path) != oid for path, oid in zip(paths, mine, strict=True))
-        for parent in parents
-    )
+def _walk(walk: _Walk, head: pygit2.Oid, base: pygit2.Oid | None, since_ts: float | None) -> Count:
+    """Count from ``head`` back to ``base`` (or, without one, to ``since_ts``).
+
+    Raises:
+        _Spent: the budget ran out first.
+    """
+    walk.follow(head, hidden=False)
+    if base is not None:
+        walk.follow(base, hidden=True)
+    commits = touching = older = 0
+    cut = None
+    while walk.wanted:
+        commit, hidden = walk.pop()
+        parent_ids = commit.parent_ids
+        if len(parent_ids) > MAX_PARENTS:
+            commits += not hidden
+            cut = (
+                f"not measured past commit {commit.id}, a merge of {len(parent_ids)} parents "
+                f"(a walk follows at most {MAX_PARENTS}); there may be more"
+            )
+            break
+        if hidden:
+            for oid in parent_ids:
+                walk.follow(oid, hidden=True)
+            continue
+        if since_ts is not None and commit.commit_time <= since_ts:
+            # Older than the base time: not counted, and its history not followed.
+            older += 1
+            if older >= TIME_SLOP:
+                break
+            continue
+        older = 0
+        if commits == MAX_WALK:
+            cut = f"counted up to {commits} commits; there are more"
+            break
+        commits += 1
+        parents = [p for oid in parent_ids if (p := walk.follow(oid, hidden=False)) is not None]
+        if walk.paths and walk.touches(commit, parents):
+            touching += 1
+    return Count(commits=commits, touching=touching, cut=cut)
 
 
 def count_commits(
@@ -248,7 +393,7 @@ def count_commits(
     base commit is unknown here or the budget is spent; the caller then says so.
     """
     rel = tuple(paths)
-    key = (top, since_commit or f"@{since_ts}", head_hex, rel)
+    key = (top, since_commit or f"@{since_ts}", head_hex, _digest(rel))
     cached = _counts.get(key)
     if cached is not None:
         return cached[0]
@@ -257,39 +402,38 @@ def count_commits(
     repo = _open(top)
     if repo is None:
         return None
+    base = None
+    if since_commit is not None:
+        try:
+            found = repo.get(since_commit)
+        except (pygit2.GitError, KeyError, ValueError):
+            found = None
+        if not isinstance(found, pygit2.Commit):
+            _counts.put(key, (None,))
+            return None
+        base = found.id
+    walk = _Walk(repo, rel, budget)
     try:
-        walker = repo.walk(pygit2.Oid(hex=head_hex), SortMode.TIME)
-        if since_commit is not None:
-            base = repo.get(since_commit)
-            if not isinstance(base, pygit2.Commit):
-                _counts.put(key, (None,))
-                return None
-            walker.hide(base.id)
-    except (pygit2.GitError, KeyError, ValueError):
-        _counts.put(key, (None,))
+        result = _walk(walk, pygit2.Oid(hex=head_hex), base, since_ts)
+    except _Spent:
+        # Not cached: another request may have the budget to finish.
+        log.debug("history walk in %s: %d units of work, then the budget was spent", top, walk.paid)
         return None
-    commits = touching = older = 0
-    capped = False
-    try:
-        for commit in walker:
-            budget.commits -= 1
-            if budget.commits < 0 or (commits & 63 == 0 and budget.spent()):
-                return None  # not cached: another search may have the budget to finish
-            if since_ts is not None and commit.commit_time <= since_ts:
-                older += 1
-                if older >= TIME_SLOP:
-                    break
-                continue
-            older = 0
-            if commits == MAX_WALK:
-                capped = True
-                break
-            commits += 1
-            if rel and _touches(commit, rel):
-                touching += 1
-    except pygit2.GitError as exc:
-        log.debug("walking %s failed: %s", top, exc)
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        log.debug("walking %s failed after %d units of work: %s", top, walk.paid, exc)
         return None
-    result = Count(commits=commits, touching=touching, capped=capped)
+    log.debug(
+        "history walk in %s: %d units of work, %d commits%s",
+        top,
+        walk.paid,
+        result.commits,
+        f"; {result.cut}" if result.cut else "",
+    )
     _counts.put(key, (result,))
     return result
+
+
+def _digest(paths: tuple[str, ...]) -> bytes:
+    """A short key for a set of paths (64 paths of 4 KiB each would make a cache key of
+    256 KiB)."""
+    return hashlib.blake2b("\0".join(paths).encode(), digest_size=16).digest()
