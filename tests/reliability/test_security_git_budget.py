@@ -9,6 +9,7 @@ parents ends the walk, which the drift says.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from recall_client import protocol as p
-from recalld.domain.git_history import MAX_PARENTS, WalkBudget
+from recalld.domain.git_history import MAX_PARENTS, WalkBudget, count_commits
 
 from ..conftest import DaemonFactory
 from .test_security_git import git
@@ -112,3 +113,54 @@ async def test_octopus_merges_pay_for_every_parent_and_end_the_walk(
     units = walked_units(log, repo)
     assert units, log[-4000:]
     assert MERGES * MAX_PARENTS <= sum(units) <= WalkBudget().units
+
+
+def test_the_walk_counts_as_git_does_across_merges(tmp_path: Path) -> None:
+    """The walk is recalld's own (libgit2's reads every parent up front): on a history of
+    branches and merges it counts what ``git rev-list`` counts, from every base."""
+    repo = tmp_path / "branchy"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "src").mkdir()
+
+    def change(name: str, label: str) -> None:
+        (repo / "src" / name).write_text(f"{name} {label}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", f"{name} {label}")
+
+    change("app.py", "0")
+    for i in range(1, 4):
+        git(repo, "checkout", "-q", "-b", f"side{i}", "main")
+        for k in range(i + 1):
+            change("app.py" if k % 2 else f"side{i}.txt", f"{i}.{k}")
+        git(repo, "checkout", "-q", "main")
+        change("main.txt", str(i))
+        git(repo, "merge", "-q", "--no-edit", f"side{i}")
+    head = git(repo, "rev-parse", "HEAD")
+    top = str(repo)
+    bases = git(repo, "rev-list", "--all").split()
+    assert len(bases) == 16
+    for base in bases:
+        count = count_commits(
+            top,
+            head,
+            since_commit=base,
+            since_ts=None,
+            paths=["src/app.py"],
+            budget=WalkBudget(units=10**6, deadline=math.inf),
+        )
+        assert count is not None and count.cut is None
+        assert count.commits == int(git(repo, "rev-list", "--count", f"{base}..{head}"))
+        # No merge here changes src/app.py itself, so the commits that touched it are the
+        # non-merges git lists for the path.
+        touched = git(
+            repo,
+            "rev-list",
+            "--count",
+            "--full-history",
+            "--no-merges",
+            f"{base}..{head}",
+            "--",
+            "src/app.py",
+        )
+        assert count.touching == int(touched), base

@@ -24,6 +24,7 @@ import hashlib
 import heapq
 import itertools
 import logging
+import math
 import os
 import threading
 import time
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import pygit2
-from pygit2.enums import RepositoryOpenFlag
+from pygit2.enums import ObjectType, RepositoryOpenFlag
 
 __all__ = [
     "MAX_PARENTS",
@@ -53,13 +54,17 @@ MAX_WALK = 10_000
 # Parents of one commit a walk follows at most. Real octopus merges have a few dozen (the
 # largest in Linux has 66); one with more ends the walk there, and the count says so.
 MAX_PARENTS = 100
+# Reading an object costs a unit of the walk budget per this many bytes (at least one): a
+# commit of a million parents or a tree of a million entries is parsed whole when read.
+UNIT_BYTES = 1024
 TOP_TTL = 30.0
 HEAD_TTL = 2.0
 TOP_CACHE = 1024
 HEAD_CACHE = 1024
 COUNT_CACHE = 4096
-# A time-based count ("since the verification's time") stops after this many commits in a
-# row older than that time (history is only roughly ordered by date).
+# History is only roughly ordered by date: a time-based count ("since the verification's
+# time") stops after this many commits in a row older than that time, and a count from a
+# base commit follows this many hidden commits past the oldest one it took.
 TIME_SLOP = 8
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
@@ -69,11 +74,12 @@ _TRUE = frozenset({"true", "yes", "on", "1"})
 class WalkBudget:
     """History walking one request may do: units of work, and a deadline (monotonic).
 
-    A unit is one commit reached (read, or found already read) or one step of a path (a
-    directory or file name) looked up in one commit's tree. Each is paid for before it is
-    done and the clock is read at every payment, so a merge of many parents costs a unit
-    per parent, and between two looks at the clock lies at most one commit read or one
-    commit's path lookups.
+    A unit is one parent followed to a commit already read, or the reading of an object
+    (a commit, or a tree on the way down a cited path) of up to :data:`UNIT_BYTES`, a unit
+    more for each :data:`UNIT_BYTES` beyond. Each is paid for before it is done (the size
+    comes from the object's header) and the clock is read at every payment, so a merge of
+    many parents costs a unit per parent at least, and between two looks at the clock lies
+    at most one object read.
     """
 
     units: int = 20_000
@@ -254,8 +260,7 @@ class _Walk:
     def __init__(self, repo: pygit2.Repository, paths: tuple[str, ...], budget: WalkBudget):
         self.repo = repo
         self.paths = paths
-        # Looking the paths up in a tree reads a tree object for every step of every path.
-        self._lookup = sum(path.count("/") + 1 for path in paths)
+        self._steps = [tuple(path.split("/")) for path in paths]
         self.budget = budget
         self._heap: list[tuple[int, int, pygit2.Oid]] = []
         self._order = itertools.count()
@@ -264,7 +269,9 @@ class _Walk:
         self._queued: set[pygit2.Oid] = set()
         # Queued commits that are not hidden: once none is left, nothing more is wanted.
         self.wanted = 0
-        self._trees: dict[pygit2.Oid, tuple[pygit2.Oid | None, ...]] = {}
+        # What each path names in a commit's tree (see _entries), and trees read on the way.
+        self._entries_of: dict[pygit2.Oid, tuple[pygit2.Oid | None, ...]] = {}
+        self._trees: dict[pygit2.Oid, pygit2.Tree | None] = {}
         # Units this walk has paid for (the debug log reports them).
         self.paid = 0
 
@@ -273,21 +280,31 @@ class _Walk:
             raise _Spent
         self.paid += units
 
+    def _read(self, oid: pygit2.Oid) -> pygit2.Object | None:
+        """The object ``oid``, paid for by its size before it is parsed; None if absent."""
+        try:
+            _, size = self.repo.odb.read_header(oid)
+        except KeyError:  # pygit2's NotFoundError
+            return None
+        self._pay(1 + size // UNIT_BYTES)
+        return self.repo.get(oid)
+
     def follow(self, oid: pygit2.Oid, *, hidden: bool) -> pygit2.Commit | None:
-        """Reach the commit ``oid`` (one unit: reading it, or finding it seen): queue it
+        """Reach the commit ``oid`` (read it, or a unit to find it read already): queue it
         when new, hide it (and so, when it is visited, its history) when ``hidden``. None
         when the object is absent (a shallow clone's boundary) or not a commit."""
-        self._pay()
         commit = self._commits.get(oid)
         if commit is None:
-            found = self.repo.get(oid)
+            found = self._read(oid)
             if not isinstance(found, pygit2.Commit):
                 return None
             commit = self._commits[oid] = found
             if hidden:
                 self._hidden.add(oid)
             self._push(commit)
-        elif hidden and oid not in self._hidden:
+            return commit
+        self._pay()
+        if hidden and oid not in self._hidden:
             self._hidden.add(oid)
             if oid in self._queued:
                 self.wanted -= 1
@@ -301,6 +318,16 @@ class _Walk:
         if commit.id not in self._hidden:
             self.wanted += 1
 
+    def queued(self) -> bool:
+        return bool(self._heap)
+
+    def newest(self) -> int:
+        """The commit time of the newest queued commit."""
+        return -self._heap[0][0]
+
+    def hidden(self, oid: pygit2.Oid) -> bool:
+        return oid in self._hidden
+
     def pop(self) -> tuple[pygit2.Commit, bool]:
         """The newest queued commit, and whether it is hidden."""
         _, _, oid = heapq.heappop(self._heap)
@@ -311,13 +338,31 @@ class _Walk:
         return self._commits[oid], hidden
 
     def _entries(self, commit: pygit2.Commit) -> tuple[pygit2.Oid | None, ...]:
-        """What each path names in ``commit``'s tree (read once, a unit a step of a path)."""
-        entries = self._trees.get(commit.id)
+        """What each path names in ``commit``'s tree (None: nothing), worked out once."""
+        entries = self._entries_of.get(commit.id)
         if entries is None:
-            self._pay(self._lookup)
-            tree = commit.tree
-            entries = self._trees[commit.id] = tuple(_entry(tree, path) for path in self.paths)
+            root = commit.tree_id
+            entries = tuple(self._lookup(root, steps) for steps in self._steps)
+            self._entries_of[commit.id] = entries
         return entries
+
+    def _lookup(self, oid: pygit2.Oid | None, steps: tuple[str, ...]) -> pygit2.Oid | None:
+        """Down the tree ``oid`` by ``steps``, each tree on the way read (and paid) once."""
+        for name in steps:
+            if oid is None:
+                return None
+            if oid in self._trees:
+                tree = self._trees[oid]
+            else:
+                found = self._read(oid)
+                tree = self._trees[oid] = found if isinstance(found, pygit2.Tree) else None
+            if tree is None:
+                return None
+            try:
+                oid = tree[name].id
+            except (KeyError, ValueError):
+                return None
+        return oid
 
     def touches(self, commit: pygit2.Commit, parents: Sequence[pygit2.Commit]) -> bool:
         """Whether ``commit`` changed one of the paths: unlike every parent (git's TREESAME
@@ -328,29 +373,37 @@ class _Walk:
         return all(self._entries(parent) != mine for parent in parents)
 
 
-def _entry(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
-    try:
-        return tree[path].id
-    except (KeyError, ValueError):
-        return None
-
-
 def _walk(walk: _Walk, head: pygit2.Oid, base: pygit2.Oid | None, since_ts: float | None) -> Count:
     """Count from ``head`` back to ``base`` (or, without one, to ``since_ts``).
+
+    As ``git rev-list`` does, a commit taken may turn out later to be reachable from the
+    base (commit times tie, or lie): the count is made once the walk is over, of the taken
+    commits still not hidden; and the walk goes on past the last wanted commit while a
+    hidden one may still reach a commit taken.
 
     Raises:
         _Spent: the budget ran out first.
     """
-    walk.follow(head, hidden=False)
+    if walk.follow(head, hidden=False) is None:
+        raise KeyError(f"HEAD {head} is not a commit here")
     if base is not None:
         walk.follow(base, hidden=True)
-    commits = touching = older = 0
+    # Commits taken, with their parents (None: not followed, so whether it touched a path
+    # is not known).
+    taken: list[tuple[pygit2.Commit, list[pygit2.Commit] | None]] = []
+    oldest = math.inf
+    older = slop = 0
     cut = None
-    while walk.wanted:
+    while walk.queued():
+        if not walk.wanted and walk.newest() < oldest:
+            slop += 1  # hidden ones only, older than all taken: a few more, as git does
+            if slop > TIME_SLOP:
+                break
         commit, hidden = walk.pop()
         parent_ids = commit.parent_ids
         if len(parent_ids) > MAX_PARENTS:
-            commits += not hidden
+            if not hidden:
+                taken.append((commit, None))
             cut = (
                 f"not measured past commit {commit.id}, a merge of {len(parent_ids)} parents "
                 f"(a walk follows at most {MAX_PARENTS}); there may be more"
@@ -367,14 +420,21 @@ def _walk(walk: _Walk, head: pygit2.Oid, base: pygit2.Oid | None, since_ts: floa
                 break
             continue
         older = 0
-        if commits == MAX_WALK:
-            cut = f"counted up to {commits} commits; there are more"
+        if len(taken) == MAX_WALK:
+            cut = f"counted up to {MAX_WALK} commits; there may be more"
             break
-        commits += 1
         parents = [p for oid in parent_ids if (p := walk.follow(oid, hidden=False)) is not None]
-        if walk.paths and walk.touches(commit, parents):
-            touching += 1
-    return Count(commits=commits, touching=touching, cut=cut)
+        taken.append((commit, parents))
+        oldest = min(oldest, commit.commit_time)
+    counted = [(commit, parents) for commit, parents in taken if not walk.hidden(commit.id)]
+    touching = 0
+    if walk.paths:
+        touching = sum(
+            1
+            for commit, parents in counted
+            if parents is not None and walk.touches(commit, parents)
+        )
+    return Count(commits=len(counted), touching=touching, cut=cut)
 
 
 def count_commits(
@@ -404,14 +464,10 @@ def count_commits(
         return None
     base = None
     if since_commit is not None:
-        try:
-            found = repo.get(since_commit)
-        except (pygit2.GitError, KeyError, ValueError):
-            found = None
-        if not isinstance(found, pygit2.Commit):
+        base = _commit_id(repo, since_commit, full=len(head_hex))
+        if base is None:
             _counts.put(key, (None,))
             return None
-        base = found.id
     walk = _Walk(repo, rel, budget)
     try:
         result = _walk(walk, pygit2.Oid(hex=head_hex), base, since_ts)
@@ -431,6 +487,20 @@ def count_commits(
     )
     _counts.put(key, (result,))
     return result
+
+
+def _commit_id(repo: pygit2.Repository, hex_id: str, *, full: int) -> pygit2.Oid | None:
+    """The commit ``hex_id`` names (an id of ``full`` digits, or a prefix of one), or None.
+    A full id is checked by its object's header, so that no object is parsed before the
+    walk pays for it; a prefix is looked up (one object, where a client gave one)."""
+    try:
+        if len(hex_id) == full:
+            kind, _ = repo.odb.read_header(hex_id)
+            return pygit2.Oid(hex=hex_id) if kind == ObjectType.COMMIT else None
+        found = repo.get(hex_id)
+    except (pygit2.GitError, KeyError, ValueError):
+        return None
+    return found.id if isinstance(found, pygit2.Commit) else None
 
 
 def _digest(paths: tuple[str, ...]) -> bytes:
