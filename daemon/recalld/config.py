@@ -44,6 +44,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     queue_size: Annotated[int, Meta(ge=16, le=1_000_000)] = 8192
     embed_batch: Annotated[int, Meta(ge=1, le=1024)] = 32
     max_connections: Annotated[int, Meta(ge=1, le=100_000)] = 1024
+    # Connections one client process (the pid the kernel reports for the socket's other
+    # end) may hold at once: its next ones are refused busy, so a process opening sockets
+    # in a loop leaves the other slots to the other clients.
+    max_connections_per_process: Annotated[int, Meta(ge=1, le=100_000)] = 256
+    # When every slot is taken, a newcomer gets one by closing a connection that has not
+    # said hello within this many seconds, else the longest idle one (of the process holding
+    # the most slots, in both cases). Until slots run short, a connection without a hello
+    # has frame_timeout_s to send it.
+    hello_grace_s: Annotated[float, Meta(gt=0, le=60)] = 2.0
     # Requests one connection may have in flight; more wait (TCP-like backpressure).
     max_inflight_per_connection: Annotated[int, Meta(ge=1, le=10_000)] = 64
     # Bytes of request frames held at once across all connections (read, queued or being
@@ -108,6 +117,9 @@ ENV = {
     "RECALLD_FRAME_TIMEOUT_S": "frame_timeout_s",
     "RECALLD_SEND_TIMEOUT_S": "send_timeout_s",
     "RECALLD_MAX_INFLIGHT_BYTES": "max_inflight_bytes",
+    "RECALLD_MAX_CONNECTIONS": "max_connections",
+    "RECALLD_MAX_CONNECTIONS_PER_PROCESS": "max_connections_per_process",
+    "RECALLD_HELLO_GRACE_S": "hello_grace_s",
 }
 
 

@@ -111,7 +111,8 @@ def commit_drift(
     Counts from the commit that was HEAD at the last verification; when that commit is
     unknown here (history rewritten, another clone), from the verification's time. A count
     that the request's ``budget`` of history walking cannot pay for is not made: the drift
-    then says so and has no head (so no count is reported).
+    then says so and has no head (so no count is reported). A count the walk cut short (too
+    many commits, a merge of too many parents) is a lower bound, and its reason says why.
     """
     if repo is None or not os.path.isdir(repo):
         return None
@@ -142,7 +143,7 @@ def commit_drift(
         since_commit=verified_commit,
         count=count.commits,
         touching_cited_paths=count.touching,
-        reason=f"counted up to {count.commits} commits; there are more" if count.capped else None,
+        reason=count.cut,
     )
 
 

@@ -9,15 +9,22 @@ of the daemon's environment. On top of that, a repository that declares a partia
 a promisor remote is refused outright (libgit2 already refuses one owned by another user),
 so no answer ever depends on objects that are not there.
 
-Every walk through history is bounded (:data:`MAX_WALK` commits, and a per-search
-:class:`WalkBudget`) and every answer cached: a workspace's top level for half a minute
-(bounded LRU), a HEAD until the repository's HEAD reflog changes, a count for as long as the
-HEAD it was counted against stays the same.
+Every walk through history is bounded: at most :data:`MAX_WALK` commits counted, at most
+:data:`MAX_PARENTS` parents of a commit followed, and a per-request :class:`WalkBudget` of
+units of work and time, paid for before each read. The walk is this module's own (libgit2's
+revwalk reads a commit's every parent, and with a commit hidden it walks the whole range
+up front, out of reach of any budget). Every answer is cached, in bounded LRUs with small
+keys: a workspace's top level for half a minute, a HEAD until the repository's HEAD reflog
+changes, a count for as long as the HEAD it was counted against stays the same.
 """
 
 from __future__ import annotations
 
+import hashlib
+import heapq
+import itertools
 import logging
+import math
 import os
 import threading
 import time
@@ -27,9 +34,10 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import pygit2
-from pygit2.enums import RepositoryOpenFlag, SortMode
+from pygit2.enums import ObjectType, RepositoryOpenFlag
 
 __all__ = [
+    "MAX_PARENTS",
     "MAX_WALK",
     "Count",
     "WalkBudget",
@@ -43,13 +51,20 @@ log = logging.getLogger(__name__)
 
 # Commits one count walks at most: past it the answer is "at least this many".
 MAX_WALK = 10_000
+# Parents of one commit a walk follows at most. Real octopus merges have a few dozen (the
+# largest in Linux has 66); one with more ends the walk there, and the count says so.
+MAX_PARENTS = 100
+# Reading an object costs a unit of the walk budget per this many bytes (at least one): a
+# commit of a million parents or a tree of a million entries is parsed whole when read.
+UNIT_BYTES = 1024
 TOP_TTL = 30.0
 HEAD_TTL = 2.0
 TOP_CACHE = 1024
 HEAD_CACHE = 1024
 COUNT_CACHE = 4096
-# A time-based count ("since the verification's time") stops after this many commits in a
-# row older than that time (history is only roughly ordered by date).
+# History is only roughly ordered by date: a time-based count ("since the verification's
+# time") stops after this many commits in a row older than that time, and a count from a
+# base commit follows this many hidden commits past the oldest one it took.
 TIME_SLOP = 8
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
@@ -57,22 +72,40 @@ _TRUE = frozenset({"true", "yes", "on", "1"})
 
 @dataclass(slots=True)
 class WalkBudget:
-    """History walking one request may do: commits visited and a deadline (monotonic)."""
+    """History walking one request may do: units of work, and a deadline (monotonic).
 
-    commits: int = 20_000
+    A unit is one parent followed to a commit already read, or the reading of an object
+    (a commit, or a tree on the way down a cited path) of up to :data:`UNIT_BYTES`, a unit
+    more for each :data:`UNIT_BYTES` beyond. Each is paid for before it is done (the size
+    comes from the object's header) and the clock is read at every payment, so a merge of
+    many parents costs a unit per parent at least, and between two looks at the clock lies
+    at most one object read.
+    """
+
+    units: int = 20_000
     deadline: float = field(default_factory=lambda: time.monotonic() + 0.25)
 
+    def take(self, units: int = 1) -> bool:
+        """Pay for ``units`` of work about to be done; False when the budget cannot, and
+        then it is spent (so the request walks no more)."""
+        if units > self.units or time.monotonic() >= self.deadline:
+            self.units = 0
+            return False
+        self.units -= units
+        return True
+
     def spent(self) -> bool:
-        return self.commits <= 0 or time.monotonic() >= self.deadline
+        return self.units <= 0 or time.monotonic() >= self.deadline
 
 
 @dataclass(frozen=True, slots=True)
 class Count:
-    """Commits since a base: how many, how many touched the given paths, whether capped."""
+    """Commits since a base: how many, and how many touched the given paths. ``cut``: why
+    the walk stopped before the base, so both are lower bounds (None: they are exact)."""
 
     commits: int
     touching: int
-    capped: bool
+    cut: str | None
 
 
 K = TypeVar("K")
@@ -106,8 +139,8 @@ class _LRU(Generic[K, V]):
 _tops: _LRU[str, tuple[float, str | None]] = _LRU(TOP_CACHE)
 # top level -> (reflog stamp, when read, git dir, HEAD or None)
 _heads: _LRU[str, tuple[tuple[int, int] | None, float, str, str | None]] = _LRU(HEAD_CACHE)
-# (repo, base, head, paths) -> Count, or None when the base is unknown
-_counts: _LRU[tuple[str, str, str, tuple[str, ...]], tuple[Count | None]] = _LRU(COUNT_CACHE)
+# (repo, base, head, digest of the paths) -> Count, or None when the base is unknown
+_counts: _LRU[tuple[str, str, str, bytes], tuple[Count | None]] = _LRU(COUNT_CACHE)
 
 
 def _lazy_fetching(repo: pygit2.Repository) -> bool:
@@ -212,24 +245,196 @@ def head(top: str) -> str | None:
     return value
 
 
-def _entry(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
-    try:
-        return tree[path].id
-    except (KeyError, ValueError):
-        return None
+class _Spent(Exception):
+    """The request's budget cannot pay for the next unit of work."""
 
 
-def _touches(commit: pygit2.Commit, paths: Sequence[str]) -> bool:
-    """Whether ``commit`` changed one of ``paths``: unlike every parent (git's TREESAME rule,
-    so a merge that only brings in a side's change does not count twice)."""
-    mine = [_entry(commit.tree, path) for path in paths]
-    parents = commit.parents
-    if not parents:
-        return any(oid is not None for oid in mine)
-    return all(
-        any(_entry(parent.tree, path) != oid for path, oid in zip(paths, mine, strict=True))
-        for parent in parents
-    )
+class _Walk:
+    """The reading one count does, each piece paid for in the budget before it is done.
+
+    Commits are visited newest first by commit time, as ``git rev-list`` does: a heap of
+    the commits seen and not yet visited, each marked wanted (reachable from the head) or
+    hidden (reachable from the base too). Everything it keeps is bounded by the units paid.
+    """
+
+    def __init__(self, repo: pygit2.Repository, paths: tuple[str, ...], budget: WalkBudget):
+        self.repo = repo
+        self.paths = paths
+        self._steps = [tuple(path.split("/")) for path in paths]
+        self.budget = budget
+        self._heap: list[tuple[int, int, pygit2.Oid]] = []
+        self._order = itertools.count()
+        self._commits: dict[pygit2.Oid, pygit2.Commit] = {}
+        self._hidden: set[pygit2.Oid] = set()
+        self._queued: set[pygit2.Oid] = set()
+        # Queued commits that are not hidden: once none is left, nothing more is wanted.
+        self.wanted = 0
+        # What each path names in a commit's tree (see _entries), and trees read on the way.
+        self._entries_of: dict[pygit2.Oid, tuple[pygit2.Oid | None, ...]] = {}
+        self._trees: dict[pygit2.Oid, pygit2.Tree | None] = {}
+        # Units this walk has paid for (the debug log reports them).
+        self.paid = 0
+
+    def _pay(self, units: int = 1) -> None:
+        if not self.budget.take(units):
+            raise _Spent
+        self.paid += units
+
+    def _read(self, oid: pygit2.Oid) -> pygit2.Object | None:
+        """The object ``oid``, paid for by its size before it is parsed; None if absent."""
+        try:
+            _, size = self.repo.odb.read_header(oid)
+        except KeyError:  # pygit2's NotFoundError
+            return None
+        self._pay(1 + size // UNIT_BYTES)
+        return self.repo.get(oid)
+
+    def follow(self, oid: pygit2.Oid, *, hidden: bool) -> pygit2.Commit | None:
+        """Reach the commit ``oid`` (read it, or a unit to find it read already): queue it
+        when new, hide it (and so, when it is visited, its history) when ``hidden``. None
+        when the object is absent (a shallow clone's boundary) or not a commit."""
+        commit = self._commits.get(oid)
+        if commit is None:
+            found = self._read(oid)
+            if not isinstance(found, pygit2.Commit):
+                return None
+            commit = self._commits[oid] = found
+            if hidden:
+                self._hidden.add(oid)
+            self._push(commit)
+            return commit
+        self._pay()
+        if hidden and oid not in self._hidden:
+            self._hidden.add(oid)
+            if oid in self._queued:
+                self.wanted -= 1
+            else:  # visited as wanted already (clock skew): its history is hidden still
+                self._push(commit)
+        return commit
+
+    def _push(self, commit: pygit2.Commit) -> None:
+        heapq.heappush(self._heap, (-commit.commit_time, next(self._order), commit.id))
+        self._queued.add(commit.id)
+        if commit.id not in self._hidden:
+            self.wanted += 1
+
+    def queued(self) -> bool:
+        return bool(self._heap)
+
+    def newest(self) -> int:
+        """The commit time of the newest queued commit."""
+        return -self._heap[0][0]
+
+    def hidden(self, oid: pygit2.Oid) -> bool:
+        return oid in self._hidden
+
+    def pop(self) -> tuple[pygit2.Commit, bool]:
+        """The newest queued commit, and whether it is hidden."""
+        _, _, oid = heapq.heappop(self._heap)
+        self._queued.discard(oid)
+        hidden = oid in self._hidden
+        if not hidden:
+            self.wanted -= 1
+        return self._commits[oid], hidden
+
+    def _entries(self, commit: pygit2.Commit) -> tuple[pygit2.Oid | None, ...]:
+        """What each path names in ``commit``'s tree (None: nothing), worked out once."""
+        entries = self._entries_of.get(commit.id)
+        if entries is None:
+            root = commit.tree_id
+            entries = tuple(self._lookup(root, steps) for steps in self._steps)
+            self._entries_of[commit.id] = entries
+        return entries
+
+    def _lookup(self, oid: pygit2.Oid | None, steps: tuple[str, ...]) -> pygit2.Oid | None:
+        """Down the tree ``oid`` by ``steps``, each tree on the way read (and paid) once."""
+        for name in steps:
+            if oid is None:
+                return None
+            if oid in self._trees:
+                tree = self._trees[oid]
+            else:
+                found = self._read(oid)
+                tree = self._trees[oid] = found if isinstance(found, pygit2.Tree) else None
+            if tree is None:
+                return None
+            try:
+                oid = tree[name].id
+            except (KeyError, ValueError):
+                return None
+        return oid
+
+    def touches(self, commit: pygit2.Commit, parents: Sequence[pygit2.Commit]) -> bool:
+        """Whether ``commit`` changed one of the paths: unlike every parent (git's TREESAME
+        rule, so a merge that only brings in a side's change does not count twice)."""
+        mine = self._entries(commit)
+        if not parents:
+            return any(oid is not None for oid in mine)
+        return all(self._entries(parent) != mine for parent in parents)
+
+
+def _walk(walk: _Walk, head: pygit2.Oid, base: pygit2.Oid | None, since_ts: float | None) -> Count:
+    """Count from ``head`` back to ``base`` (or, without one, to ``since_ts``).
+
+    As ``git rev-list`` does, a commit taken may turn out later to be reachable from the
+    base (commit times tie, or lie): the count is made once the walk is over, of the taken
+    commits still not hidden; and the walk goes on past the last wanted commit while a
+    hidden one may still reach a commit taken.
+
+    Raises:
+        _Spent: the budget ran out first.
+    """
+    if walk.follow(head, hidden=False) is None:
+        raise KeyError(f"HEAD {head} is not a commit here")
+    if base is not None:
+        walk.follow(base, hidden=True)
+    # Commits taken, with their parents (None: not followed, so whether it touched a path
+    # is not known).
+    taken: list[tuple[pygit2.Commit, list[pygit2.Commit] | None]] = []
+    oldest = math.inf
+    older = slop = 0
+    cut = None
+    while walk.queued():
+        if not walk.wanted and walk.newest() < oldest:
+            slop += 1  # hidden ones only, older than all taken: a few more, as git does
+            if slop > TIME_SLOP:
+                break
+        commit, hidden = walk.pop()
+        parent_ids = commit.parent_ids
+        if len(parent_ids) > MAX_PARENTS:
+            if not hidden:
+                taken.append((commit, None))
+            cut = (
+                f"not measured past commit {commit.id}, a merge of {len(parent_ids)} parents "
+                f"(a walk follows at most {MAX_PARENTS}); there may be more"
+            )
+            break
+        if hidden:
+            for oid in parent_ids:
+                walk.follow(oid, hidden=True)
+            continue
+        if since_ts is not None and commit.commit_time <= since_ts:
+            # Older than the base time: not counted, and its history not followed.
+            older += 1
+            if older >= TIME_SLOP:
+                break
+            continue
+        older = 0
+        if len(taken) == MAX_WALK:
+            cut = f"counted up to {MAX_WALK} commits; there may be more"
+            break
+        parents = [p for oid in parent_ids if (p := walk.follow(oid, hidden=False)) is not None]
+        taken.append((commit, parents))
+        oldest = min(oldest, commit.commit_time)
+    counted = [(commit, parents) for commit, parents in taken if not walk.hidden(commit.id)]
+    touching = 0
+    if walk.paths:
+        touching = sum(
+            1
+            for commit, parents in counted
+            if parents is not None and walk.touches(commit, parents)
+        )
+    return Count(commits=len(counted), touching=touching, cut=cut)
 
 
 def count_commits(
@@ -248,7 +453,7 @@ def count_commits(
     base commit is unknown here or the budget is spent; the caller then says so.
     """
     rel = tuple(paths)
-    key = (top, since_commit or f"@{since_ts}", head_hex, rel)
+    key = (top, since_commit or f"@{since_ts}", head_hex, _digest(rel))
     cached = _counts.get(key)
     if cached is not None:
         return cached[0]
@@ -257,39 +462,48 @@ def count_commits(
     repo = _open(top)
     if repo is None:
         return None
+    base = None
+    if since_commit is not None:
+        base = _commit_id(repo, since_commit, full=len(head_hex))
+        if base is None:
+            _counts.put(key, (None,))
+            return None
+    walk = _Walk(repo, rel, budget)
     try:
-        walker = repo.walk(pygit2.Oid(hex=head_hex), SortMode.TIME)
-        if since_commit is not None:
-            base = repo.get(since_commit)
-            if not isinstance(base, pygit2.Commit):
-                _counts.put(key, (None,))
-                return None
-            walker.hide(base.id)
-    except (pygit2.GitError, KeyError, ValueError):
-        _counts.put(key, (None,))
+        result = _walk(walk, pygit2.Oid(hex=head_hex), base, since_ts)
+    except _Spent:
+        # Not cached: another request may have the budget to finish.
+        log.debug("history walk in %s: %d units of work, then the budget was spent", top, walk.paid)
         return None
-    commits = touching = older = 0
-    capped = False
-    try:
-        for commit in walker:
-            budget.commits -= 1
-            if budget.commits < 0 or (commits & 63 == 0 and budget.spent()):
-                return None  # not cached: another search may have the budget to finish
-            if since_ts is not None and commit.commit_time <= since_ts:
-                older += 1
-                if older >= TIME_SLOP:
-                    break
-                continue
-            older = 0
-            if commits == MAX_WALK:
-                capped = True
-                break
-            commits += 1
-            if rel and _touches(commit, rel):
-                touching += 1
-    except pygit2.GitError as exc:
-        log.debug("walking %s failed: %s", top, exc)
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        log.debug("walking %s failed after %d units of work: %s", top, walk.paid, exc)
         return None
-    result = Count(commits=commits, touching=touching, capped=capped)
+    log.debug(
+        "history walk in %s: %d units of work, %d commits%s",
+        top,
+        walk.paid,
+        result.commits,
+        f"; {result.cut}" if result.cut else "",
+    )
     _counts.put(key, (result,))
     return result
+
+
+def _commit_id(repo: pygit2.Repository, hex_id: str, *, full: int) -> pygit2.Oid | None:
+    """The commit ``hex_id`` names (an id of ``full`` digits, or a prefix of one), or None.
+    A full id is checked by its object's header, so that no object is parsed before the
+    walk pays for it; a prefix is looked up (one object, where a client gave one)."""
+    try:
+        if len(hex_id) == full:
+            kind, _ = repo.odb.read_header(hex_id)
+            return pygit2.Oid(hex=hex_id) if kind == ObjectType.COMMIT else None
+        found = repo.get(hex_id)
+    except (pygit2.GitError, KeyError, ValueError):
+        return None
+    return found.id if isinstance(found, pygit2.Commit) else None
+
+
+def _digest(paths: tuple[str, ...]) -> bytes:
+    """A short key for a set of paths (64 paths of 4 KiB each would make a cache key of
+    256 KiB)."""
+    return hashlib.blake2b("\0".join(paths).encode(), digest_size=16).digest()

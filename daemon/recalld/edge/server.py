@@ -2,7 +2,8 @@
 
 Handlers never raise into the listener. A request that fails gets an ``Error`` reply and the
 connection goes on; only a frame that cannot be parsed at all (or is too large, or never
-finishes arriving) closes that one connection. A peer of another uid is refused.
+finishes arriving) closes that one connection. A peer of another uid is refused; the others
+hold a connection slot each (:mod:`.slots`: a share per process, reclaimed when they run out).
 
 Each request is looked up in the registry (:mod:`.registry`), authorized in one place
 (:mod:`.authorization`: scopes, then the ids it names), checked against the workspace
@@ -39,6 +40,7 @@ from ..pipeline.writer import WriteJob
 from . import authorization
 from .frames import FrameReader
 from .registry import ROUTES, Route, route_of
+from .slots import Slots
 
 __all__ = ["Connection", "Server"]
 
@@ -74,6 +76,11 @@ class Connection:
     # Set once nothing is in flight, when the connection's reading has ended and it waits
     # for its last replies.
     answered: anyio.Event | None = None
+    # Waiting for its next frame under ``idle`` (so that cancelling ``idle`` closes it), and
+    # since when it has been idle (monotonic: connected, a frame begun, or the last reply
+    # sent): what decides which connection gives up its slot when they run short.
+    waiting: bool = False
+    active_at: float = field(default_factory=time.monotonic)
 
 
 class _Out:
@@ -203,7 +210,8 @@ class Server:
         self._admin_token = admin_token
         self._stopping = stopping
         self._ids = itertools.count(1)
-        self.connections: dict[int, Connection] = {}
+        self.slots = Slots(services.settings)
+        self.connections = self.slots.held
         self.refused = 0
         self.budget = ByteBudget(services.settings().max_inflight_bytes)
         # Requests being answered across all connections; ``_idle`` is set whenever it is 0,
@@ -240,15 +248,15 @@ class Server:
                 stream, p.Error(id=0, code="forbidden", message="recalld serves only its own user")
             )
             return
-        if len(self.connections) >= settings.max_connections:
-            await self._send_quietly(
-                stream, p.Error(id=0, code="busy", message="too many connections", retryable=True)
-            )
-            return
         conn = Connection(
             cid=next(self._ids), uid=uid, pid=pid, reads=anyio.Semaphore(settings.search_workers)
         )
-        self.connections[conn.cid] = conn
+        refused = self.slots.take(conn)
+        if refused is not None:
+            await self._send_quietly(
+                stream, p.Error(id=0, code="busy", message=refused, retryable=True)
+            )
+            return
         inflight = anyio.Semaphore(settings.max_inflight_per_connection)
         reader = FrameReader(stream)
         out = _Out(stream, lambda: self._settings().send_timeout_s)
@@ -332,7 +340,7 @@ class Server:
                     await conn.answered.wait()
         finally:
             out.closed = True
-            self.connections.pop(conn.cid, None)
+            self.slots.give_back(conn)
 
     async def _read_frame(
         self, reader: FrameReader, stream: SocketStream, conn: Connection
@@ -347,9 +355,14 @@ class Server:
                         conn.idle.deadline = anyio.current_time() + s.frame_timeout_s
                     elif not conn.inflight:
                         conn.idle.deadline = anyio.current_time() + s.idle_timeout_s
-                    await reader.fill(p.HEADER.size)
+                    conn.waiting = True
+                    try:
+                        await reader.fill(p.HEADER.size)
+                    finally:
+                        conn.waiting = False
                 if conn.idle.cancelled_caught:
                     return None
+                conn.active_at = time.monotonic()
                 size = reader.next_size()
                 assert size is not None
             if size > p.MAX_FRAME:
@@ -459,6 +472,7 @@ class Server:
         """A request of ``conn`` has been answered (its reply sent, or its connection gone)."""
         conn.inflight -= 1
         if not conn.inflight:
+            conn.active_at = time.monotonic()
             conn.idle.deadline = anyio.current_time() + self._settings().idle_timeout_s
             if conn.answered is not None:
                 conn.answered.set()
