@@ -32,7 +32,8 @@ connection may read -- the whole table for its owner, like FTS5 over its index; 
 row-level security the reader's own and team records, so no count reveals what another
 person's private records hold. N and avgdl come from a page sample of about
 :data:`SAMPLE_ROWS` rows, not a scan: for the owner N is the planner's row estimate, for a
-reader under row-level security its readable rows in the sample over the fraction sampled.
+reader under row-level security its readable rows in the sample over the share of the
+table's pages sampled.
 
 Bounded work, as SQLite's ``lexical_plan``: when the terms' document frequencies add up to
 more than :data:`LEXICAL_BUDGET`, only the rarest terms that fit are scored; when none fits,
@@ -86,6 +87,9 @@ CACHE_SIZE = 20_000
 # Rows the N / avgdl sample reads, about; fewer visible than MIN_SAMPLE and it counts all.
 SAMPLE_ROWS = 5_000
 MIN_SAMPLE = 500
+# Pages a reader under row-level security samples together: runs of them, evenly spaced, so
+# the share of the table read is known from its size alone.
+SAMPLE_RUN = 8
 # Characters of a text that are indexed: at most 4 bytes of tsvector per character, so a
 # tsvector stays under PostgreSQL's 1 MB limit whatever the text (recalld stores <= 100k).
 TEXT_CAP = 200_000
@@ -170,13 +174,32 @@ BEGIN
         WHERE r.tsv @@ q AND {VISIBLE} LIMIT cap) s);
 END $b$;
 CREATE FUNCTION recalld_text_sample(pct float8)
-    RETURNS TABLE (visible bigint, avgdl float8)
+    RETURNS TABLE (visible bigint, avgdl float8, fraction float8)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path = pg_catalog, %1$I, pg_temp
 AS $b$
+DECLARE
+    pages bigint := pg_relation_size('%1$I.records'::regclass)
+        / current_setting('block_size')::int;
+    step bigint := greatest({SAMPLE_RUN}, ceil({SAMPLE_RUN} * 100 / pct))::bigint;
+    n bigint;
+    len bigint;
+    read bigint := 0;
 BEGIN
-    RETURN QUERY SELECT count(*), avg(r.doclen)::float8
-        FROM %1$I.records r TABLESAMPLE SYSTEM (pct) REPEATABLE (0) WHERE {VISIBLE};
+    visible := 0;
+    avgdl := 0;
+    -- One TID range scan per run (a range taken from a join would read the whole table).
+    FOR b IN 0 .. pages - 1 BY step LOOP
+        SELECT count(*), coalesce(sum(r.doclen), 0) INTO n, len FROM %1$I.records r
+            WHERE r.ctid >= format('(%%s,0)', b)::tid
+            AND r.ctid < format('(%%s,0)', b + {SAMPLE_RUN})::tid AND {VISIBLE};
+        visible := visible + n;
+        avgdl := avgdl + len;
+        read := read + least({SAMPLE_RUN}, pages - b);
+    END LOOP;
+    avgdl := CASE WHEN visible > 0 THEN avgdl / visible END;
+    fraction := read::float8 / greatest(pages, 1);
+    RETURN NEXT;
 END $b$;
 $f$, current_schema()); END $do$;
 REVOKE ALL ON FUNCTION recalld_text_rows(tsquery, bigint, boolean) FROM PUBLIC;
@@ -349,22 +372,22 @@ def _corpus(conn: psycopg.Connection[Any]) -> _Stats:
     # The table's rows as the planner estimates them (its density times its size now), and
     # the readable rows of a page sample. Its owner reads every row: N is the estimate. A
     # reader under row-level security learns no count of rows it may not read, so not the
-    # share of the sample it may: N is its rows in the sample over the fraction sampled (off
-    # by the chance in how many pages the sample held, a few percent, an error idf shrugs off).
+    # share of the sample it may: N is its rows in the sample over the share of the table's
+    # pages the sample read (runs of pages at even steps: a share known from the size alone).
     rows = reltuples / relpages * pages if reltuples >= 0 and relpages > 0 else 0.0
     if rows > SAMPLE_ROWS:
         fraction = SAMPLE_ROWS / rows
         sample = conn.execute(
             "SELECT * FROM recalld_text_sample(%s)"
             if rls
-            else "SELECT count(*), avg(doclen)::float8 FROM records"
+            else "SELECT count(*), avg(doclen)::float8, 1.0::float8 FROM records"
             " TABLESAMPLE SYSTEM (%s) REPEATABLE (0)",
             (100.0 * fraction,),
         ).fetchone()
         if sample is not None and sample[0] >= MIN_SAMPLE:
             stats = _Stats(
                 rows=rows,
-                n=min(rows, sample[0] / fraction) if rls else rows,
+                n=sample[0] / sample[2] if rls else rows,
                 avgdl=float(sample[1]),
                 fraction=fraction,
                 visible=int(sample[0]),
@@ -419,8 +442,9 @@ def _doc_frequency(
 def _common_frequency(
     conn: psycopg.Connection[Any], lexemes: Sequence[str], cap: int, stats: _Stats
 ) -> dict[str, int]:
-    """Records holding each lexeme (known to be more than ``cap``), estimated from the page
-    sample N came from: a few percent off, against an idf that is small anyway."""
+    """Records holding each lexeme (known to be more than ``cap``), estimated from a page
+    sample (the one N came from, for the owner): a few percent off, against an idf that is
+    small anyway."""
     if stats.fraction >= 1.0:
         return _doc_frequency(conn, lexemes, 1 << 62, stats)
     key = _reader(conn)
@@ -441,9 +465,16 @@ def _common_frequency(
                 (100.0 * stats.fraction, [_quote(x) for x in missing]),
             ).fetchall()
         )
+        sampled = stats.visible
+        if stats.rls:  # N came from another sample (recalld_text_sample's): count this one's
+            row = conn.execute(
+                "SELECT count(*) FROM records TABLESAMPLE SYSTEM (%s) REPEATABLE (0)",
+                (100.0 * stats.fraction,),
+            ).fetchone()
+            sampled = max(1, int(row[0])) if row else 1
         _bounded(_sampled_df, len(missing))
         for lx in missing:
-            n = max(cap + 1, round(int(held.get(_quote(lx), 0)) * stats.n / stats.visible))
+            n = max(cap + 1, round(int(held.get(_quote(lx), 0)) * stats.n / sampled))
             _sampled_df[(key, lx)] = (now, n)
             out[lx] = n
     return out
