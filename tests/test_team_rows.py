@@ -24,7 +24,7 @@ import psycopg
 import pytest
 from pgserver import PgServer
 from psycopg import sql
-from recalld.store.postgres.schema import VECTOR_DIM, add_role, migrate
+from recalld.store.postgres.schema import MIGRATIONS, VECTOR_DIM, add_role, migrate
 
 from .conftest import ROLE_PASSWORDS, TeamDb
 
@@ -347,6 +347,15 @@ def _outcome(
 
 
 # ---------------------------------------------------------------- the tests
+
+
+# Schema version 1 as it shipped (commit 79a9ddd): databases made by it are upgraded from it.
+SHIPPED = {1: "953773df29b4bb569c0ed23de7735825db094bb632563c29ce39adc2e30e4840"}
+
+
+def test_a_shipped_migration_is_never_edited() -> None:
+    for version, digest in SHIPPED.items():
+        assert hashlib.sha256(MIGRATIONS[version - 1].encode()).hexdigest() == digest, version
 
 
 UPGRADED = pytest.mark.parametrize("upgraded", [False, True], ids=["fresh", "upgraded"])
