@@ -318,15 +318,16 @@ def _bobs_view(team: Team) -> dict[str, list[str]]:
     return out
 
 
-def _insertion(team: Team, table: str, given: Row) -> tuple[sql.Composed, list[Any]]:
-    """An INSERT of a new row of bob's into ``table``, with the columns ``given``."""
+def _insertion(rowid: int, table: str, given: Row) -> tuple[sql.Composed, list[Any]]:
+    """An INSERT of a new row of bob's into ``table`` (for his record ``rowid``), with the
+    columns ``given``."""
     tag = f"attack-{uuid.uuid4().hex}"
     if table == "records":
         row = _record(tag, "private")
     elif table == "schema_migrations":
         row = {"version": 99}
     else:
-        row = TABLES[table].rows(team.b, tag)[0]
+        row = TABLES[table].rows(rowid, tag)[0]
     row |= given
     query = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
         sql.Identifier(table),
@@ -410,6 +411,12 @@ def test_a_member_changes_nothing_of_anothers_private_rows_nor_the_team_records_
         }
     clashes: list[str] = []
     with team.connect("bob") as bob:
+        # A row of his own goes in anywhere but the schema's version table (so what fails
+        # below fails for what it aims at).
+        mine = int(_insert(bob, "records", _record("bob3", "private"), "rowid"))
+        for table in tables:
+            if table != "schema_migrations":
+                assert _outcome(bob, *_insertion(mine, table, {})) == "ok", table
         # Inserting: a row aimed at alice's private record, or given one of her private
         # rows' numbers, fails as one aimed at a number no row has; one in her name fails.
         for table in tables:
@@ -419,14 +426,15 @@ def test_a_member_changes_nothing_of_anothers_private_rows_nor_the_team_records_
                     continue
                 aimed = numbered[(table, col)] if ident else team.p
                 outcomes = [
-                    _outcome(bob, *_insertion(team, table, {col: v})) for v in (aimed, ABSENT)
+                    _outcome(bob, *_insertion(team.b, table, {col: v})) for v in (aimed, ABSENT)
                 ]
                 if outcomes[0] != outcomes[1]:
                     clashes.append(
                         f"{table}.{col}: {outcomes[0]} for alice's, {outcomes[1]} absent"
                     )
             if "owner" in {c for c, _, _ in cols}:
-                assert _outcome(bob, *_insertion(team, table, {"owner": "alice"})) != "ok", table
+                forged = _insertion(team.b, table, {"owner": "alice"})
+                assert _outcome(bob, *forged) != "ok", table
         # Rewriting the team record's content to what alice holds privately clashes no more
         # than rewriting it to what nobody holds.
         rewrite = sql.SQL("UPDATE records SET content_hash = %s WHERE rowid = %s")
@@ -434,6 +442,7 @@ def test_a_member_changes_nothing_of_anothers_private_rows_nor_the_team_records_
             _outcome(bob, rewrite, [_record(tag, "team")["content_hash"], team.t])
             for tag in ("private", "nobody's")
         ]
+        assert outcomes[1] == "ok"  # the team's record is the team's to correct
         if outcomes[0] != outcomes[1]:
             clashes.append(f"records.content_hash: {outcomes[0]} for alice's, {outcomes[1]} absent")
         # Updating every column he can name, and moving the team record's rows to his own.
