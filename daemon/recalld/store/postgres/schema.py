@@ -205,11 +205,15 @@ def _policies_v2() -> str:
     out = [
         _record_test("recalld_own_record", "p.owner = current_user"),
         _record_test("recalld_forgotten_record", "p.tombstoned_at IS NOT NULL"),
-        # Every grant anew, by column: version 1 granted whole tables, and sequences.
+        # Every grant anew, by column: version 1 granted whole tables, and sequences. And no
+        # one but the owner creates in the schema (PostgreSQL 15's default, not an upgraded
+        # cluster's): a member's function or operator of a closer type would be the one a
+        # SECURITY DEFINER function calls, with the owner's rights.
         f"""DO $do$ BEGIN
     EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA %I FROM {MEMBER_ROLE}', current_schema());
     EXECUTE format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA %I FROM {MEMBER_ROLE}',
         current_schema());
+    EXECUTE format('REVOKE CREATE ON SCHEMA %I FROM PUBLIC, {MEMBER_ROLE}', current_schema());
 END $do$;""",
         f"GRANT SELECT ON schema_migrations TO {MEMBER_ROLE};",
         f"GRANT SELECT, DELETE ON records TO {MEMBER_ROLE};",
