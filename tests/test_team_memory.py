@@ -130,6 +130,45 @@ async def test_team_memories_are_shared_and_private_ones_stay_private(
             )
 
 
+async def test_the_team_corrects_a_team_record_and_only_with_the_record_do_its_rows_go(
+    daemon_factory: DaemonFactory, team_db: TeamDb
+) -> None:
+    async with team(daemon_factory, team_db, ("alice", "alice"), ("bob", "bob")) as (a, b):
+        async with a.client(workspace=WS) as rc:
+            stored = await store(
+                rc,
+                "the nightly export job writes to the archive bucket",
+                visibility="team",
+                scopes=["ops"],
+            )
+        await a.settled()
+        rowid = raw_count(
+            team_db, "alice", "SELECT rowid FROM records WHERE id = %s", stored.record_id
+        )
+        children = "SELECT count(*) FROM {} WHERE rowid = %s"
+        # Raw SQL as bob removes none of the rows that go only with the record: refused, or
+        # (the vector, until the record is forgotten) matched by no row.
+        with psycopg.connect(team_db.url("bob"), autocommit=True) as conn:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("DELETE FROM memory_meta WHERE rowid = %s", (rowid,))
+            assert conn.execute("DELETE FROM vectors WHERE rowid = %s", (rowid,)).rowcount == 0
+        for table in ("memory_meta", "vectors"):
+            assert raw_count(team_db, "alice", children.format(table), rowid) == 1, table
+        # Through his daemon, bob corrects it (its labels are rewritten) and forgets it (its
+        # vector goes with it).
+        scopes = "SELECT value FROM memory_labels WHERE rowid = ? AND kind = 'scope' ORDER BY 1"
+        async with b.client(workspace=WS) as rc:
+            for given in (["ops", "backups"], ["backups"]):
+                await rc.call(
+                    p.MemoryUpdate(memory_id=stored.record_id, scopes=given), p.MemoryChanged
+                )
+                assert a.sql(scopes, rowid) == [(s,) for s in sorted(given)]
+            forgotten = await rc.call(p.Forget(record_id=stored.record_id), p.Forgotten)
+        assert not forgotten.already
+        assert raw_count(team_db, "alice", children.format("vectors"), rowid) == 0
+        assert raw_count(team_db, "alice", children.format("memory_meta"), rowid) == 1
+
+
 async def test_a_write_on_one_daemon_is_searchable_from_another(
     daemon_factory: DaemonFactory, team_db: TeamDb
 ) -> None:

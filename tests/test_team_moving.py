@@ -22,7 +22,7 @@ from psycopg.conninfo import make_conninfo
 from recall_client import protocol as p
 from recall_client.client import RecallClient
 from recalld.store.postgres import moving
-from recalld.store.postgres.schema import init_database
+from recalld.store.postgres.schema import MIGRATIONS, init_database
 
 from .conftest import BIN, ROLE_PASSWORDS, DaemonFactory, DaemonProcess, TeamDb
 
@@ -390,7 +390,7 @@ def test_db_init_creates_a_role_that_can_log_in(team_db: TeamDb, tmp_path: Path)
     for _ in range(2):  # and again: nothing to migrate, the role re-passworded
         out = ctl(*init, "--password-file", f"{role}={secret}")
         assert out.returncode == 0, out.stderr
-        assert "schema version 1" in out.stdout
+        assert f"schema version {len(MIGRATIONS)}" in out.stdout
         assert "carol-secret-3" not in out.stdout + out.stderr
     # What it prints is what a daemon's config and ~/.pgpass need.
     lines = [line.strip() for line in out.stdout.splitlines()]

@@ -8,10 +8,18 @@ both), plus what a database shared by many people needs:
   record whether it is ``private`` to that owner or shared with the ``team``;
 - row-level security on every table enforces it in the server: a role reads its own rows
   and team rows, and nothing else, whatever SQL it sends. A child row (an episode's
-  details, a memory's labels, a vector) is visible exactly when its record is;
+  details, a memory's labels, a vector) is visible exactly when every record it names is,
+  is written by whoever may change its record, and goes with the record: only what an
+  update or a forget rewrites is deleted apart from it (``_CHILD_DELETES``);
+- what a role sends tells it nothing of rows it may not read beyond what PostgreSQL shows
+  every role (a table's size and row estimate, the numbers its own inserts get): grants
+  are by column, so no role picks a row's number (and learns from a clash that a private
+  row holds it), no role uses a sequence, and the SECURITY DEFINER search functions
+  compute only over readable rows;
 - uniqueness is a constraint, never a check-then-insert, so two daemons writing at once
   cannot both store what must be stored once (idempotency keys and content-hash dedup are
-  per owner: another person's private row must not collide with, or reveal, mine).
+  per owner, dedup per visibility too: another person's private row must not collide
+  with, or reveal, mine, nor a team record rewritten by another member).
 
 Daemons connect as login roles that are members of ``recalld_member``, which holds the
 grants; the tables belong to the role that ran the migrations (``recallctl db init``), so
@@ -26,7 +34,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .textsearch import DOCLEN_EXPR, TEXT_SEARCH_DDL, TSV_EXPR, access_ddl
+from .textsearch import DOCLEN_EXPR, TEXT_SEARCH_DDL, TSV_EXPR, access_ddl, access_ddl_v1
 
 __all__ = [
     "MEMBER_ROLE",
@@ -45,7 +53,8 @@ MEMBER_ROLE = "recalld_member"
 # all-MiniLM-L6-v2 (and the hashing embedder tests use): the HNSW index needs one size.
 VECTOR_DIM = 384
 
-# A child table's rows are visible (and writable) when their record is: the look-up runs
+# Version 1, as shipped (version 2 below replaces the policies of child tables and every
+# grant). A child table's rows are visible (and writable) when their record is: the look-up runs
 # under records' own policies. A function, not the EXISTS it holds: inlined, the planner
 # turns the EXISTS into a hashed scan of every record for each query of a child table (64
 # of 98 ms of a vector search at 100k records); called, it is one index probe per row the
@@ -63,7 +72,7 @@ BEGIN
 END $b$;
 $f$, current_schema()); END $do$;
 """
-_CHILDREN = {
+_CHILDREN_V1 = {
     "episodes": "rowid",
     "experiences": "rowid",
     "memory_meta": "rowid",
@@ -75,7 +84,7 @@ _CHILDREN = {
     "lesson_support": "experience_rowid",
 }
 # Tables whose rows are their owner's alone (keys, approvals, credentials, the event log).
-_OWNED = (
+_OWNED_V1 = (
     "idempotency",
     "memory_events",
     "daemon_keys",
@@ -85,7 +94,9 @@ _OWNED = (
 )
 
 
-def _policies() -> str:
+def _policies_v1() -> str:
+    """Version 1's policies and grants, as shipped (version 2 replaces the child tables'
+    policies and every grant)."""
     out = [
         _CHILD_DDL,
         "ALTER TABLE records ENABLE ROW LEVEL SECURITY;",
@@ -99,19 +110,19 @@ def _policies() -> str:
         " WITH CHECK (owner = current_user OR visibility = 'team');",
         "CREATE POLICY records_delete ON records FOR DELETE USING (owner = current_user);",
     ]
-    for table, col in _CHILDREN.items():
+    for table, col in _CHILDREN_V1.items():
         cond = _CHILD.format(col=f"{table}.{col}")
         out += [
             f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;",
             f"CREATE POLICY {table}_by_record ON {table} USING ({cond}) WITH CHECK ({cond});",
         ]
-    for table in _OWNED:
+    for table in _OWNED_V1:
         out += [
             f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;",
             f"CREATE POLICY {table}_own ON {table} USING (owner = current_user)"
             " WITH CHECK (owner = current_user);",
         ]
-    tables = ["records", *_CHILDREN, *_OWNED]
+    tables = ["records", *_CHILDREN_V1, *_OWNED_V1]
     out += [
         f"GRANT SELECT, INSERT, DELETE ON {', '.join(tables)} TO {MEMBER_ROLE};",
         # Not records.owner: a row stays its writer's.
@@ -122,6 +133,130 @@ def _policies() -> str:
         f"GRANT SELECT ON schema_migrations TO {MEMBER_ROLE};",
         f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {MEMBER_ROLE};",
     ]
+    return "\n".join(out)
+
+
+# Version 2: what a member may do to rows that are not its own.
+#
+# Each child table and the columns naming records, the first the record the row belongs to
+# (an experience a lesson's support cites is named too: a row is visible, and written, only
+# when every record it names is). Whoever may change a record (its owner, or any member for a
+# team record: records_update's USING is records_read's) writes its child rows; none moves a
+# child row to another record (the naming columns are not updatable).
+_CHILDREN: dict[str, tuple[str, ...]] = {
+    **{table: (col,) for table, col in _CHILDREN_V1.items()},
+    "lesson_support": ("lesson_rowid", "experience_rowid"),
+}
+# The tables whose rows are their owner's alone, and the column of those that name a record:
+# the owner's own (a roll-up is of one's own experience), checked before the row's key is,
+# so that neither a clash nor the foreign key tells a member that a private record exists.
+_OWNED = _OWNED_V1
+_OWN_RECORD = {"experience_rollups": "rowid"}
+# The child rows deleted apart from their record, by whoever may change it: what updating a
+# memory rewrites (its labels, cited paths and dependencies) and a forgotten record's vector.
+# Every other child row (a memory's metadata, an episode's or experience's details, uses,
+# supersessions, a lesson's support) goes only with its record (ON DELETE CASCADE, which
+# PostgreSQL runs as the tables' owner).
+_CHILD_DELETES = {
+    "memory_labels": "true",
+    "memory_paths": "true",
+    "memory_links": "rel = 'depends_on'",
+    "vectors": "recalld_forgotten_record(rowid)",
+}
+# Columns that keep their first value beyond the naming ones: which link a link is.
+_FIXED = {"memory_links": ("rel", "dst_id")}
+
+
+def _record_test(name: str, condition: str) -> str:
+    """A function true when record ``r`` is readable by the caller and meets ``condition``
+    (over ``p``), in the way of ``recalld_visible_record``: the look-up runs under records'
+    own policies, with a fixed search_path."""
+    return f"""
+DO $do$ BEGIN EXECUTE format($f$
+CREATE FUNCTION {name}(r bigint) RETURNS boolean
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, %1$I, pg_temp
+AS $b$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM %1$I.records p WHERE p.rowid = r AND {condition});
+END $b$;
+$f$, current_schema()); END $do$;
+"""
+
+
+def _grant_columns(privilege: str, table: str, kept: tuple[str, ...]) -> str:
+    """GRANT ``privilege`` on every column of ``table`` a member may set: not ``kept`` (and
+    so never ``owner``, the server's), nor one the server numbers or computes. Granting a
+    row's number would let a member insert a chosen one and learn from the clash that
+    another's private row holds it."""
+    kept = ("owner", *kept)
+    return f"""
+DO $do$ BEGIN EXECUTE (
+    SELECT format('GRANT {privilege} (%s) ON {table} TO {MEMBER_ROLE}',
+        string_agg(quote_ident(attname), ', ' ORDER BY attnum))
+    FROM pg_attribute WHERE attrelid = '{table}'::regclass AND attnum > 0
+        AND NOT attisdropped AND attgenerated = '' AND attidentity = ''
+        AND attname <> ALL (ARRAY[{", ".join(f"'{c}'" for c in kept)}]::text[])
+); END $do$;
+"""
+
+
+def _policies_v2() -> str:
+    out = [
+        _record_test("recalld_own_record", "p.owner = current_user"),
+        _record_test("recalld_forgotten_record", "p.tombstoned_at IS NOT NULL"),
+        # Every grant anew, by column: version 1 granted whole tables, and sequences. And no
+        # one but the owner creates in the schema (PostgreSQL 15's default, not an upgraded
+        # cluster's): a member's function or operator of a closer type would be the one a
+        # SECURITY DEFINER function calls, with the owner's rights.
+        f"""DO $do$ BEGIN
+    EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA %I FROM {MEMBER_ROLE}', current_schema());
+    EXECUTE format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA %I FROM {MEMBER_ROLE}',
+        current_schema());
+    EXECUTE format('REVOKE CREATE ON SCHEMA %I FROM PUBLIC, {MEMBER_ROLE}', current_schema());
+END $do$;""",
+        f"GRANT SELECT ON schema_migrations TO {MEMBER_ROLE};",
+        f"GRANT SELECT, DELETE ON records TO {MEMBER_ROLE};",
+        _grant_columns("INSERT", "records", ()),
+        _grant_columns("UPDATE", "records", ()),
+        # Dedup per owner and visibility: a member who may rewrite a team record's text must
+        # not learn from a clash that its owner holds that text privately.
+        "DROP INDEX records_dedup;",
+        "CREATE UNIQUE INDEX records_dedup"
+        " ON records (owner, visibility, workspace, kind, content_hash)"
+        " WHERE tombstoned_at IS NULL;",
+    ]
+    for table, cols in _CHILDREN.items():
+        named = " AND ".join(_CHILD.format(col=f"{table}.{c}") for c in cols)
+        out += [
+            f"DROP POLICY {table}_by_record ON {table};",
+            f"CREATE POLICY {table}_read ON {table} FOR SELECT USING ({named});",
+            f"CREATE POLICY {table}_insert ON {table} FOR INSERT WITH CHECK ({named});",
+            f"CREATE POLICY {table}_update ON {table} FOR UPDATE USING ({named})"
+            f" WITH CHECK ({named});",
+            f"GRANT SELECT ON {table} TO {MEMBER_ROLE};",
+            _grant_columns("INSERT", table, ()),
+            _grant_columns("UPDATE", table, (*cols, *_FIXED.get(table, ()))),
+        ]
+        if table in _CHILD_DELETES:
+            out += [
+                f"CREATE POLICY {table}_delete ON {table} FOR DELETE"
+                f" USING ({named} AND {_CHILD_DELETES[table]});",
+                f"GRANT DELETE ON {table} TO {MEMBER_ROLE};",
+            ]
+    for table in _OWNED:
+        col = _OWN_RECORD.get(table)
+        out += [
+            f"GRANT SELECT, DELETE ON {table} TO {MEMBER_ROLE};",
+            _grant_columns("INSERT", table, ()),
+            _grant_columns("UPDATE", table, () if col is None else (col,)),
+        ]
+        if col is not None:
+            own = f"owner = current_user AND recalld_own_record({col})"
+            out += [
+                f"DROP POLICY {table}_own ON {table};",
+                f"CREATE POLICY {table}_own ON {table} USING ({own}) WITH CHECK ({own});",
+            ]
     return "\n".join(out)
 
 
@@ -322,7 +457,14 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (owner, agent)
     );
 
-    {_policies()}
+    {_policies_v1()}
+    {access_ddl_v1(MEMBER_ROLE)}
+    """,
+    # 2: no member changes, or learns anything of, a row it may not: child rows go with
+    # their record, grants by column (no chosen row numbers, no sequences), and the search
+    # functions count only what the caller may read.
+    f"""
+    {_policies_v2()}
     {access_ddl(MEMBER_ROLE)}
     """,
 ]
@@ -344,11 +486,13 @@ def _for_server(conn: psycopg.Connection[Any], ddl: str) -> str:
     return ddl
 
 
-def migrate(conn: psycopg.Connection[Any]) -> int:
-    """Bring the schema up to date (as the database's owner); returns the version now.
+def migrate(conn: psycopg.Connection[Any], upto: int | None = None) -> int:
+    """Bring the schema up to date, or to version ``upto`` (as the database's owner);
+    returns the version now.
 
     Each migration runs in its own transaction under an advisory lock, so two
-    ``recallctl db init`` at once apply it once.
+    ``recallctl db init`` at once apply it once, and one that fails leaves the database at
+    the version before it, to be run again.
     """
     with conn.transaction():
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -360,7 +504,7 @@ def migrate(conn: psycopg.Connection[Any]) -> int:
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
             " version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
         )
-    for version in range(1, len(MIGRATIONS) + 1):
+    for version in range(1, (len(MIGRATIONS) if upto is None else upto) + 1):
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('recalld migrations'))")
             if schema_version(conn) >= version:

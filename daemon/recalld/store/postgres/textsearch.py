@@ -31,7 +31,9 @@ Statistics. N, avgdl and document frequencies are cached per database and role f
 connection may read -- the whole table for its owner, like FTS5 over its index; under
 row-level security the reader's own and team records, so no count reveals what another
 person's private records hold. N and avgdl come from a page sample of about
-:data:`SAMPLE_ROWS` rows (a ratio to the planner's row estimate), not a scan.
+:data:`SAMPLE_ROWS` rows, not a scan: for the owner N is the planner's row estimate, for a
+reader under row-level security its readable rows in the sample over the share of the
+table's pages sampled.
 
 Bounded work, as SQLite's ``lexical_plan``: when the terms' document frequencies add up to
 more than :data:`LEXICAL_BUDGET`, only the rarest terms that fit are scored; when none fits,
@@ -45,8 +47,9 @@ PostgreSQL will not use the GIN index for it and reads the whole table instead (
 records, growing with the table). Readers the policy applies to therefore search through
 ``recalld_text_rows``, ``recalld_text_count`` and ``recalld_text_sample`` (:func:`access_ddl`):
 SECURITY DEFINER functions that take only a tsquery and numbers, apply the ``records_read``
-policy's condition themselves (:data:`VISIBLE`, for ``session_user``) and return only what the
-caller could read anyway. They must change whenever that policy does.
+policy's condition themselves (:data:`VISIBLE`, for ``session_user``) to every row they read,
+and return only what the caller could compute itself (rows, counts, a maximum, an average of
+its readable rows). They must change whenever that policy does.
 
 Long texts. Only the first :data:`TEXT_CAP` characters are indexed, which keeps a tsvector
 under PostgreSQL's 1 MB limit whatever the text. A tsvector keeps at most 255 positions of a
@@ -74,6 +77,7 @@ __all__ = [
     "TSV_EXPR",
     "VISIBLE",
     "access_ddl",
+    "access_ddl_v1",
     "lexical",
     "lexical_plan",
 ]
@@ -83,6 +87,9 @@ CACHE_SIZE = 20_000
 # Rows the N / avgdl sample reads, about; fewer visible than MIN_SAMPLE and it counts all.
 SAMPLE_ROWS = 5_000
 MIN_SAMPLE = 500
+# Pages a reader under row-level security samples together: runs of them, evenly spaced, so
+# the share of the table read is known from its size alone.
+SAMPLE_RUN = 8
 # Characters of a text that are indexed: at most 4 bytes of tsvector per character, so a
 # tsvector stays under PostgreSQL's 1 MB limit whatever the text (recalld stores <= 100k).
 TEXT_CAP = 200_000
@@ -130,10 +137,84 @@ _SQL_VISIBLE = VISIBLE.replace("'", "''")  # inside a string literal
 def access_ddl(member_role: str) -> str:
     """The search functions for readers under row-level security, for ``member_role``.
 
-    Run by the migration that creates ``records`` and its policies, after them. The table is
-    named with its schema and the functions' search_path ends in pg_temp, so no reader can
-    put a table of their own in its place.
+    Run by a migration after the policies they mirror, and again by any migration that
+    changes those (it replaces them). Each computes only over the rows the caller may read:
+    no count, maximum or average of them includes another person's private rows. The table
+    is named with its schema and the functions' search_path ends in pg_temp, so no reader
+    can put a table of their own in its place.
     """
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", member_role):
+        raise ValueError(f"not a plain role name: {member_role!r}")
+    return f"""
+DROP FUNCTION IF EXISTS recalld_text_sample(float8);
+DO $do$ BEGIN EXECUTE format($f$
+CREATE OR REPLACE FUNCTION recalld_text_rows(q tsquery, recent bigint, walk boolean)
+    RETURNS SETOF %1$I.records
+    LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 4000
+    SET search_path = pg_catalog, %1$I, pg_temp
+AS $b$
+DECLARE
+    lo bigint;
+BEGIN
+    IF recent IS NULL THEN
+        RETURN QUERY SELECT r.* FROM %1$I.records r WHERE r.tsv @@ q AND {VISIBLE};
+    ELSE
+        lo := (SELECT max(r.rowid) FROM %1$I.records r WHERE {VISIBLE}) - recent + 1;
+        RETURN QUERY EXECUTE 'SELECT r.* FROM %1$I.records r WHERE r.tsv @@ $1 AND r.rowid'
+            || CASE WHEN walk THEN '' ELSE ' + 0' END || ' >= $2 AND {_SQL_VISIBLE}'
+            USING q, coalesce(lo, 0);
+    END IF;
+END $b$;
+CREATE OR REPLACE FUNCTION recalld_text_count(q tsquery, cap bigint) RETURNS bigint
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path = pg_catalog, %1$I, pg_temp
+AS $b$
+BEGIN
+    RETURN (SELECT count(*) FROM (SELECT 1 FROM %1$I.records r
+        WHERE r.tsv @@ q AND {VISIBLE} LIMIT cap) s);
+END $b$;
+CREATE FUNCTION recalld_text_sample(pct float8)
+    RETURNS TABLE (visible bigint, avgdl float8, fraction float8)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path = pg_catalog, %1$I, pg_temp
+AS $b$
+DECLARE
+    pages bigint := pg_relation_size('%1$I.records'::regclass)
+        / current_setting('block_size')::int;
+    step bigint := greatest({SAMPLE_RUN}, ceil({SAMPLE_RUN} * 100 / pct))::bigint;
+    n bigint;
+    len bigint;
+    read bigint := 0;
+BEGIN
+    visible := 0;
+    avgdl := 0;
+    -- One TID range scan per run (a range taken from a join would read the whole table).
+    FOR b IN 0 .. pages - 1 BY step LOOP
+        SELECT count(*), coalesce(sum(r.doclen), 0) INTO n, len FROM %1$I.records r
+            WHERE r.ctid >= format('(%%s,0)', b)::tid
+            AND r.ctid < format('(%%s,0)', b + {SAMPLE_RUN})::tid AND {VISIBLE};
+        visible := visible + n;
+        avgdl := avgdl + len;
+        read := read + least({SAMPLE_RUN}, pages - b);
+    END LOOP;
+    avgdl := CASE WHEN visible > 0 THEN avgdl / visible END;
+    fraction := read::float8 / greatest(pages, 1);
+    RETURN NEXT;
+END $b$;
+$f$, current_schema()); END $do$;
+REVOKE ALL ON FUNCTION recalld_text_rows(tsquery, bigint, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION recalld_text_count(tsquery, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION recalld_text_sample(float8) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION recalld_text_rows(tsquery, bigint, boolean) TO {member_role};
+GRANT EXECUTE ON FUNCTION recalld_text_count(tsquery, bigint) TO {member_role};
+GRANT EXECUTE ON FUNCTION recalld_text_sample(float8) TO {member_role};
+"""
+
+
+def access_ddl_v1(member_role: str) -> str:
+    """Schema version 1's search functions, as shipped (version 2 replaces them: the sample
+    counted the rows the caller may not read, and the recency window began at the newest
+    row of anyone's)."""
     if not re.fullmatch(r"[a-z_][a-z0-9_]*", member_role):
         raise ValueError(f"not a plain role name: {member_role!r}")
     return f"""
@@ -289,25 +370,27 @@ def _corpus(conn: psycopg.Connection[Any]) -> _Stats:
     rls, reltuples, relpages, pages = bool(row[0]), float(row[1]), int(row[2]), int(row[3])
     stats: _Stats | None = None
     # The table's rows as the planner estimates them (its density times its size now), and
-    # the share of a page sample the reader may read: a ratio, so how many pages the sample
-    # happened to hold cancels out.
+    # the readable rows of a page sample. Its owner reads every row: N is the estimate. A
+    # reader under row-level security learns no count of rows it may not read, so not the
+    # share of the sample it may: N is its rows in the sample over the share of the table's
+    # pages the sample read (runs of pages at even steps: a share known from the size alone).
     rows = reltuples / relpages * pages if reltuples >= 0 and relpages > 0 else 0.0
     if rows > SAMPLE_ROWS:
         fraction = SAMPLE_ROWS / rows
         sample = conn.execute(
             "SELECT * FROM recalld_text_sample(%s)"
             if rls
-            else "SELECT count(*), count(*), avg(doclen)::float8 FROM records"
+            else "SELECT count(*), avg(doclen)::float8, 1.0::float8 FROM records"
             " TABLESAMPLE SYSTEM (%s) REPEATABLE (0)",
             (100.0 * fraction,),
         ).fetchone()
-        if sample is not None and sample[1] >= MIN_SAMPLE:
+        if sample is not None and sample[0] >= MIN_SAMPLE:
             stats = _Stats(
                 rows=rows,
-                n=rows * sample[1] / sample[0],
-                avgdl=float(sample[2]),
+                n=sample[0] / sample[2] if rls else rows,
+                avgdl=float(sample[1]),
                 fraction=fraction,
-                visible=int(sample[1]),
+                visible=int(sample[0]),
                 rls=rls,
             )
     if stats is None:
@@ -359,8 +442,9 @@ def _doc_frequency(
 def _common_frequency(
     conn: psycopg.Connection[Any], lexemes: Sequence[str], cap: int, stats: _Stats
 ) -> dict[str, int]:
-    """Records holding each lexeme (known to be more than ``cap``), estimated from the page
-    sample N came from: a few percent off, against an idf that is small anyway."""
+    """Records holding each lexeme (known to be more than ``cap``), estimated from a page
+    sample (the one N came from, for the owner): a few percent off, against an idf that is
+    small anyway."""
     if stats.fraction >= 1.0:
         return _doc_frequency(conn, lexemes, 1 << 62, stats)
     key = _reader(conn)
@@ -381,9 +465,16 @@ def _common_frequency(
                 (100.0 * stats.fraction, [_quote(x) for x in missing]),
             ).fetchall()
         )
+        sampled = stats.visible
+        if stats.rls:  # N came from another sample (recalld_text_sample's): count this one's
+            row = conn.execute(
+                "SELECT count(*) FROM records TABLESAMPLE SYSTEM (%s) REPEATABLE (0)",
+                (100.0 * stats.fraction,),
+            ).fetchone()
+            sampled = max(1, int(row[0])) if row else 1
         _bounded(_sampled_df, len(missing))
         for lx in missing:
-            n = max(cap + 1, round(int(held.get(_quote(lx), 0)) * stats.n / stats.visible))
+            n = max(cap + 1, round(int(held.get(_quote(lx), 0)) * stats.n / sampled))
             _sampled_df[(key, lx)] = (now, n)
             out[lx] = n
     return out
