@@ -55,6 +55,11 @@ async def test_store_refuses_text_it_cannot_send_in_one_line_before_sending(
         assert line.startswith("recallctl store: "), line
         for words in said:
             assert words in line, line
+    hook = ctl(d, "capture", stdin=b'{"summary": "caf\xe9"}')
+    assert hook.returncode == 2, hook
+    assert (
+        hook.stderr.strip() == "recallctl capture: stdin is not UTF-8 text (byte 0xe9 at offset 16)"
+    )
     # Nothing was stored, and the daemon never saw a frame it had to drop.
     assert stored(d) == []
     assert ctl(d, "store", "-", stdin=b"a memory that fits").returncode == 0

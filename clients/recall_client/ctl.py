@@ -165,16 +165,25 @@ def _read_text(args: argparse.Namespace) -> None:
                 f"stdin holds more than {p.MAX_FRAME} bytes; a memory's text is at most "
                 f"{limit} characters"
             )
-        try:
-            args.text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UsageError(
-                f"stdin is not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start})"
-            ) from None
+        args.text = _utf8(raw)
     if limit is not None and len(args.text) > limit:
         raise UsageError(
             f"the text is {len(args.text)} characters; a memory's text is at most {limit}"
         )
+
+
+def _utf8(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"stdin is not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start})"
+        ) from None
+
+
+def _read_episodes(args: argparse.Namespace) -> None:
+    """``capture``'s stdin, read as UTF-8. Raises UsageError: it is not."""
+    args.stdin_text = _utf8(sys.stdin.buffer.read())
 
 
 async def _store(rc: RecallClient, args: argparse.Namespace) -> int:
@@ -194,7 +203,7 @@ async def _store(rc: RecallClient, args: argparse.Namespace) -> int:
 async def _capture(rc: RecallClient, args: argparse.Namespace) -> int:
     # In order, one at a time: each episode's prev_id is the one captured before it.
     failed = 0
-    for item in episodes_from_text(sys.stdin.read()):
+    for item in episodes_from_text(args.stdin_text):
         if isinstance(item, InputError):
             failed += 1
             print(f"recallctl capture: {item}", file=sys.stderr)
@@ -408,7 +417,7 @@ def _parser() -> argparse.ArgumentParser:
         help="print nothing on success (hooks whose stdout reaches the model)",
     )
     ca.add_argument("--json", action="store_true", help="one JSON reply per episode")
-    ca.set_defaults(run=_capture)
+    ca.set_defaults(run=_capture, prepare=_read_episodes)
 
     ws = sub.add_parser(
         "work-search",
