@@ -319,7 +319,7 @@ class Lab:
         """The top 10 memory_search returns: the learned ranking (None: the first stage's
         scores), cut at the reader's depth, then times the evidence factor."""
         from recalld.retrieval import ranker
-        from recalld.retrieval.memory_reader import _Coverage
+        from recalld.retrieval.terms import Coverage
 
         pool, X, extra = self.first_stage(qi)
         if not pool:
@@ -335,7 +335,7 @@ class Lab:
         top = sorted(score, key=lambda r: (-score[r], r))[:30]
         if not evidence:
             return top[:10]
-        covers = _Coverage(extra["terms"])
+        covers = Coverage(extra["terms"])
         best = max(score[r] for r in top) or 1.0
         final = {}
         for r in top:

@@ -136,11 +136,60 @@ async def _search(rc: RecallClient, args: argparse.Namespace) -> int:
     return 0
 
 
+class UsageError(Exception):
+    """Input recallctl refuses before sending anything (exit 2, as for a bad argument)."""
+
+
+def _max_length(request: type[msgspec.Struct], field: str) -> int | None:
+    """The bound the protocol declares on a request's string field."""
+    info = msgspec.inspect.type_info(request)
+    assert isinstance(info, msgspec.inspect.StructType)
+    for f in info.fields:
+        if f.name == field:
+            t = f.type.type if isinstance(f.type, msgspec.inspect.Metadata) else f.type
+            return t.max_length if isinstance(t, msgspec.inspect.StrType) else None
+    return None
+
+
+def _read_text(args: argparse.Namespace) -> None:
+    """``store``'s TEXT ('-': stdin, read as UTF-8), checked against memory_store's bound.
+
+    Raises:
+        UsageError: stdin is not UTF-8, or the text is longer than a memory may be.
+    """
+    limit = _max_length(p.MemoryStore, "text")
+    if args.text == "-":
+        raw = sys.stdin.buffer.read(p.MAX_FRAME + 1)
+        if len(raw) > p.MAX_FRAME:
+            raise UsageError(
+                f"stdin holds more than {p.MAX_FRAME} bytes; a memory's text is at most "
+                f"{limit} characters"
+            )
+        args.text = _utf8(raw)
+    if limit is not None and len(args.text) > limit:
+        raise UsageError(
+            f"the text is {len(args.text)} characters; a memory's text is at most {limit}"
+        )
+
+
+def _utf8(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"stdin is not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start})"
+        ) from None
+
+
+def _read_episodes(args: argparse.Namespace) -> None:
+    """``capture``'s stdin, read as UTF-8. Raises UsageError: it is not."""
+    args.stdin_text = _utf8(sys.stdin.buffer.read())
+
+
 async def _store(rc: RecallClient, args: argparse.Namespace) -> int:
-    text = args.text if args.text != "-" else sys.stdin.read()
     reply = await rc.call(
         p.MemoryStore(
-            text=text, tags=args.tag or [], source=args.source, visibility=args.visibility
+            text=args.text, tags=args.tag or [], source=args.source, visibility=args.visibility
         ),
         p.Stored,
     )
@@ -154,7 +203,7 @@ async def _store(rc: RecallClient, args: argparse.Namespace) -> int:
 async def _capture(rc: RecallClient, args: argparse.Namespace) -> int:
     # In order, one at a time: each episode's prev_id is the one captured before it.
     failed = 0
-    for item in episodes_from_text(sys.stdin.read()):
+    for item in episodes_from_text(args.stdin_text):
         if isinstance(item, InputError):
             failed += 1
             print(f"recallctl capture: {item}", file=sys.stderr)
@@ -212,11 +261,39 @@ async def _work_search(rc: RecallClient, args: argparse.Namespace) -> int:
         )
         return 0
     print(reply.message or "")
+    if not reply.results:
+        print(_widen_work_search(args))
     for ep in reply.results:
         verdict = "" if ep.task_result in (None, msgspec.UNSET) else f" verdict {ep.task_result:g}"
         tool = ep.tool if isinstance(ep.tool, str) else "-"
         print(f"{ep.id}  {ep.status:<8} {tool:<12} {ep.eligibility}{verdict}  {ep.summary or ''}")
     return 0
+
+
+def _widen_work_search(args: argparse.Namespace) -> str:
+    """recallctl's flags that would widen a work search that found nothing."""
+    widen = [
+        hint
+        for hint, already in (
+            ("--include-pending adds episodes not yet evaluated", args.include_pending),
+            ("--any-caller searches every agent's (needs the admin token)", args.any_caller),
+            ("--min-trust 0 keeps low-trust ones", args.min_trust == 0),
+        )
+        if not already
+    ]
+    narrowing = [
+        flag
+        for flag, value in (
+            ("--tool", args.tool),
+            ("--session", args.session),
+            ("--since", args.since),
+            ("--until", args.until),
+        )
+        if value is not None
+    ]
+    if narrowing:
+        widen.append("without " + ", ".join(narrowing) + " more would match")
+    return "to widen: " + "; ".join(widen) if widen else "nothing narrower to drop"
 
 
 async def _work_result(rc: RecallClient, args: argparse.Namespace) -> int:
@@ -269,25 +346,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="recallctl",
         description="Status and admin client for the recalld memory daemon.",
     )
-    ap.add_argument(
-        "--socket",
-        help="daemon socket (default: $RECALLD_SOCKET, else $XDG_RUNTIME_DIR/recalld/recalld.sock)",
-    )
-    ap.add_argument("--agent", default="recallctl", help="agent name to act as")
-    ap.add_argument("--workspace", help="workspace (default: git root of the working directory)")
-    ap.add_argument(
-        "--no-admin",
-        action="store_true",
-        help="do not present the admin token (act as a plain agent, without "
-        "the admin:workspace scope)",
-    )
-    ap.add_argument(
-        "--agent-token-file",
-        metavar="FILE",
-        help="present this agent's credential (as `recallctl agent add` wrote "
-        "it); needed with --no-admin once --agent's name has one",
-    )
-    ap.add_argument("--version", action="version", version=f"recallctl {__version__}")
+    _global_options(ap)
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     st = sub.add_parser(
@@ -339,7 +398,7 @@ def _parser() -> argparse.ArgumentParser:
         help="in a team database: who sees it (default: the daemon's configured default)",
     )
     so.add_argument("--json", action="store_true")
-    so.set_defaults(run=_store)
+    so.set_defaults(run=_store, prepare=_read_text)
 
     ca = sub.add_parser(
         "capture",
@@ -358,7 +417,7 @@ def _parser() -> argparse.ArgumentParser:
         help="print nothing on success (hooks whose stdout reaches the model)",
     )
     ca.add_argument("--json", action="store_true", help="one JSON reply per episode")
-    ca.set_defaults(run=_capture)
+    ca.set_defaults(run=_capture, prepare=_read_episodes)
 
     ws = sub.add_parser(
         "work-search",
@@ -415,11 +474,67 @@ def _parser() -> argparse.ArgumentParser:
     ctl_ops.add_commands(sub)
     ctl_db.add_commands(sub)
     ctl_ui.add_command(sub)
+    _after_commands(ap)
     return ap
+
+
+def _global_options(parser: argparse.ArgumentParser, *, after: bool = False) -> None:
+    """recallctl's own options. Before the command they are the parser's; after it (every
+    command and subcommand, ``after``) the same ones without defaults, so one given there
+    wins and one not given leaves the value from before the command alone. A command's own
+    option of the same name (``memories --agent``) keeps its meaning there."""
+    taken = set(parser._option_string_actions)
+    group = (
+        parser.add_argument_group("recallctl's options (also accepted before the command)")
+        if after
+        else parser
+    )
+
+    def option(flag: str, **kw: Any) -> None:
+        if flag in taken:
+            return
+        if after:
+            kw["default"] = argparse.SUPPRESS
+        group.add_argument(flag, **kw)
+
+    option(
+        "--socket",
+        help="daemon socket (default: $RECALLD_SOCKET, else $XDG_RUNTIME_DIR/recalld/recalld.sock)",
+    )
+    option("--agent", default="recallctl", help="agent name to act as")
+    option("--workspace", help="workspace (default: git root of the working directory)")
+    option(
+        "--no-admin",
+        action="store_true",
+        help="do not present the admin token (act as a plain agent, without "
+        "the admin:workspace scope)",
+    )
+    option(
+        "--agent-token-file",
+        metavar="FILE",
+        help="present this agent's credential (as `recallctl agent add` wrote "
+        "it); needed with --no-admin once --agent's name has one",
+    )
+    option("--version", action="version", version=f"recallctl {__version__}")
+
+
+def _after_commands(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                _global_options(command, after=True)
+                _after_commands(command)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    prepare: Callable[[argparse.Namespace], None] | None = getattr(args, "prepare", None)
+    if prepare is not None:
+        try:
+            prepare(args)
+        except UsageError as exc:
+            print(f"recallctl {args.command}: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
 
     async def run() -> int:
         # Commands that must also work with the daemon down open their own connections.

@@ -81,10 +81,36 @@ async def _memories(rc: RecallClient, args: argparse.Namespace) -> int:
     if reply.items:
         print(render_items(reply.items, workspaces=args.all))
     else:
-        print("no memories")
+        print(_nothing_listed(args, rc.welcome.workspace if rc.welcome else None))
     if reply.next_before is not None:
         print(f"more: --before {reply.next_before}", file=sys.stderr)
     return 0
+
+
+def _nothing_listed(args: argparse.Namespace, own: str | None) -> str:
+    """What an empty page searched (which workspace, whose memories) and what would widen it."""
+    where = "any workspace" if args.all else f"workspace {args.workspace_filter or own} or global"
+    said = f"no memories in {where}"
+    if args.by_agent:
+        said += f" written by agent {args.by_agent}"
+    narrowing = [
+        flag
+        for flag, value in (
+            ("--kind", args.kind),
+            ("--subject", args.subject),
+            ("--tag", args.tag),
+            ("--source", args.source),
+            ("--agent", args.by_agent),
+            ("--staleness", args.staleness),
+            ("--current", args.current),
+            ("--before", args.before),
+        )
+        if value
+    ]
+    widen = [] if args.all else ["--all lists every workspace's"]
+    if narrowing:
+        widen.append("without " + ", ".join(narrowing) + " more would show")
+    return said + "".join(f"; {hint}" for hint in widen)
 
 
 def _limit(value: str) -> int:

@@ -24,6 +24,7 @@ __all__ = [
     "MAX_FRAME",
     "OPAQUE",
     "PROTOCOL_VERSION",
+    "SUCCESS_STATUSES",
     "ActorStatus",
     "AgentChanged",
     "AgentCredential",
@@ -414,6 +415,11 @@ Label = Annotated[str, Meta(min_length=1, max_length=64)]
 UnitScore = Annotated[float, Meta(ge=0, le=1)]
 
 
+# An episode's statuses that count as success: it is eligible once captured (the daemon's
+# policy), and the web page counts the others as failures.
+SUCCESS_STATUSES = frozenset({"ok", "success", "succeeded", "completed", "done", "passed"})
+
+
 class CaptureEpisode(Request, tag="capture_episode"):
     """Record one thing an agent did. Captured ``pending``; the evaluation actor settles it."""
 
@@ -421,8 +427,8 @@ class CaptureEpisode(Request, tag="capture_episode"):
     session_id: SessionId | None = None
     # Free text to the ingest stage (redacted): hooks report whatever a tool was called.
     tool: Annotated[str, Meta(min_length=1, max_length=128, extra=FREE_TEXT)] | None = None
-    # ok / success / ... count as success; anything else (error, timeout, denied) waits for
-    # a verdict before it becomes eligible (see recalld.episodes).
+    # SUCCESS_STATUSES count as success; anything else (error, timeout, denied) waits for
+    # a verdict before it becomes eligible (see recalld.domain.policy).
     status: Label = "ok"
     error_code: Annotated[str, Meta(min_length=1, max_length=128, extra=FREE_TEXT)] | None = None
     duration_ms: Annotated[float, Meta(ge=0)] | None = None

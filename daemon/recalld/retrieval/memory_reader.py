@@ -29,7 +29,6 @@ first whatever their score.
 from __future__ import annotations
 
 import calendar
-import functools
 import math
 import re
 import time
@@ -46,7 +45,7 @@ from ..errors import RecallError
 from ..store.port import Fact, Filter, MemoryRow, Reader
 from .fusion import RRF_K, Candidate, PendingVector, retrieve
 from .rerank import Reranker
-from .terms import make_snippet, query_terms
+from .terms import Coverage, fts_tokens, make_snippet, query_terms
 
 __all__ = [
     "FLOOR",
@@ -97,55 +96,10 @@ class MemorySearchConfig:
 # --------------------------------------------------------------------------- words
 
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-_SUFFIXES = ("ies", "ing", "ed", "es", "ly", "s")
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _stem(word: str) -> str:
-    """A light stemmer, enough to say whether a text contains a query word's forms.
-
-    Cached: a search stems each of its candidates' words that start like a query word
-    (a hundred or so), and the same words recur from search to search."""
-    for suffix in _SUFFIXES:
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
-    return word
-
-
-def _stems(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall(text.lower())}
-
-
-def _names(query_words: set[str], subject: str | None) -> bool:
-    """Whether a query names a subject: every word of the subject is in the query."""
-    subject_words = _stems(subject or "")
-    return bool(subject_words) and subject_words <= query_words
-
-
-class _Coverage:
-    """Which of a query's words a text contains (any form of the word), built once a search.
-
-    Only the text's words that start like a query word are stemmed, so a long candidate
-    costs one regex scan.
-    """
-
-    def __init__(self, terms: Sequence[str]) -> None:
-        self.terms = list(terms)
-        self._stems = [_stem(t) for t in self.terms]
-        prefixes = sorted(set(self._stems), key=len, reverse=True)
-        self._scan = (
-            re.compile(r"\b(?:" + "|".join(re.escape(x) for x in prefixes) + r")\w*", re.UNICODE)
-            if prefixes
-            else None
-        )
-
-    def __call__(self, text: str) -> tuple[float, list[str]]:
-        if self._scan is None:
-            return 0.0, []
-        have = {_stem(w) for w in self._scan.findall(text.lower())}
-        matched = [t for t, stem in zip(self.terms, self._stems, strict=True) if stem in have]
-        return len(matched) / len(self.terms), matched
+def _names(query_tokens: set[str], subject: str | None) -> bool:
+    """Whether a query names a subject: every token of the subject is in the query."""
+    subject_tokens = set(fts_tokens(subject or ""))
+    return bool(subject_tokens) and subject_tokens <= query_tokens
 
 
 def _evidence(relevance: float) -> float:
@@ -467,7 +421,7 @@ class MemoryReader:
         trace["candidates"] = len(cands)
         rows = reader.memories.by_rowid([c.rowid for c in cands])
         outcomes = use_outcomes(reader, rows.values(), now)
-        covers = _Coverage(terms)
+        covers = Coverage(terms)
         # Fusion's scores are relative to this query's candidates (how far ahead of the rest
         # a hit is), so they are taken relative to the best of them; whether a hit is about
         # the query at all is the evidence factor's to say.
@@ -510,7 +464,7 @@ class MemoryReader:
         # A constraint fact is served first, whatever its score, when the query names its
         # subject (the entity the query is about is bound by it); elsewhere it ranks by
         # score, still marked pinned.
-        words = _stems(req.query)
+        words = set(fts_tokens(req.query))
         binding = {id(s) for s in scored if s.row.pinned and _names(words, s.row.subject)}
         kept = [s for s in scored if s.score >= floor or id(s) in binding]
         trace["above_floor"] = len(kept)
@@ -703,7 +657,7 @@ class MemoryReader:
                 slot = (s.row.subject_key, s.row.origin)
                 best[slot] = max(best.get(slot, 0.0), s.score)
         # Constraint facts whose subject the query names are served even when not retrieved.
-        words = _stems(req.query)
+        words = set(fts_tokens(req.query))
         for row in reader.memories.pinned_constraints(visible):
             if _names(words, row.subject):
                 best[(row.subject_key or "", row.origin)] = 1.0

@@ -7,7 +7,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["fts_tokens", "fts_words", "make_snippet", "porter", "query_terms"]
+__all__ = ["Coverage", "fts_tokens", "fts_words", "make_snippet", "porter", "query_terms"]
 
 _STOP = frozenset(
     """a about above after again against all am an and any are as at be because been before
@@ -30,15 +30,23 @@ def query_terms(query: str) -> list[str]:
 
 
 def make_snippet(text: str, terms: Sequence[str], width: int = 200) -> str:
-    """A window of ``text`` around the first query term it contains."""
+    """A window of ``text`` around the first query term it contains (the term itself, or
+    the stem of its first token: ``retri`` finds "retries" for ``retry``)."""
     if len(text) <= width:
         return text
     lowered = text.lower()
-    positions = [i for t in terms if (i := lowered.find(t)) >= 0]
+    positions = [i for t in terms if (i := _find(lowered, t)) >= 0]
     centre = min(positions) if positions else 0
     start = max(0, min(centre - width // 3, len(text) - width))
     end = start + width
     return ("…" if start else "") + text[start:end].strip() + ("…" if end < len(text) else "")
+
+
+def _find(lowered: str, term: str) -> int:
+    at = lowered.find(term)
+    if at < 0 and (tokens := fts_tokens(term)):
+        at = lowered.find(tokens[0])
+    return at
 
 
 # --------------------------------------------------------------------------- FTS5's tokens
@@ -49,19 +57,93 @@ _FTS_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
 def fts_words(text: str) -> list[str]:
     """The words FTS5's ``unicode61 remove_diacritics 2`` splits ``text`` into, before
-    stemming: runs of letters and digits, lower-cased, diacritics removed."""
+    stemming: runs of letters and digits, lower-cased, diacritics removed (:func:`_fold`)."""
+    return _FTS_TOKEN.findall(_folded(text))
+
+
+def _folded(text: str) -> str:
     folded = text.lower()
-    if not folded.isascii():
-        folded = "".join(
-            c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c)
-        )
-    return _FTS_TOKEN.findall(folded)
+    return folded if folded.isascii() else "".join(map(_fold, folded))
+
+
+@functools.lru_cache(maxsize=4096)
+def _fold(c: str) -> str:
+    """One lower-cased character as unicode61 folds it: a Latin letter with diacritics to its
+    letter, a combining diacritical mark to nothing (it joins the letters either side), final
+    sigma to sigma. Other scripts keep their marks; a ligature stays one letter."""
+    if _DIACRITIC[0] <= c <= _DIACRITIC[1]:
+        return ""
+    if c == "\u03c2":  # final sigma
+        return "\u03c3"
+    decomposed = unicodedata.normalize("NFD", c)
+    base, marks = decomposed[0], decomposed[1:]
+    if marks and base.isascii() and all(_DIACRITIC[0] <= m <= _DIACRITIC[1] for m in marks):
+        return base
+    return c
+
+
+# Unicode's block of combining diacritical marks, the ones remove_diacritics drops.
+_DIACRITIC = ("\u0300", "\u036f")
 
 
 def fts_tokens(text: str) -> list[str]:
     """The tokens FTS5's ``porter unicode61 remove_diacritics 2`` indexes ``text`` as: its
     :func:`fts_words`, each stemmed by :func:`porter`."""
     return [porter(w) for w in fts_words(text)]
+
+
+class Coverage:
+    """Which of a query's terms a text holds, as the lexical channel's quoted FTS5 phrase
+    matches them: the term's :func:`fts_tokens`, one after another (one token: anywhere).
+
+    Built once a search. Only the text's words that start like a wanted token are found and
+    stemmed: one regex scan a text. A Porter stem and its word differ in at most their last
+    two letters (``ability`` to ``able``), so a word can stem to a token only when it starts
+    with the token less three letters (less none of its first).
+    """
+
+    def __init__(self, terms: Sequence[str]) -> None:
+        self.terms = list(terms)
+        self._want = [tuple(fts_tokens(t)) for t in self.terms]
+        starts = {tok[: max(1, len(tok) - 3)] for want in self._want for tok in want}
+        # A phrase needs every word's place; a single token only whether it occurs.
+        self._phrases = any(len(want) > 1 for want in self._want)
+        self._scan = (
+            re.compile(
+                r"\b(?:" + "|".join(map(re.escape, sorted(starts, key=len, reverse=True))) + r")\w*"
+            )
+            if starts and not self._phrases
+            else None
+        )
+
+    def __call__(self, text: str) -> tuple[float, list[str]]:
+        """The share of the terms ``text`` holds, and those terms in query order."""
+        if not self.terms:
+            return 0.0, []
+        tokens: list[str] = []
+        if self._scan is not None:
+            # With underscores as spaces, \w is unicode61's token character and \b its edge.
+            words = self._scan.findall(_folded(text).replace("_", " "))
+            have = {porter(w) for w in words}
+        else:
+            tokens = fts_tokens(text) if self._phrases else []
+            have = set(tokens)
+        matched = [
+            term
+            for term, want in zip(self.terms, self._want, strict=True)
+            if want and set(want) <= have and (len(want) == 1 or _follows(tokens, want))
+        ]
+        return len(matched) / len(self.terms), matched
+
+
+def _follows(tokens: Sequence[str], want: Sequence[str]) -> bool:
+    """Whether ``want`` occurs in ``tokens`` as a run (a phrase); linear in ``tokens`` times
+    the phrase's length, which a query term bounds."""
+    n = len(want)
+    return any(
+        tokens[i] == want[0] and list(tokens[i : i + n]) == list(want)
+        for i in range(len(tokens) - n + 1)
+    )
 
 
 @functools.lru_cache(maxsize=65_536)

@@ -12,6 +12,7 @@ from ..port import ApprovalRow, CredentialRow, DoctorFigures
 from .db import Db
 from .experiences import lesson_stats
 from .filters import marks
+from .records import EMBEDDING_BACKLOG
 
 __all__ = ["OperationReads", "OperationWrites"]
 
@@ -153,7 +154,7 @@ class OperationReads:
                 (model,),
             ).fetchone()[0]
         backlog = conn.execute(
-            "SELECT count(*) FROM records WHERE tombstoned_at IS NULL AND embed_state = 0"
+            f"SELECT count(*) FROM records WHERE {EMBEDDING_BACKLOG}"
         ).fetchone()[0]
         version, expected = conn.schema()
         return DoctorFigures(

@@ -15,7 +15,20 @@ from ..port import Ownership
 from .db import Db
 from .filters import marks
 
-__all__ = ["RecordReads", "RecordWrites", "key_digest", "remember_key", "replayed", "visibility"]
+__all__ = [
+    "EMBEDDING_BACKLOG",
+    "RecordReads",
+    "RecordWrites",
+    "key_digest",
+    "remember_key",
+    "replayed",
+    "visibility",
+]
+
+# The records waiting to be embedded, one definition for the embedding actor, status and
+# doctor: live, no vector yet, and not waiting for their evaluation (an episode waiting for
+# its verdict is embedded once it settles, so it is not late).
+EMBEDDING_BACKLOG = "embed_state = 0 AND tombstoned_at IS NULL AND eligibility != 'pending'"
 
 
 def key_digest(key: str) -> str:
@@ -93,8 +106,8 @@ class RecordReads:
         return [
             tuple(row)
             for row in self._conn.execute(
-                "SELECT rowid, text FROM records WHERE embed_state = 0 AND rowid > ?"
-                " AND tombstoned_at IS NULL AND eligibility != 'pending' ORDER BY rowid LIMIT ?",
+                f"SELECT rowid, text FROM records WHERE {EMBEDDING_BACKLOG} AND rowid > ?"
+                " ORDER BY rowid LIMIT ?",
                 (after, limit),
             )
         ]
@@ -109,10 +122,7 @@ class RecordReads:
             counts[kind][eligibility] = n
             counts[kind]["total"] += n
         backlog = self._conn.execute(
-            # The embedding actor's own backlog: a record waiting for its evaluation (an
-            # episode waiting for a verdict) is not embedded yet, and not late either.
-            "SELECT count(*) FROM records WHERE embed_state = 0 AND tombstoned_at IS NULL"
-            " AND eligibility != 'pending'"
+            f"SELECT count(*) FROM records WHERE {EMBEDDING_BACKLOG}"
         ).fetchone()[0]
         return counts, int(backlog)
 

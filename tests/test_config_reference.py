@@ -1,0 +1,39 @@
+"""The configuration reference is generated from Settings: README's table is exactly what
+``scripts/config_reference.py`` prints (a row per key, its env var, default, bounds and
+whether SIGHUP applies it), and every key's env var is read."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from recalld.config import ENV, RELOADABLE, Settings, load_settings
+
+from .conftest import REPO
+
+sys.path.insert(0, str(REPO / "scripts"))
+import config_reference
+
+
+def test_readmes_configuration_table_is_the_generated_one() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert config_reference.readme_table(readme) == config_reference.render(), (
+        "README's configuration table differs from Settings: "
+        "run .venv/bin/python scripts/config_reference.py --write"
+    )
+
+
+def test_the_table_has_a_row_per_key_saying_whether_sighup_applies_it() -> None:
+    rows = config_reference.render().splitlines()[2:]
+    keys = [row.split("|")[1].strip().strip("`") for row in rows]
+    assert keys == list(Settings.__struct_fields__)
+    applied = {k for k, row in zip(keys, rows, strict=True) if "| applied |" in row}
+    assert applied == RELOADABLE == {"log_level", "require_approval"}
+
+
+def test_every_key_is_read_from_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert sorted(ENV.values()) == sorted(Settings.__struct_fields__)
+    monkeypatch.setenv("RECALLD_SEARCH_WORKERS", "4")
+    monkeypatch.setenv("RECALLD_BM25", "false")
+    s = load_settings(REPO / "no-such-config.toml")
+    assert (s.search_workers, s.bm25) == (4, False)
