@@ -11,7 +11,9 @@ The daemon imports this module; nothing redefines these shapes.
 from __future__ import annotations
 
 import enum
+import operator
 import struct
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -187,9 +189,110 @@ StalenessVerdict = Literal["fresh", "spot_check_recommended", "spot_check_requir
 
 
 # --------------------------------------------------------------------------- requests
+# Two rules hold for every string of every request, whatever its field, so they live here
+# once rather than on each declaration: no string holds a NUL (no engine's text can carry
+# one; PostgreSQL refuses it outright), and a string that may not be empty may not be only
+# whitespace either (a blank memory, query or session id is as empty as ""). msgspec runs
+# ``__post_init__`` at decode and reports its ValueError as a ValidationError, which the
+# daemon answers ``invalid_request``; a client building such a request gets the ValueError.
 
 
-class Request(Struct, tag_field="op", kw_only=True, forbid_unknown_fields=True):
+# (attribute, wire name, refuses blank: declared with a min_length) of one string field.
+_StrField = tuple[str, str, bool]
+
+
+class _Strings:
+    """Where one request struct holds strings: its string fields and its lists of strings,
+    each group fetched in one call, with whether each field refuses blank."""
+
+    __slots__ = ("list_blanks", "lists", "named", "scalar_blanks", "scalars")
+
+    def __init__(self, scalars: list[_StrField], lists: list[_StrField]) -> None:
+        self.named = scalars, lists
+        self.scalars = _getter([name for name, _, _ in scalars])
+        self.scalar_blanks = [blank for _, _, blank in scalars]
+        self.lists = _getter([name for name, _, _ in lists])
+        self.list_blanks = [blank for _, _, blank in lists]
+
+
+def _getter(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
+    if not names:
+        return lambda struct: ()
+    get = operator.attrgetter(*names)
+    return get if len(names) > 1 else lambda struct: (get(struct),)
+
+
+_strings_of: dict[type, _Strings] = {}
+
+
+def _strings(cls: type) -> _Strings:
+    # Built once per request type, at its first use (the shim imports no msgspec.inspect).
+    import msgspec.inspect as mi
+
+    def members(t: mi.Type) -> list[mi.Type]:
+        if isinstance(t, mi.Metadata):
+            t = t.type
+        if isinstance(t, mi.UnionType):
+            return [m for u in t.types for m in members(u)]
+        return [t]
+
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType)
+    scalars: list[_StrField] = []
+    lists: list[_StrField] = []
+    for f in info.fields:
+        strs = [m for m in members(f.type) if isinstance(m, mi.StrType)]
+        items = [
+            i
+            for m in members(f.type)
+            if isinstance(m, mi.ListType)
+            for i in members(m.item_type)
+            if isinstance(i, mi.StrType)
+        ]
+        for found, into in ((strs, scalars), (items, lists)):
+            if found:
+                into.append((f.name, f.encode_name, any((s.min_length or 0) > 0 for s in found)))
+    plan = _strings_of[cls] = _Strings(scalars, lists)
+    return plan
+
+
+def _bad(value: str, refuses_blank: bool) -> bool:
+    return "\x00" in value or (refuses_blank and value.isspace())
+
+
+def _refuse(struct: Any, plan: _Strings) -> None:
+    """Raise the ValueError naming the first string of ``struct`` that breaks a rule."""
+    scalars, lists = plan.named
+    bad = [(w, v) for n, w, b in scalars if isinstance(v := getattr(struct, n), str) and _bad(v, b)]
+    bad += [
+        (f"{w}[{i}]", v)
+        for n, w, b in lists
+        for i, v in enumerate(getattr(struct, n) or ())
+        if _bad(v, b)
+    ]
+    where, value = bad[0]
+    if "\x00" in value:
+        raise ValueError(f"{where} holds a NUL character")
+    raise ValueError(f"{where} is only whitespace (it may not be empty)")
+
+
+class _Checked(Struct):
+    """A struct a client sends: its strings obey the two rules above."""
+
+    def __post_init__(self) -> None:
+        # The tests inline, the names only on failure: captures decode thousands a second.
+        plan = _strings_of.get(type(self)) or _strings(type(self))
+        for value, refuses_blank in zip(plan.scalars(self), plan.scalar_blanks, strict=True):
+            if value.__class__ is str and ("\x00" in value or (refuses_blank and value.isspace())):
+                _refuse(self, plan)
+        for values, refuses_blank in zip(plan.lists(self), plan.list_blanks, strict=True):
+            if values:
+                for value in values:
+                    if "\x00" in value or (refuses_blank and value.isspace()):
+                        _refuse(self, plan)
+
+
+class Request(_Checked, tag_field="op", kw_only=True, forbid_unknown_fields=True):
     """Base of every client frame; ``id`` is chosen by the client and echoed in the reply."""
 
     id: Annotated[int, Meta(ge=0, le=2**53)] = 0
@@ -219,7 +322,7 @@ class Ping(Request, tag="ping"):
     """Round trip with no work; used by health checks and benchmarks."""
 
 
-class DependsOn(Struct, kw_only=True, forbid_unknown_fields=True):
+class DependsOn(_Checked, kw_only=True, forbid_unknown_fields=True):
     """A link from one memory to another it relies on, with why."""
 
     id: MemoryId
