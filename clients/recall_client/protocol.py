@@ -192,9 +192,10 @@ StalenessVerdict = Literal["fresh", "spot_check_recommended", "spot_check_requir
 # Two rules hold for every string of every request, whatever its field, so they live here
 # once rather than on each declaration: no string holds a NUL (no engine's text can carry
 # one; PostgreSQL refuses it outright), and a string that may not be empty may not be only
-# whitespace either (a blank memory, query or session id is as empty as ""). msgspec runs
-# ``__post_init__`` at decode and reports its ValueError as a ValidationError, which the
-# daemon answers ``invalid_request``; a client building such a request gets the ValueError.
+# whitespace either (a blank memory, query or session id is as empty as ""). They are part
+# of decoding a request (decode_request), so the daemon answers them ``invalid_request``
+# like any other bad field; building a request does not check them, so a client (recallctl,
+# the MCP shim) shows the daemon's typed answer rather than failing on its own.
 
 
 # (attribute, wire name, refuses blank: declared with a min_length) of one string field.
@@ -202,17 +203,20 @@ _StrField = tuple[str, str, bool]
 
 
 class _Strings:
-    """Where one request struct holds strings: its string fields and its lists of strings,
-    each group fetched in one call, with whether each field refuses blank."""
+    """Where one request struct holds strings: its string fields, its lists of strings and
+    its lists of nested request structs, each group fetched in one call."""
 
-    __slots__ = ("list_blanks", "lists", "named", "scalar_blanks", "scalars")
+    __slots__ = ("list_blanks", "lists", "named", "nested", "scalar_blanks", "scalars")
 
-    def __init__(self, scalars: list[_StrField], lists: list[_StrField]) -> None:
-        self.named = scalars, lists
+    def __init__(
+        self, scalars: list[_StrField], lists: list[_StrField], nested: list[tuple[str, str]]
+    ) -> None:
+        self.named = scalars, lists, nested
         self.scalars = _getter([name for name, _, _ in scalars])
         self.scalar_blanks = [blank for _, _, blank in scalars]
         self.lists = _getter([name for name, _, _ in lists])
         self.list_blanks = [blank for _, _, blank in lists]
+        self.nested = _getter([name for name, _ in nested])
 
 
 def _getter(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
@@ -226,7 +230,7 @@ _strings_of: dict[type, _Strings] = {}
 
 
 def _strings(cls: type) -> _Strings:
-    # Built once per request type, at its first use (the shim imports no msgspec.inspect).
+    # Built once per request type, at its first decode (the shim imports no msgspec.inspect).
     import msgspec.inspect as mi
 
     def members(t: mi.Type) -> list[mi.Type]:
@@ -240,19 +244,21 @@ def _strings(cls: type) -> _Strings:
     assert isinstance(info, mi.StructType)
     scalars: list[_StrField] = []
     lists: list[_StrField] = []
+    nested: list[tuple[str, str]] = []
     for f in info.fields:
         strs = [m for m in members(f.type) if isinstance(m, mi.StrType)]
         items = [
-            i
-            for m in members(f.type)
-            if isinstance(m, mi.ListType)
-            for i in members(m.item_type)
-            if isinstance(i, mi.StrType)
+            i for m in members(f.type) if isinstance(m, mi.ListType) for i in members(m.item_type)
         ]
-        for found, into in ((strs, scalars), (items, lists)):
+        for found, into in (
+            (strs, scalars),
+            ([i for i in items if isinstance(i, mi.StrType)], lists),
+        ):
             if found:
                 into.append((f.name, f.encode_name, any((s.min_length or 0) > 0 for s in found)))
-    plan = _strings_of[cls] = _Strings(scalars, lists)
+        if any(isinstance(i, mi.StructType) and issubclass(i.cls, _Checked) for i in items):
+            nested.append((f.name, f.encode_name))
+    plan = _strings_of[cls] = _Strings(scalars, lists, nested)
     return plan
 
 
@@ -260,36 +266,40 @@ def _bad(value: str, refuses_blank: bool) -> bool:
     return "\x00" in value or (refuses_blank and value.isspace())
 
 
-def _refuse(struct: Any, plan: _Strings) -> None:
-    """Raise the ValueError naming the first string of ``struct`` that breaks a rule."""
-    scalars, lists = plan.named
-    bad = [(w, v) for n, w, b in scalars if isinstance(v := getattr(struct, n), str) and _bad(v, b)]
-    bad += [
-        (f"{w}[{i}]", v)
-        for n, w, b in lists
-        for i, v in enumerate(getattr(struct, n) or ())
-        if _bad(v, b)
-    ]
-    where, value = bad[0]
-    if "\x00" in value:
-        raise ValueError(f"{where} holds a NUL character")
-    raise ValueError(f"{where} is only whitespace (it may not be empty)")
-
-
 class _Checked(Struct):
     """A struct a client sends: its strings obey the two rules above."""
 
-    def __post_init__(self) -> None:
+    def _check_strings(self, where: str = "") -> None:
+        """Raises msgspec.ValidationError naming the first string that breaks a rule."""
         # The tests inline, the names only on failure: captures decode thousands a second.
         plan = _strings_of.get(type(self)) or _strings(type(self))
         for value, refuses_blank in zip(plan.scalars(self), plan.scalar_blanks, strict=True):
             if value.__class__ is str and ("\x00" in value or (refuses_blank and value.isspace())):
-                _refuse(self, plan)
+                self._refuse(plan, where)
         for values, refuses_blank in zip(plan.lists(self), plan.list_blanks, strict=True):
             if values:
                 for value in values:
                     if "\x00" in value or (refuses_blank and value.isspace()):
-                        _refuse(self, plan)
+                        self._refuse(plan, where)
+        for (_, wire), values in zip(plan.named[2], plan.nested(self), strict=True):
+            for i, item in enumerate(values or ()):
+                item._check_strings(f"{where}{wire}[{i}].")
+
+    def _refuse(self, plan: _Strings, where: str) -> None:
+        scalars, lists, _ = plan.named
+        bad = [
+            (w, v) for n, w, b in scalars if isinstance(v := getattr(self, n), str) and _bad(v, b)
+        ]
+        bad += [
+            (f"{w}[{i}]", v)
+            for n, w, b in lists
+            for i, v in enumerate(getattr(self, n) or ())
+            if _bad(v, b)
+        ]
+        field, value = bad[0]
+        if "\x00" in value:
+            raise msgspec.ValidationError(f"{where}{field} holds a NUL character")
+        raise msgspec.ValidationError(f"{where}{field} is only whitespace (it may not be empty)")
 
 
 class Request(_Checked, tag_field="op", kw_only=True, forbid_unknown_fields=True):
@@ -1621,7 +1631,9 @@ def decode_request(body: bytes) -> Request:
         msgspec.DecodeError: not msgpack at all.
         msgspec.ValidationError: msgpack, but not a valid request (unknown op, bad field).
     """
-    return _request_decoder.decode(body)
+    req: Request = _request_decoder.decode(body)
+    req._check_strings()
+    return req
 
 
 def decode_reply(body: bytes) -> Reply:

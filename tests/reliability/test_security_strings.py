@@ -4,7 +4,7 @@ names the field, never ``internal`` (PostgreSQL cannot hold a NUL), and nothing 
 
 The requests come from the protocol itself: every request type, every string field of it,
 nested ones and list elements included, so a field declared later is tried here too. They go
-out as raw msgpack (the client library refuses to build such a request at all).
+out as raw msgpack, as any client could send them.
 """
 
 from __future__ import annotations
@@ -14,14 +14,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import msgspec
 import msgspec.inspect as mi
 import pytest
+from mcp import Client
 from recall_client import protocol as p
 
-from ..conftest import DaemonProcess
+from ..conftest import BIN, DaemonProcess
 from ..episode_helpers import database_bytes
 from .harness import RawConnection
+from .writes import shim_params
 
 pytestmark = pytest.mark.both_backends
 
@@ -187,3 +190,16 @@ async def test_blank_text_is_refused_like_empty_text(running_daemon: DaemonProce
         # Text with words around its spaces is text.
         stored = await rc.call(p.MemoryStore(text="  padded words  "), p.MemoryStored)
         assert not stored.duplicate
+
+    # The clients show the daemon's typed answer, naming the field: an agent through the MCP
+    # SDK, and a user of recallctl (one line, no traceback).
+    async with Client(shim_params(d, "/ws/raw")) as client:
+        refused = await client.call_tool("memory_store", {"text": "   "})
+    assert refused.is_error and "invalid_request: text is only whitespace" in str(refused.content)
+    out = await anyio.run_process(
+        [str(BIN / "recallctl"), "--socket", str(d.socket), "--workspace", "/ws/raw", "store", " "],
+        check=False,
+    )
+    stderr = out.stderr.decode()
+    assert out.returncode == 1 and stderr.count("\n") == 1, stderr
+    assert "invalid_request: text is only whitespace" in stderr
