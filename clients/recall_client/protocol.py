@@ -198,25 +198,26 @@ StalenessVerdict = Literal["fresh", "spot_check_recommended", "spot_check_requir
 # the MCP shim) shows the daemon's typed answer rather than failing on its own.
 
 
-# (attribute, wire name, refuses blank: declared with a min_length) of one string field.
-_StrField = tuple[str, str, bool]
-
-
 class _Strings:
-    """Where one request struct holds strings: its string fields, its lists of strings and
-    its lists of nested request structs, each group fetched in one call."""
+    """Where one request struct holds strings, each group fetched in one call: its string
+    fields that refuse blank (declared with a min_length) and the others, its lists of
+    strings likewise, and its lists of nested request structs."""
 
-    __slots__ = ("list_blanks", "lists", "named", "nested", "scalar_blanks", "scalars")
+    __slots__ = ("filled", "filled_lists", "lists", "named", "nested", "scalars")
 
     def __init__(
-        self, scalars: list[_StrField], lists: list[_StrField], nested: list[tuple[str, str]]
+        self,
+        scalars: list[tuple[str, str, bool]],
+        lists: list[tuple[str, str, bool]],
+        nested: list[tuple[str, str]],
     ) -> None:
+        # (attribute, wire name, refuses blank) of each, to name one that breaks a rule.
         self.named = scalars, lists, nested
-        self.scalars = _getter([name for name, _, _ in scalars])
-        self.scalar_blanks = [blank for _, _, blank in scalars]
-        self.lists = _getter([name for name, _, _ in lists])
-        self.list_blanks = [blank for _, _, blank in lists]
-        self.nested = _getter([name for name, _ in nested])
+        self.filled = _getter([n for n, _, blank in scalars if blank])
+        self.scalars = _getter([n for n, _, blank in scalars if not blank])
+        self.filled_lists = _getter([n for n, _, blank in lists if blank])
+        self.lists = _getter([n for n, _, blank in lists if not blank])
+        self.nested = _getter([n for n, _ in nested])
 
 
 def _getter(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
@@ -242,22 +243,25 @@ def _strings(cls: type) -> _Strings:
 
     info = mi.type_info(cls)
     assert isinstance(info, mi.StructType)
-    scalars: list[_StrField] = []
-    lists: list[_StrField] = []
+    scalars: list[tuple[str, str, bool]] = []
+    lists: list[tuple[str, str, bool]] = []
     nested: list[tuple[str, str]] = []
     for f in info.fields:
-        strs = [m for m in members(f.type) if isinstance(m, mi.StrType)]
-        items = [
-            i for m in members(f.type) if isinstance(m, mi.ListType) for i in members(m.item_type)
-        ]
+        kinds = members(f.type)
+        items = [i for m in kinds if isinstance(m, mi.ListType) for i in members(m.item_type)]
         for found, into in (
-            (strs, scalars),
+            ([m for m in kinds if isinstance(m, mi.StrType)], scalars),
             ([i for i in items if isinstance(i, mi.StrType)], lists),
         ):
             if found:
                 into.append((f.name, f.encode_name, any((s.min_length or 0) > 0 for s in found)))
         if any(isinstance(i, mi.StructType) and issubclass(i.cls, _Checked) for i in items):
             nested.append((f.name, f.encode_name))
+        # The checks take a string field's value to be a string or None, a list's items
+        # strings: a field that mixed in another type would need a check of its own.
+        assert not any(isinstance(m, mi.StrType) for m in kinds) or all(
+            isinstance(m, (mi.StrType, mi.NoneType, mi.LiteralType)) for m in kinds
+        ), f.name
     plan = _strings_of[cls] = _Strings(scalars, lists, nested)
     return plan
 
@@ -269,23 +273,33 @@ def _bad(value: str, refuses_blank: bool) -> bool:
 class _Checked(Struct):
     """A struct a client sends: its strings obey the two rules above."""
 
-    def _check_strings(self, where: str = "") -> None:
+    def _check_strings(self) -> None:
         """Raises msgspec.ValidationError naming the first string that breaks a rule."""
-        # The tests inline, the names only on failure: captures decode thousands a second.
+        # Plain loops and no names on the way: a capture decodes thousands a second.
         plan = _strings_of.get(type(self)) or _strings(type(self))
-        for value, refuses_blank in zip(plan.scalars(self), plan.scalar_blanks, strict=True):
-            if value.__class__ is str and ("\x00" in value or (refuses_blank and value.isspace())):
-                self._refuse(plan, where)
-        for values, refuses_blank in zip(plan.lists(self), plan.list_blanks, strict=True):
-            if values:
-                for value in values:
-                    if "\x00" in value or (refuses_blank and value.isspace()):
-                        self._refuse(plan, where)
-        for (_, wire), values in zip(plan.named[2], plan.nested(self), strict=True):
-            for i, item in enumerate(values or ()):
-                item._check_strings(f"{where}{wire}[{i}].")
+        for value in plan.filled(self):
+            if value is not None and ("\x00" in value or value.isspace()):
+                self._refuse(plan)
+        for value in plan.scalars(self):
+            if value is not None and "\x00" in value:
+                self._refuse(plan)
+        for values in plan.filled_lists(self):
+            for value in values or ():
+                if "\x00" in value or value.isspace():
+                    self._refuse(plan)
+        for values in plan.lists(self):
+            for value in values or ():
+                if "\x00" in value:
+                    self._refuse(plan)
+        if plan.named[2]:
+            for (_, wire), values in zip(plan.named[2], plan.nested(self), strict=True):
+                for i, item in enumerate(values or ()):
+                    try:
+                        item._check_strings()
+                    except msgspec.ValidationError as exc:
+                        raise msgspec.ValidationError(f"{wire}[{i}].{exc}") from None
 
-    def _refuse(self, plan: _Strings, where: str) -> None:
+    def _refuse(self, plan: _Strings) -> None:
         scalars, lists, _ = plan.named
         bad = [
             (w, v) for n, w, b in scalars if isinstance(v := getattr(self, n), str) and _bad(v, b)
@@ -298,8 +312,8 @@ class _Checked(Struct):
         ]
         field, value = bad[0]
         if "\x00" in value:
-            raise msgspec.ValidationError(f"{where}{field} holds a NUL character")
-        raise msgspec.ValidationError(f"{where}{field} is only whitespace (it may not be empty)")
+            raise msgspec.ValidationError(f"{field} holds a NUL character")
+        raise msgspec.ValidationError(f"{field} is only whitespace (it may not be empty)")
 
 
 class Request(_Checked, tag_field="op", kw_only=True, forbid_unknown_fields=True):
