@@ -9,9 +9,11 @@ out as raw msgpack, as any client could send them.
 
 from __future__ import annotations
 
+import json
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,6 +22,7 @@ import msgspec.inspect as mi
 import pytest
 from mcp import Client
 from recall_client import protocol as p
+from recall_client.paths import find_workspace
 
 from ..conftest import BIN, DaemonProcess
 from ..episode_helpers import database_bytes
@@ -203,3 +206,30 @@ async def test_blank_text_is_refused_like_empty_text(running_daemon: DaemonProce
     stderr = out.stderr.decode()
     assert out.returncode == 1 and stderr.count("\n") == 1, stderr
     assert "invalid_request: text is only whitespace" in stderr
+
+
+async def test_a_hook_whose_tool_printed_a_nul_is_captured_not_lost(
+    running_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    d = running_daemon
+    hook = {
+        "hook_event_name": "PostToolUse",
+        "session_id": "s-binary",
+        "cwd": str(tmp_path),
+        "tool_name": "Bash",
+        "tool_use_id": "toolu_1",
+        "tool_input": {"command": "cat blob.bin"},
+        "tool_response": {"stdout": "header\u0000payload", "stderr": "", "exit_code": 0},
+    }
+    out = await anyio.run_process(
+        [str(BIN / "recallctl"), "--socket", str(d.socket), "capture"],
+        input=json.dumps(hook).encode(),
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr.decode()
+    async with d.client(agent="recallctl", workspace=str(find_workspace(tmp_path))) as rc:
+        found = await rc.call(
+            p.WorkSearch(session_id="s-binary", include_pending=True, min_trust=0),
+            p.WorkSearchResult,
+        )
+    assert [e.summary for e in found.results] == ["Bash: cat blob.bin -> ok: header\ufffdpayload"]
