@@ -181,7 +181,9 @@ def episode_from_hook(payload: dict[str, Any]) -> p.CaptureEpisode:
         fields["status"] = "error" if event == "StopFailure" else "ok"
         if event == "UserPromptSubmit":
             fields["source"] = "user"
-    fields["summary"] = _clip(fields["summary"], SUMMARY_MAX)
+    # The summary quotes what the tool printed, which may hold a NUL (a binary file's
+    # bytes); no request may carry one, so it is kept as U+FFFD rather than lose the step.
+    fields["summary"] = _clip(fields["summary"].replace("\x00", "\ufffd"), SUMMARY_MAX)
     return _convert({k: v for k, v in fields.items() if v is not None})
 
 

@@ -11,7 +11,9 @@ The daemon imports this module; nothing redefines these shapes.
 from __future__ import annotations
 
 import enum
+import operator
 import struct
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -188,9 +190,134 @@ StalenessVerdict = Literal["fresh", "spot_check_recommended", "spot_check_requir
 
 
 # --------------------------------------------------------------------------- requests
+# Two rules hold for every string of every request, whatever its field, so they live here
+# once rather than on each declaration: no string holds a NUL (no engine's text can carry
+# one; PostgreSQL refuses it outright), and a string that may not be empty may not be only
+# whitespace either (a blank memory, query or session id is as empty as ""). They are part
+# of decoding a request (decode_request), so the daemon answers them ``invalid_request``
+# like any other bad field; building a request does not check them, so a client (recallctl,
+# the MCP shim) shows the daemon's typed answer rather than failing on its own.
 
 
-class Request(Struct, tag_field="op", kw_only=True, forbid_unknown_fields=True):
+class _Strings:
+    """Where one request struct holds strings, each group fetched in one call: its string
+    fields that refuse blank (declared with a min_length) and the others, its lists of
+    strings likewise, and its lists of nested request structs."""
+
+    __slots__ = ("filled", "filled_lists", "lists", "named", "nested", "scalars")
+
+    def __init__(
+        self,
+        scalars: list[tuple[str, str, bool]],
+        lists: list[tuple[str, str, bool]],
+        nested: list[tuple[str, str]],
+    ) -> None:
+        # (attribute, wire name, refuses blank) of each, to name one that breaks a rule.
+        self.named = scalars, lists, nested
+        self.filled = _getter([n for n, _, blank in scalars if blank])
+        self.scalars = _getter([n for n, _, blank in scalars if not blank])
+        self.filled_lists = _getter([n for n, _, blank in lists if blank])
+        self.lists = _getter([n for n, _, blank in lists if not blank])
+        self.nested = _getter([n for n, _ in nested])
+
+
+def _getter(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
+    if not names:
+        return lambda struct: ()
+    get = operator.attrgetter(*names)
+    return get if len(names) > 1 else lambda struct: (get(struct),)
+
+
+_strings_of: dict[type, _Strings] = {}
+
+
+def _strings(cls: type) -> _Strings:
+    # Built once per request type, at its first decode (the shim imports no msgspec.inspect).
+    import msgspec.inspect as mi
+
+    def members(t: mi.Type) -> list[mi.Type]:
+        if isinstance(t, mi.Metadata):
+            t = t.type
+        if isinstance(t, mi.UnionType):
+            return [m for u in t.types for m in members(u)]
+        return [t]
+
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType)
+    scalars: list[tuple[str, str, bool]] = []
+    lists: list[tuple[str, str, bool]] = []
+    nested: list[tuple[str, str]] = []
+    for f in info.fields:
+        kinds = members(f.type)
+        items = [i for m in kinds if isinstance(m, mi.ListType) for i in members(m.item_type)]
+        for found, into in (
+            ([m for m in kinds if isinstance(m, mi.StrType)], scalars),
+            ([i for i in items if isinstance(i, mi.StrType)], lists),
+        ):
+            if found:
+                into.append((f.name, f.encode_name, any((s.min_length or 0) > 0 for s in found)))
+        if any(isinstance(i, mi.StructType) and issubclass(i.cls, _Checked) for i in items):
+            nested.append((f.name, f.encode_name))
+        # The checks take a string field's value to be a string or None, a list's items
+        # strings: a field that mixed in another type would need a check of its own.
+        assert not any(isinstance(m, mi.StrType) for m in kinds) or all(
+            isinstance(m, (mi.StrType, mi.NoneType, mi.LiteralType)) for m in kinds
+        ), f.name
+    plan = _strings_of[cls] = _Strings(scalars, lists, nested)
+    return plan
+
+
+def _bad(value: str, refuses_blank: bool) -> bool:
+    return "\x00" in value or (refuses_blank and value.isspace())
+
+
+class _Checked(Struct):
+    """A struct a client sends: its strings obey the two rules above."""
+
+    def _check_strings(self) -> None:
+        """Raises msgspec.ValidationError naming the first string that breaks a rule."""
+        # Plain loops and no names on the way: a capture decodes thousands a second.
+        plan = _strings_of.get(type(self)) or _strings(type(self))
+        for value in plan.filled(self):
+            if value is not None and ("\x00" in value or value.isspace()):
+                self._refuse(plan)
+        for value in plan.scalars(self):
+            if value is not None and "\x00" in value:
+                self._refuse(plan)
+        for values in plan.filled_lists(self):
+            for value in values or ():
+                if "\x00" in value or value.isspace():
+                    self._refuse(plan)
+        for values in plan.lists(self):
+            for value in values or ():
+                if "\x00" in value:
+                    self._refuse(plan)
+        if plan.named[2]:
+            for (_, wire), values in zip(plan.named[2], plan.nested(self), strict=True):
+                for i, item in enumerate(values or ()):
+                    try:
+                        item._check_strings()
+                    except msgspec.ValidationError as exc:
+                        raise msgspec.ValidationError(f"{wire}[{i}].{exc}") from None
+
+    def _refuse(self, plan: _Strings) -> None:
+        scalars, lists, _ = plan.named
+        bad = [
+            (w, v) for n, w, b in scalars if isinstance(v := getattr(self, n), str) and _bad(v, b)
+        ]
+        bad += [
+            (f"{w}[{i}]", v)
+            for n, w, b in lists
+            for i, v in enumerate(getattr(self, n) or ())
+            if _bad(v, b)
+        ]
+        field, value = bad[0]
+        if "\x00" in value:
+            raise msgspec.ValidationError(f"{field} holds a NUL character")
+        raise msgspec.ValidationError(f"{field} is only whitespace (it may not be empty)")
+
+
+class Request(_Checked, tag_field="op", kw_only=True, forbid_unknown_fields=True):
     """Base of every client frame; ``id`` is chosen by the client and echoed in the reply."""
 
     id: Annotated[int, Meta(ge=0, le=2**53)] = 0
@@ -220,7 +347,7 @@ class Ping(Request, tag="ping"):
     """Round trip with no work; used by health checks and benchmarks."""
 
 
-class DependsOn(Struct, kw_only=True, forbid_unknown_fields=True):
+class DependsOn(_Checked, kw_only=True, forbid_unknown_fields=True):
     """A link from one memory to another it relies on, with why."""
 
     id: MemoryId
@@ -1524,7 +1651,9 @@ def decode_request(body: bytes) -> Request:
         msgspec.DecodeError: not msgpack at all.
         msgspec.ValidationError: msgpack, but not a valid request (unknown op, bad field).
     """
-    return _request_decoder.decode(body)
+    req: Request = _request_decoder.decode(body)
+    req._check_strings()
+    return req
 
 
 def decode_reply(body: bytes) -> Reply:

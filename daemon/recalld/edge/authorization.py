@@ -14,6 +14,20 @@ An id that does not belong to the caller is reported ``not_found``, exactly as o
 does not exist, so ids cannot be probed across workspaces or partitions. memory_search with
 ``auto_scope: false`` is the seed's explicit cross-project search and stays a read of every
 workspace's memories; ids found that way are shown and changed only from their own workspace.
+
+Handles that are not record ids are keys within the caller's workspace, and the store looks
+them up only there (no rule can check a key the store would then look up more widely):
+
+- a session, and work_result's episode (capture_episode's chain, work_result, work_search,
+  roll_up_experience, explain_node's episodes): the caller's workspace, and its agent unless
+  ``any_caller`` (admin:workspace) says any agent's; the same session name elsewhere is
+  another session;
+- an idempotency key: the caller's agent in the caller's workspace (a replay answers with
+  the first request's record, so a key shared across workspaces would hand one over);
+- a fact's subject (memory_store's supersession, memory_fact_resolve): the workspace's facts,
+  then the global ones, as a memory belongs.
+
+A key not found there is reported as one that does not exist anywhere.
 """
 
 from __future__ import annotations

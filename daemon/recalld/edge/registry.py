@@ -87,6 +87,7 @@ ROUTES: dict[type[p.Request], Route] = {
         episodes.capture, Rule(WRITE, other_workspace), job=episodes.capture_job
     ),
     p.WorkSearch: Route(episodes.search, Rule(READ, any_caller), read=True),
+    # Its episode or session is looked up in the caller's workspace (see authorization).
     p.WorkResult: Route(episodes.set_verdict, Rule(WRITE, any_caller)),
     p.Forget: Route(forget.forget, Rule(WRITE, None, one("record", "record_id"))),
     p.RecordExperience: Route(experiences.record, Rule(WRITE)),

@@ -11,7 +11,9 @@ It walks the request as the protocol declares it and treats each string by its m
   is refused (``invalid_request`` naming the field), and nothing of it is stored.
 
 Driven by the declarations, a new field is covered the moment it is declared: no handler
-has to remember to redact it. The walk plan of each request type is built once.
+has to remember to redact it. The walk plan of each request type is built once. (A NUL or a
+blank where text is required never gets this far: the protocol refuses it at decode, for
+every request, read or write.)
 """
 
 from __future__ import annotations
@@ -50,8 +52,6 @@ _Plan = Callable[[Any, str, _Walk], Any]
 
 
 def _free(value: str, where: str, walk: _Walk) -> str:
-    # A NUL is no text (PostgreSQL cannot store one): every engine keeps U+FFFD instead.
-    value = value.replace("\x00", "\ufffd")
     if not walk.redact_free:
         return value
     cleaned, kinds = redact(value)
@@ -60,8 +60,6 @@ def _free(value: str, where: str, walk: _Walk) -> str:
 
 
 def _identifier(value: str, where: str, walk: _Walk) -> str:
-    if "\x00" in value:
-        raise RecallError("invalid_request", f"{where} holds a NUL character")
     _cleaned, kinds = redact(value)
     if kinds:
         raise RecallError(

@@ -134,7 +134,7 @@ class EpisodeWrites:
         (the evaluation actor settles it); a duplicate or a replayed key answers with the
         stored one. Returns the reply and the new row, if one was written."""
         conn = self._conn
-        earlier = replayed(conn, who.agent, req.idempotency_key)
+        earlier = replayed(conn, who, req.idempotency_key)
         if earlier is not None:
             return _existing(conn, earlier, replayed=True), None
         workspace = req.workspace or who.workspace
@@ -155,12 +155,15 @@ class EpisodeWrites:
         else:
             prev_id = None
             if req.session_id is not None:
-                # The chain stays one chain when two daemons capture into one session.
-                conn.lock("session", req.session_id, who.agent, str(who.uid))
+                # The chain stays one chain when two daemons capture into one session. A
+                # session is the agent's within its workspace: the same name elsewhere is
+                # another chain (its ids are not this one's to see).
+                conn.lock("session", workspace, req.session_id, who.agent, str(who.uid))
                 prev = conn.execute(
-                    "SELECT id FROM records WHERE session = ? AND kind = 'episode'"
-                    " AND agent = ? AND uid = ? ORDER BY rowid DESC LIMIT 1",
-                    (req.session_id, who.agent, who.uid),
+                    "SELECT id FROM records WHERE workspace = ? AND session = ?"
+                    " AND kind = 'episode' AND agent = ? AND uid = ?"
+                    " ORDER BY rowid DESC LIMIT 1",
+                    (workspace, req.session_id, who.agent, who.uid),
                 ).fetchone()
                 prev_id = prev[0] if prev else None
             record_id = new_id("ep")
@@ -213,16 +216,18 @@ class EpisodeWrites:
                 trust=trust.trust,
                 blocked=trust.blocked,
             )
-        remember_key(conn, who.agent, req.idempotency_key, result.record_id, now)
+        remember_key(conn, who, req.idempotency_key, result.record_id, now)
         return result, rowid
 
     def set_verdict(
         self, who: Principal, req: p.WorkResult, now: float
     ) -> tuple[p.VerdictSet, list[int]]:
-        """Set task_result and verdict_at on one episode or a whole session; returns the
-        reply and the rows it changed (episodes waiting for this verdict can settle now)."""
-        where = "r.kind = 'episode' AND r.uid = ? AND r.tombstoned_at IS NULL"
-        params: list[Any] = [who.uid]
+        """Set task_result and verdict_at on one episode or a whole session of the caller's
+        workspace (as work_search shows them); returns the reply and the rows it changed
+        (episodes waiting for this verdict can settle now). Another workspace's episode or
+        session is not found, exactly as one that does not exist."""
+        where = "r.kind = 'episode' AND r.workspace = ? AND r.uid = ? AND r.tombstoned_at IS NULL"
+        params: list[Any] = [who.workspace, who.uid]
         if not req.any_caller:
             where += " AND r.agent = ?"
             params.append(who.agent)
@@ -230,7 +235,6 @@ class EpisodeWrites:
             where += " AND r.id = ?"
             params.append(req.episode_id)
         else:
-            # Session ids are unique; a session that moved between workspaces is still one.
             where += " AND r.session = ?"
             params.append(req.session_id)
         rows = self._conn.execute(
@@ -240,7 +244,10 @@ class EpisodeWrites:
         ).fetchall()
         if not rows:
             what = f"episode {req.episode_id}" if req.episode_id else f"session {req.session_id}"
-            raise RecallError("not_found", f"no {what} of agent {who.agent!r} to judge")
+            whose = "" if req.any_caller else f" of agent {who.agent!r}"
+            raise RecallError(
+                "not_found", f"no {what}{whose} in workspace {who.workspace} to judge"
+            )
         verdict_at = req.verdict_at if req.verdict_at is not None else now
         # Re-sending the same verdict changes nothing (not even verdict_at).
         changed = [rowid for rowid, current in rows if current != req.task_result]

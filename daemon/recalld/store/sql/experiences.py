@@ -236,7 +236,7 @@ class ExperienceWrites:
         replayed key), merge or insert its lessons and link them; what was written goes to
         ``written``, for after the COMMIT."""
         conn = self._conn
-        earlier = replayed(conn, who.agent, req.idempotency_key)
+        earlier = replayed(conn, who, req.idempotency_key)
         if earlier is not None:
             return self._existing(earlier, replayed=True)
         digest = content_hash(
@@ -256,7 +256,7 @@ class ExperienceWrites:
             result = p.ExperienceRecorded(
                 id=0, record_id=record_id, lessons=recorded_lessons(conn, merged)
             )
-        remember_key(conn, who.agent, req.idempotency_key, result.record_id, now)
+        remember_key(conn, who, req.idempotency_key, result.record_id, now)
         return result
 
     def _insert(

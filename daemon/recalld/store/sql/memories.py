@@ -370,7 +370,7 @@ class MemoryWrites:
             raise RecallError(
                 "invalid_request", "subject applies to facts; store it with kind 'fact'"
             )
-        earlier = replayed(conn, who.agent, req.idempotency_key)
+        earlier = replayed(conn, who, req.idempotency_key)
         if earlier is not None:
             return p.MemoryStored(
                 id=0,
@@ -389,7 +389,7 @@ class MemoryWrites:
             (workspace, digest),
         ).fetchone()
         if row is not None:
-            remember_key(conn, who.agent, req.idempotency_key, row[0], now)
+            remember_key(conn, who, req.idempotency_key, row[0], now)
             return p.MemoryStored(
                 id=0,
                 record_id=row[0],
@@ -494,7 +494,7 @@ class MemoryWrites:
                     )
             superseded += decision.supersedes
         _event(conn, now, who, record_id, "stored")
-        remember_key(conn, who.agent, req.idempotency_key, record_id, now)
+        remember_key(conn, who, req.idempotency_key, record_id, now)
         return p.MemoryStored(
             id=0,
             record_id=record_id,

@@ -10,6 +10,7 @@ import numpy as np
 from recall_client import protocol as p
 
 from ...domain.policy import HARD_TRUST_FLOOR, SUCCESS_STATUSES
+from ...domain.principal import Principal
 from ...errors import RecallError
 from ..port import Ownership
 from .db import Db
@@ -36,23 +37,30 @@ def key_digest(key: str) -> str:
     return hashlib.blake2b(key.encode(), digest_size=16, person=b"recalld-idem").hexdigest()
 
 
-def replayed(conn: Db, agent: str, key: str | None) -> str | None:
-    """The record an earlier request of ``agent`` with idempotency key ``key`` wrote."""
+def replayed(conn: Db, who: Principal, key: str | None) -> str | None:
+    """The record an earlier request of ``who`` with idempotency key ``key`` wrote."""
     if key is None:
         return None
     row = conn.execute(
-        "SELECT record_id FROM idempotency WHERE agent = ? AND key = ?", (agent, key_digest(key))
+        "SELECT record_id FROM idempotency WHERE agent = ? AND key = ?",
+        (who.agent, _scoped(who, key)),
     ).fetchone()
     return None if row is None else str(row[0])
 
 
-def remember_key(conn: Db, agent: str, key: str | None, record_id: str, now: float) -> None:
-    """Record that ``agent``'s request with ``key`` wrote ``record_id`` (no-op without a key)."""
+def remember_key(conn: Db, who: Principal, key: str | None, record_id: str, now: float) -> None:
+    """Record that ``who``'s request with ``key`` wrote ``record_id`` (no-op without a key)."""
     if key is not None:
         conn.execute(
             "INSERT INTO idempotency (agent, key, record_id, created_at) VALUES (?, ?, ?, ?)",
-            (agent, key_digest(key), record_id, now),
+            (who.agent, _scoped(who, key), record_id, now),
         )
+
+
+def _scoped(who: Principal, key: str) -> str:
+    # A key is the caller's in its workspace: the same agent name in another workspace using
+    # the same key neither replays this record (its id, its lessons) nor collides with it.
+    return key_digest(f"{who.workspace}\0{key}")
 
 
 def visibility(chosen: str | None) -> str:
@@ -130,12 +138,6 @@ class RecordReads:
 class RecordWrites:
     def __init__(self, conn: Db) -> None:
         self._conn = conn
-
-    def replayed(self, agent: str, key: str | None) -> str | None:
-        return replayed(self._conn, agent, key)
-
-    def remember_key(self, agent: str, key: str | None, record_id: str, now: float) -> None:
-        remember_key(self._conn, agent, key, record_id, now)
 
     def forget(self, record_id: str, now: float) -> tuple[p.Forgotten, int | None]:
         """Tombstone one record and drop its vector row; returns the reply and the rowid to
