@@ -167,19 +167,20 @@ class _ImportStats:
     def fail(self, lineno: int, message: str) -> None:
         self.failed.append(f"line {lineno}: {message}")
 
-    def count(self, row: p.ExportedRecord, outcome: str) -> None:
+    def count(self, row: p.ExportedRecord, outcome: p.ImportOutcome) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
-        if outcome != "expired":
-            self.kinds[row.kind] = self.kinds.get(row.kind, 0) + 1
+        self.kinds[row.kind] = self.kinds.get(row.kind, 0) + 1
 
     def summary(self) -> str:
-        kinds = ", ".join(f"{n} {kind}s" for kind, n in sorted(self.kinds.items()))
+        kinds = ", ".join(
+            f"{n} {'memories' if kind == 'memory' else kind + 's'}"
+            for kind, n in sorted(self.kinds.items())
+        )
         o = self.outcomes
         return (
             f"imported {sum(self.kinds.values())} records ({kinds or 'none'}): "
             f"{o.get('new', 0)} new, {o.get('present', 0)} already there, "
-            f"{o.get('duplicate', 0)} duplicates of stored records; "
-            f"{o.get('expired', 0)} expired skipped; {len(self.failed)} failed"
+            f"{o.get('duplicate', 0)} duplicates of stored records; {len(self.failed)} failed"
         )
 
 
@@ -582,8 +583,9 @@ def add_commands(sub: Any) -> None:
     ex = sub.add_parser(
         "export",
         help="write records as JSON Lines",
-        description="Write every live record (default: memories) as JSON Lines, one record "
-        "with all its fields per line, as the store holds it: a memory with its metadata "
+        description="Write every record (default: memories) as JSON Lines, one record with "
+        "all its fields per line, as the store holds it (forgotten ones too, with their "
+        "tombstoned_at: they are never served, and kept): a memory with its metadata "
         "(a fact's subject and supersession), labels, links, paths, uses and events; an "
         "episode with its chain and verdict; an experience with its roll-up and lessons; a "
         "lesson with its support. `recallctl import` stores them again as they were. A "

@@ -1337,14 +1337,13 @@ class ExperienceRolledUp(Reply, tag="experience_rolled_up"):
 # The export row is the record as the store holds it: one field per column of its tables
 # (the store builds its export and import statements from these fields, and a test checks
 # them against the live schema), the rows attached to it nested by kind. What is left out
-# is the install's own: rowids, the uid and owner that wrote it, whether its vector is made,
-# idempotency keys, use-token nonces (see recalld.store.sql.operations.NOT_EXPORTED).
+# is the install's own or made from the rest: rowids, the uid and owner that wrote it,
+# whether its vector is made, its content hash, idempotency keys, use-token nonces (see
+# recalld.store.sql.operations.NOT_EXPORTED).
 # Bounds are the write requests': import decodes a row as an Import request and the ingest
 # stage sanitises it like any write.
 
 RecordKind = Literal["memory", "episode", "experience", "lesson"]
-# A content hash as the store keeps it (16 bytes), in hex.
-ContentHash = Annotated[str, Meta(pattern=r"^[0-9a-f]{32}$")]
 # A session as a record keeps it (a write may have named it empty).
 StoredSession = Annotated[str, Meta(max_length=200)]
 # Lists a record gathers over its life (uses, events): bounded by the frame, and by this.
@@ -1469,12 +1468,13 @@ class ExportedLesson(Struct, kw_only=True, forbid_unknown_fields=True):
 
     support: int = 0
     confidence: float = 0.0
-    # The experiences behind it (forgotten ones too: a link outlives its experience).
+    # The experiences behind it (forgotten ones too: a link outlives its experience; only
+    # live ones count towards support).
     experiences: Annotated[list[ExportedLessonLink], Meta(max_length=MAX_HISTORY)] = []
 
 
 class ExportedRecord(Struct, kw_only=True, forbid_unknown_fields=True):
-    """One live record as ``recallctl export`` writes it (a JSON Lines row) and import reads
+    """One record as ``recallctl export`` writes it (a JSON Lines row) and import reads
     it: its ``records`` row, and the part of its kind."""
 
     id: RecordId
@@ -1492,9 +1492,10 @@ class ExportedRecord(Struct, kw_only=True, forbid_unknown_fields=True):
     trust: UnitScore
     eligibility: Label
     expires_at: Seconds | None = None
+    # When it was forgotten: it is never served again, and kept (as in the store) so that
+    # what links to it stays explainable and searches rank the others as before.
+    tombstoned_at: Seconds | None = None
     visibility: Visibility = "private"
-    # What dedups it against later writes; import keeps it unless its text was redacted.
-    content_hash: ContentHash
     # The part of its kind (UNSET fields are left out of the encoding).
     memory: ExportedMemory | msgspec.UnsetType = msgspec.UNSET
     episode: ExportedEpisode | msgspec.UnsetType = msgspec.UNSET
@@ -1510,12 +1511,15 @@ class ExportPage(Reply, tag="export_page"):
     total: int | None = None
 
 
+ImportOutcome = Literal["new", "present", "duplicate"]
+
+
 class Imported(Reply, tag="imported"):
     """What one Import request did, row by row in its order."""
 
-    # "new", "present" (its id is there already), "duplicate" (the same content under
-    # another id), "expired" (skipped); or an error naming what was wrong with the row.
-    outcomes: list[str]
+    # "new", "present" (its id is there already), or "duplicate" (the same live content
+    # under another id: left alone).
+    outcomes: list[ImportOutcome]
     # Rows whose free text the ingest stage redacted.
     redacted: int = 0
 

@@ -14,7 +14,6 @@ import msgspec
 import numpy as np
 from recall_client import protocol as p
 
-from ..domain.ids import content_hash
 from ..domain.policy import eligibility
 from ..domain.principal import Principal
 from ..errors import RecallError
@@ -65,15 +64,9 @@ class _Reindex(RequestJob):
 
 
 async def export_page(services: Services, who: Principal, req: p.Export) -> p.ExportPage:
-    """One page of live records in rowid order (tombstoned and expired ones are gone).
-
-    Experience rows carry their class, strategy, status, tool_calls, minutes, files and live
-    lessons (what import records them again from); lesson rows their support, confidence and
-    the experiences behind them.
-    """
-    now = time.time()
+    """One page of records in rowid order, each as its tables hold it (``ExportedRecord``)."""
     page: p.ExportPage = await services.read_aside(
-        lambda r: r.ops.export_page(req.after, req.limit, req.workspace, req.kind, now, PAGE_BYTES)
+        lambda r: r.ops.export_page(req.after, req.limit, req.workspace, req.kind, PAGE_BYTES)
     )
     return page
 
@@ -83,9 +76,9 @@ class _Import(RequestJob):
 
     __slots__ = ()
 
-    def apply(self, tx: WriteTx, now: float) -> list[str]:
+    def apply(self, tx: WriteTx, now: float) -> list[p.ImportOutcome]:
         req: p.Import = self.clean.request
-        outcomes, rowids = tx.ops.import_records(req.records, self.principal.uid, now)
+        outcomes, rowids = tx.ops.import_records(req.records, self.principal.uid)
         # Evaluation settles what is pending; the embedding actor embeds them all.
         self.new_rowids.extend(rowids)
         return outcomes
@@ -93,9 +86,8 @@ class _Import(RequestJob):
 
 def _ingest_import(req: p.Import) -> tuple[stage.Ingested, int]:
     """The ingest stage over every row (free text redacted, NULs replaced, a secret in an
-    identifier refused), then what the stage's changes mean for each row: a redacted text is
-    other content, and no row is trusted more than its text earns; with how many rows the
-    stage changed.
+    identifier refused), and no row trusted more than its text earns; with how many rows
+    the stage changed.
 
     Raises:
         RecallError: ``invalid_request`` naming the row (``records[i]``) and field.
@@ -107,8 +99,6 @@ def _ingest_import(req: p.Import) -> tuple[stage.Ingested, int]:
     for before, row in zip(req.records, cleaned.records, strict=True):
         changed += row is not before
         changes: dict[str, object] = {}
-        if row.text != before.text:
-            changes["content_hash"] = content_hash(row.kind, row.text).hex()
         judged = score(row.text)
         if judged.blocked:
             changes.update(trust=min(row.trust, judged.trust), eligibility="blocked")
@@ -130,7 +120,7 @@ async def import_records(services: Services, who: Principal, req: p.Import) -> p
     """
     job = _Import(who, req)
     job.ingested, changed = await anyio.to_thread.run_sync(_ingest_import, req)
-    outcomes: list[str] = await services.write(job)
+    outcomes: list[p.ImportOutcome] = await services.write(job)
     services.wake_embedding()
     return p.Imported(id=0, outcomes=outcomes, redacted=changed)
 

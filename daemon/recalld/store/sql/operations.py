@@ -16,13 +16,28 @@ import msgspec
 import numpy as np
 from recall_client import protocol as p
 
+from ...domain.dedup import (
+    episode_digest,
+    experience_digest,
+    lesson_digest,
+    memory_digest,
+    rollup_digest,
+)
 from ...domain.policy import confidence, subject_key
 from ..port import ApprovalRow, CredentialRow, DoctorFigures
 from .db import Db
 from .experiences import lesson_stats
 from .filters import marks
 
-__all__ = ["NOT_EXPORTED", "TABLES", "OperationReads", "OperationWrites", "columns"]
+__all__ = [
+    "INSTALL_TABLES",
+    "NOT_EXPORTED",
+    "TABLES",
+    "OperationReads",
+    "OperationWrites",
+    "columns",
+    "digest",
+]
 
 _json = msgspec.json.Encoder()
 _strings = msgspec.json.Decoder(list[str])
@@ -54,7 +69,7 @@ NOT_EXPORTED: dict[str, dict[str, str]] = {
         "rowid": _ROWID,
         "uid": "the OS user the daemon serves: the importing connection's",
         "embed_state": "vectors are the install's model's: the import is embedded again",
-        "tombstoned_at": "only live records are exported",
+        "content_hash": "made from the record by its kind's rule (domain.dedup)",
         # PostgreSQL's alone:
         "owner": "the database role that writes the import",
         "tsv": "the full-text index, made from text",
@@ -108,8 +123,6 @@ def _value(column: str, value: Any) -> Any:
         return _strings.decode(value)
     if column in _BOOL_COLUMNS:
         return bool(value)
-    if column == "content_hash":
-        return bytes(value).hex()
     return value
 
 
@@ -118,9 +131,22 @@ def _stored(column: str, value: Any) -> Any:
         return _json.encode(value).decode()
     if column in _BOOL_COLUMNS:
         return int(value)
-    if column == "content_hash":
-        return bytes.fromhex(value)
     return value
+
+
+def digest(row: p.ExportedRecord) -> bytes:
+    """The content hash of ``row`` by its kind's rule."""
+    if isinstance(row.episode, p.ExportedEpisode):
+        e = row.episode
+        return episode_digest(row.agent, row.session, row.ts, e.tool, e.status, row.text)
+    if isinstance(row.experience, p.ExportedExperience):
+        x = row.experience
+        if x.rollup is not None:
+            return rollup_digest(x.rollup.session)
+        return experience_digest(row.text, x.status, x.strategy, row.session)
+    if row.kind == "lesson":
+        return lesson_digest(row.text)
+    return memory_digest(row.text)
 
 
 class _Rows:
@@ -156,15 +182,15 @@ class OperationReads:
         limit: int,
         workspace: str | None,
         kind: str | None,
-        now: float,
         page_bytes: int,
     ) -> p.ExportPage:
-        """One page of live records in rowid order (tombstoned and expired ones are gone),
-        each with the rows attached to it; at most about ``page_bytes`` encoded, and at
-        least one record."""
+        """One page of records in rowid order, forgotten and expired ones too (the store
+        keeps them: links to them stay explainable, and they count in the text index's
+        statistics), each with the rows attached to it; at most about ``page_bytes``
+        encoded, and at least one record."""
         conn = self._conn
-        where = "tombstoned_at IS NULL AND (expires_at IS NULL OR expires_at > ?)"
-        params: list[object] = [now]
+        where = "TRUE"
+        params: list[object] = []
         if workspace is not None:
             where += " AND workspace = ?"
             params.append(workspace)
@@ -250,7 +276,6 @@ class OperationReads:
         found = _Rows(conn, "experiences").by("rowid", experiences)
         rollups = _Rows(conn, "experience_rollups").by("rowid", experiences)
         links: dict[int, list[dict[str, Any]]] = {r: [] for r in [*experiences, *lessons]}
-        # Links to live records only: a forgotten one is not exported, nor can be linked.
         for mine, column, other in (
             (experiences, "experience_rowid", "lesson_rowid"),
             (lessons, "lesson_rowid", "experience_rowid"),
@@ -259,7 +284,7 @@ class OperationReads:
                 continue
             for rowid, other_id, created_at in conn.execute(
                 f"SELECT ls.{column}, x.id, ls.created_at FROM lesson_support ls"
-                f" JOIN records x ON x.rowid = ls.{other} AND x.tombstoned_at IS NULL"
+                f" JOIN records x ON x.rowid = ls.{other}"
                 f" WHERE ls.{column} IN ({marks(mine)}) ORDER BY ls.{column}, x.rowid",
                 mine,
             ):
@@ -337,19 +362,16 @@ class OperationWrites:
         self._conn = conn
 
     def import_records(
-        self, rows: Sequence[p.ExportedRecord], uid: int, now: float
-    ) -> tuple[list[str], list[int]]:
+        self, rows: Sequence[p.ExportedRecord], uid: int
+    ) -> tuple[list[p.ImportOutcome], list[int]]:
         """Store exported records again as they were; the outcome of each row (see
         ``protocol.Imported``) and the rowids written.
 
-        A row whose id is there already, or whose content is (live, under another id), is
+        A row whose id is there already, or whose live content is (under another id), is
         left alone. Lesson support is linked by whichever end comes second."""
-        outcomes: list[str] = []
+        outcomes: list[p.ImportOutcome] = []
         written: list[int] = []
         for row in rows:
-            if row.expires_at is not None and row.expires_at <= now:
-                outcomes.append("expired")
-                continue
             outcome = self._present(row)
             if outcome is None:
                 written.append(self._insert(row, uid))
@@ -357,15 +379,19 @@ class OperationWrites:
             outcomes.append(outcome)
         return outcomes, written
 
-    def _present(self, row: p.ExportedRecord) -> str | None:
+    def _present(self, row: p.ExportedRecord) -> p.ImportOutcome | None:
         conn = self._conn
         if conn.execute("SELECT 1 FROM records WHERE id = ?", (row.id,)).fetchone():
             return "present"
-        if conn.execute(
-            "SELECT 1 FROM records WHERE workspace = ? AND kind = ? AND content_hash = ?"
-            " AND tombstoned_at IS NULL",
-            (row.workspace, row.kind, bytes.fromhex(row.content_hash)),
-        ).fetchone():
+        # The dedup index holds live records only.
+        if (
+            row.tombstoned_at is None
+            and conn.execute(
+                "SELECT 1 FROM records WHERE workspace = ? AND kind = ? AND content_hash = ?"
+                " AND tombstoned_at IS NULL",
+                (row.workspace, row.kind, digest(row)),
+            ).fetchone()
+        ):
             return "duplicate"
         return None
 
@@ -380,8 +406,8 @@ class OperationWrites:
     def _insert(self, row: p.ExportedRecord, uid: int) -> int:
         conn = self._conn
         cols = columns("records")
-        names = ["uid", *(c for c, _ in cols)]
-        values = [uid, *(_stored(c, getattr(row, c)) for c, _ in cols)]
+        names = ["uid", "content_hash", *(c for c, _ in cols)]
+        values = [uid, digest(row), *(_stored(c, getattr(row, c)) for c, _ in cols)]
         rowid = conn.insert_record(
             f"INSERT INTO records ({', '.join(names)}) VALUES ({marks(names)})", values, row.text
         )
@@ -438,7 +464,7 @@ class OperationWrites:
         already (the other end links those that come later)."""
         for link in links:
             other = self._conn.execute(
-                "SELECT rowid FROM records WHERE id = ? AND tombstoned_at IS NULL", (link.id,)
+                "SELECT rowid FROM records WHERE id = ?", (link.id,)
             ).fetchone()
             if other is None:
                 continue
