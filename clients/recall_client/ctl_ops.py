@@ -131,7 +131,8 @@ _row_decoder = msgspec.json.Decoder(p.ExportedRecord)
 IMPORT_ROWS = 500
 IMPORT_BYTES = 1024 * 1024
 MAX_REPORTED_ERRORS = 20
-_ROW_AT = re.compile(r"records\[(\d+)\]")
+# Where the daemon's error names the row it refused (``records[3].text``); the line says it.
+_ROW_AT = re.compile(r"records\[(\d+)\](?::\s|\.)?")
 
 
 def _read_lines(path: str) -> list[bytes]:
@@ -199,7 +200,7 @@ async def _send(
                     stats.fail(lineno, f"{exc.code}: {exc.message}")
                 return
             lineno, _ = batch.pop(int(at.group(1)))
-            stats.fail(lineno, f"{exc.code}: {exc.message}")
+            stats.fail(lineno, f"{exc.code}: {_ROW_AT.sub('', exc.message, count=1)}")
             continue
         for (_, row), outcome in zip(batch, reply.outcomes, strict=True):
             stats.count(row, outcome)

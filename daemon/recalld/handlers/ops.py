@@ -111,13 +111,39 @@ def _ingest_import(req: p.Import) -> tuple[stage.Ingested, int]:
     return ingested, changed
 
 
+# The part of an export row each kind has; an episode and an experience cannot be without.
+_PARTS = ("memory", "episode", "experience", "lesson")
+_NEEDED = ("episode", "experience")
+
+
+def _check_parts(req: p.Import) -> None:
+    """Each row carries the part of its kind, and no other.
+
+    Raises:
+        RecallError: ``invalid_request`` naming the row (``records[i]``).
+    """
+    for i, row in enumerate(req.records):
+        for part in _PARTS:
+            given = getattr(row, part) is not msgspec.UNSET
+            if given and part != row.kind:
+                raise RecallError(
+                    "invalid_request", f"records[{i}]: a {row.kind} row has no {part} part"
+                )
+            if not given and part == row.kind and part in _NEEDED:
+                raise RecallError(
+                    "invalid_request",
+                    f"records[{i}]: an {part} row needs its {part} part (as export writes it)",
+                )
+
+
 async def import_records(services: Services, who: Principal, req: p.Import) -> p.Imported:
     """Store exported records again as they were, each row through the ingest stage.
 
     Raises:
-        RecallError: ``invalid_request`` naming the row (``records[i]``) the ingest stage
-            refused; nothing of the request is stored then.
+        RecallError: ``invalid_request`` naming the row (``records[i]``) that is not a
+            record, or that the ingest stage refused; nothing of the request is stored then.
     """
+    _check_parts(req)
     job = _Import(who, req)
     job.ingested, changed = await anyio.to_thread.run_sync(_ingest_import, req)
     outcomes: list[p.ImportOutcome] = await services.write(job)
