@@ -144,18 +144,18 @@ async def test_import_stores_facts_again_as_they_were(
     await target.start()
     out = ctl(target, "import", str(dump))
     assert out.returncode == 0, out.stderr
+    # The current fact ranks first; the superseded one is still a fact, marked so.
+    async with target.client(workspace="/ws/one") as rc:
+        hits = (await rc.call(p.MemorySearch(query="db host"), p.MemorySearchResult)).hits
+        shown = await rc.call(p.MemoryShow(memory_id=old.record_id), p.MemoryShown)
+    assert hits[0].id == new.record_id
+    assert shown.memory.kind == "fact" and shown.memory.superseded_by == new.record_id
     assert "imported 8 records (8 memories): 8 new" in out.stderr
 
     again = ctl(target, "import", str(dump))
     assert again.returncode == 0
     assert "8 already there" in again.stderr
     assert ctl(target, "export").stdout.splitlines() == dump.read_text().splitlines()
-    # The current fact ranks first; the superseded one is marked so.
-    async with target.client(workspace="/ws/one") as rc:
-        hits = (await rc.call(p.MemorySearch(query="db host"), p.MemorySearchResult)).hits
-        shown = await rc.call(p.MemoryShow(memory_id=old.record_id), p.MemoryShown)
-    assert hits[0].id == new.record_id
-    assert shown.memory.kind == "fact" and shown.memory.superseded_by == new.record_id
     assert await target.stop() == 0
 
 
