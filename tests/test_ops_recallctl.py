@@ -109,7 +109,7 @@ async def test_export_writes_every_memory_with_its_fields(
     assert "\r" not in out.stderr
 
 
-async def test_export_pages_through_many_records(running_daemon: DaemonProcess) -> None:
+async def test_export_and_import_page_through_many_records(running_daemon: DaemonProcess) -> None:
     async with running_daemon.client() as rc:
         async with anyio.create_task_group() as tg:
             for i in range(1200):
@@ -118,6 +118,10 @@ async def test_export_pages_through_many_records(running_daemon: DaemonProcess) 
     assert out.returncode == 0, out.stderr
     texts = [json.loads(line)["text"] for line in out.stdout.splitlines()]
     assert sorted(texts) == sorted(f"bulk record number {i}" for i in range(1200))
+    # Imported again in requests of a few hundred rows: every row is there already.
+    again = ctl(running_daemon, "import", "-", stdin=out.stdout)
+    assert again.returncode == 0, again.stderr
+    assert "imported 1200 records (1200 memories): 0 new, 1200 already there" in again.stderr
 
 
 async def test_import_stores_facts_again_as_they_were(

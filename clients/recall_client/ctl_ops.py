@@ -127,9 +127,11 @@ async def _export(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- import
 
 _row_decoder = msgspec.json.Decoder(p.ExportedRecord)
-# One Import request: at most this many rows, and about this many bytes (the frame is 4 MiB).
+# One Import request: at most this many rows, and this many bytes of them encoded, or one
+# row alone (the frame is 4 MiB).
 IMPORT_ROWS = 500
 IMPORT_BYTES = 1024 * 1024
+MAX_ROW_BYTES = p.MAX_FRAME - 64 * 1024
 MAX_REPORTED_ERRORS = 20
 # Where the daemon's error names the row it refused (``records[3].text``); the line says it.
 _ROW_AT = re.compile(r"records\[(\d+)\](?::\s|\.)?")
@@ -228,11 +230,16 @@ async def _import(args: argparse.Namespace) -> int:
                 except ValueError as exc:
                     stats.fail(lineno, str(exc))
                     continue
-                batch.append((lineno, row))
-                size += len(line)
-                if len(batch) == IMPORT_ROWS or size >= IMPORT_BYTES:
+                # As the request carries it: a request stays inside the frame.
+                encoded = len(msgspec.msgpack.encode(row))
+                if encoded > MAX_ROW_BYTES:
+                    stats.fail(lineno, f"{encoded} bytes encoded: a row is at most {MAX_ROW_BYTES}")
+                    continue
+                if batch and (len(batch) == IMPORT_ROWS or size + encoded > IMPORT_BYTES):
                     await _send(rc, batch, stats)
                     batch, size = [], 0
+                batch.append((lineno, row))
+                size += encoded
             await _send(rc, batch, stats)
     finally:
         bar.close()

@@ -1346,8 +1346,9 @@ class ExperienceRolledUp(Reply, tag="experience_rolled_up"):
 RecordKind = Literal["memory", "episode", "experience", "lesson"]
 # A session as a record keeps it (a write may have named it empty).
 StoredSession = Annotated[str, Meta(max_length=200)]
-# Lists a record gathers over its life (uses, events): bounded by the frame, and by this.
-MAX_HISTORY = 100_000
+# Lists a record gathers over its life (uses, events, lesson links): bounded by this, and
+# by the frame one export page or import request travels in.
+MAX_HISTORY = 10_000
 
 
 class ExportedLink(Struct, kw_only=True, forbid_unknown_fields=True):
