@@ -166,6 +166,7 @@ class _ImportStats:
         self.outcomes: dict[str, int] = {}
         self.kinds: dict[str, int] = {}
         self.failed: list[str] = []
+        self.redacted = 0
 
     def fail(self, lineno: int, message: str) -> None:
         self.failed.append(f"line {lineno}: {message}")
@@ -183,7 +184,8 @@ class _ImportStats:
         return (
             f"imported {sum(self.kinds.values())} records ({kinds or 'none'}): "
             f"{o.get('new', 0)} new, {o.get('present', 0)} already there, "
-            f"{o.get('duplicate', 0)} duplicates of stored records; {len(self.failed)} failed"
+            f"{o.get('duplicate', 0)} duplicates of stored records; "
+            f"{self.redacted} redacted; {len(self.failed)} failed"
         )
 
 
@@ -206,6 +208,7 @@ async def _send(
             continue
         for (_, row), outcome in zip(batch, reply.outcomes, strict=True):
             stats.count(row, outcome)
+        stats.redacted += reply.redacted
         return
 
 

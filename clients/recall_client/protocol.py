@@ -1521,7 +1521,7 @@ class Imported(Reply, tag="imported"):
     # "new", "present" (its id is there already), or "duplicate" (the same live content
     # under another id: left alone).
     outcomes: list[ImportOutcome]
-    # Rows whose free text the ingest stage redacted.
+    # Rows the ingest stage changed (a secret redacted, a NUL replaced).
     redacted: int = 0
 
 
