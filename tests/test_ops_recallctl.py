@@ -170,6 +170,8 @@ async def test_import_goes_through_ingest_and_reports_bad_lines_by_number(
     good = [json.loads(x) for x in ctl(running_daemon, "export").stdout.splitlines()]
     assert len(good) == 6
 
+    memory = good[5]["memory"]
+
     def row(i: int, **fields: object) -> bytes:
         return json.dumps({**good[i], "id": f"mem_imported{i}", **fields}).encode()
 
@@ -181,17 +183,19 @@ async def test_import_goes_through_ingest_and_reports_bad_lines_by_number(
         row(2, text="", workspace="/ws/imp"),
         row(3, text="its workspace names a secret", workspace="/ws/AKIAIOSFODNN7EXAMPLE"),
         row(4, text="a NUL\u0000 inside", workspace="/ws/imp"),
+        row(5, text="a fact of nothing", workspace="/ws/imp", memory={**memory, "kind": "fact"}),
         b"",
     ]
     code, err = import_bytes(running_daemon, b"\n".join(lines))
     assert code == 1
     assert "Traceback" not in err
     assert "imported 3 records (3 memories): 3 new" in err
-    assert "; 2 redacted; 4 failed" in err
+    assert "; 2 redacted; 5 failed" in err
     assert "line 2: not an export row" in err
     assert "line 3: not UTF-8 text" in err
     assert "line 5: not an export row" in err and "$.text" in err
     assert "line 6: invalid_request: workspace holds what looks like a secret" in err
+    assert "line 8: invalid_request: a fact has a subject, and only a fact does" in err
     imported = {
         r["id"]: r
         for r in map(

@@ -117,7 +117,7 @@ _NEEDED = ("episode", "experience")
 
 
 def _check_parts(req: p.Import) -> None:
-    """Each row carries the part of its kind, and no other.
+    """Each row carries the part of its kind, and no other; a fact its subject.
 
     Raises:
         RecallError: ``invalid_request`` naming the row (``records[i]``).
@@ -134,6 +134,12 @@ def _check_parts(req: p.Import) -> None:
                     "invalid_request",
                     f"records[{i}]: an {part} row needs its {part} part (as export writes it)",
                 )
+        memory = row.memory
+        if isinstance(memory, p.ExportedMemory) and (memory.kind == "fact") != bool(memory.subject):
+            # As memory_store has it: a fact is about a subject, an entry about none.
+            raise RecallError(
+                "invalid_request", f"records[{i}]: a fact has a subject, and only a fact does"
+            )
 
 
 async def import_records(services: Services, who: Principal, req: p.Import) -> p.Imported:

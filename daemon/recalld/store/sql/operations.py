@@ -462,9 +462,10 @@ class OperationWrites:
     def _link(self, rowid: int, links: Sequence[p.ExportedLessonLink], *, lesson_end: bool) -> None:
         """Support links between ``rowid`` and the records ``links`` name that are here
         already (the other end links those that come later)."""
+        kind = "experience" if lesson_end else "lesson"
         for link in links:
             other = self._conn.execute(
-                "SELECT rowid FROM records WHERE id = ?", (link.id,)
+                "SELECT rowid FROM records WHERE id = ? AND kind = ?", (link.id, kind)
             ).fetchone()
             if other is None:
                 continue
