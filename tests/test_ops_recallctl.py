@@ -209,6 +209,36 @@ async def test_import_goes_through_ingest_and_reports_bad_lines_by_number(
     assert imported["mem_imported4"]["text"] == "a NUL\ufffd inside"
 
 
+async def test_import_stores_a_repeated_item_once_and_a_rolled_up_session_once(
+    running_daemon: DaemonProcess,
+) -> None:
+    d = running_daemon
+    await seed(d)
+    async with d.client(agent="alice", workspace="/ws/one") as rc:
+        await rc.call(
+            p.CaptureEpisode(summary="ran the tests", session_id="s-9"), p.EpisodeCaptured
+        )
+        rolled = await rc.call(p.RollUpExperience(session="s-9"), p.ExperienceRolledUp)
+    rows = [json.loads(x) for x in ctl(d, "export", "--kind", "all").stdout.splitlines()]
+    memory = rows[0]
+    path = {"path": "src/app.py", "anchored": 1}
+    link = {"rel": "depends_on", "dst_id": rows[1]["id"], "note": None}
+    memory.update(id="mem_repeated", text="a note with repeats", workspace="/ws/rep")
+    memory["memory"].update(paths=[path, path], links=[link, link], scopes=["a", "a"])
+    experience = next(r for r in rows if r["id"] == rolled.record_id)
+    experience.update(id="exp_again", text="the same session rolled up again")
+    out = ctl(d, "import", "-", stdin=f"{json.dumps(memory)}\n{json.dumps(experience)}")
+    assert out.returncode == 0, out.stderr
+    assert "1 new, 0 already there, 1 duplicates of stored records" in out.stderr
+    (stored,) = [
+        r
+        for r in map(json.loads, ctl(d, "export", "--in", "/ws/rep").stdout.splitlines())
+        if r["id"] == "mem_repeated"
+    ]
+    assert stored["memory"]["paths"] == [path] and stored["memory"]["links"] == [link]
+    assert stored["memory"]["scopes"] == ["a"]
+
+
 async def test_import_never_trusts_a_row_more_than_its_text_earns(
     running_daemon: DaemonProcess,
 ) -> None:

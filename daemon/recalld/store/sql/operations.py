@@ -393,14 +393,27 @@ class OperationWrites:
             ).fetchone()
         ):
             return "duplicate"
+        # A session is rolled up into one experience, forgotten or not: it names it.
+        rollup = row.experience.rollup if isinstance(row.experience, p.ExportedExperience) else None
+        if (
+            rollup is not None
+            and conn.execute(
+                "SELECT 1 FROM experience_rollups WHERE workspace = ? AND session = ?",
+                (rollup.workspace, rollup.session),
+            ).fetchone()
+        ):
+            return "duplicate"
         return None
 
     def _insert_row(self, table: str, part: msgspec.Struct, **keys: Any) -> None:
+        """One row of ``table``; the same row twice (a row's list may repeat an item) once."""
         cols = columns(table)
         names = [*keys, *(c for c, _ in cols)]
         values = [*keys.values(), *(_stored(c, getattr(part, c)) for c, _ in cols)]
         self._conn.execute(
-            f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks(names)})", values
+            f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks(names)})"
+            " ON CONFLICT DO NOTHING",
+            values,
         )
 
     def _insert(self, row: p.ExportedRecord, uid: int) -> int:
@@ -447,7 +460,9 @@ class OperationWrites:
         ]
         if labels:
             conn.executemany(
-                "INSERT INTO memory_labels (rowid, kind, value) VALUES (?, ?, ?)", labels
+                "INSERT INTO memory_labels (rowid, kind, value) VALUES (?, ?, ?)"
+                " ON CONFLICT DO NOTHING",
+                labels,
             )
         for table, parts, key in (
             ("memory_links", memory.links, "src"),
