@@ -1421,7 +1421,7 @@ class ExportedEpisode(Struct, kw_only=True, forbid_unknown_fields=True):
     status: Label
     error_code: Annotated[str, Meta(min_length=1, max_length=128, extra=FREE_TEXT)] | None = None
     duration_ms: Annotated[float, Meta(ge=0)] | None = None
-    result_size: Annotated[int, Meta(ge=0)] | None = None
+    result_size: Annotated[int, Meta(ge=0, le=2**53)] | None = None
     task_result: UnitScore | None = None
     verdict_at: Seconds | None = None
     blocked: bool = False
@@ -1445,7 +1445,7 @@ class ExportedRollup(Struct, kw_only=True, forbid_unknown_fields=True):
     session: SessionId
     # Fields a caller gave (kept at later roll-ups).
     given: Annotated[list[Label], Meta(max_length=8)] = []
-    episodes: Annotated[int, Meta(ge=0)]
+    episodes: Annotated[int, Meta(ge=0, le=2**53)]
     rolled_up_at: Seconds
 
 
