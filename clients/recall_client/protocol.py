@@ -1362,7 +1362,8 @@ class ExportedLink(Struct, kw_only=True, forbid_unknown_fields=True):
 class ExportedPath(Struct, kw_only=True, forbid_unknown_fields=True):
     """A ``memory_paths`` row: 0 found in the prose, 1 given, 2 attested."""
 
-    path: FilePath
+    # One found in the prose is as long as the prose lets it be.
+    path: Annotated[str, Meta(min_length=1, max_length=100_000, extra=FREE_TEXT)]
     anchored: Annotated[int, Meta(ge=0, le=2)]
 
 
@@ -1407,7 +1408,8 @@ class ExportedMemory(Struct, kw_only=True, forbid_unknown_fields=True):
     bands: Labels = []
     episodes: Labels = []
     links: Annotated[list[ExportedLink], Meta(max_length=64)] = []
-    paths: Annotated[list[ExportedPath], Meta(max_length=256)] = []
+    # Given ones (64 at most) and those found in the text (fewer than its characters / 5).
+    paths: Annotated[list[ExportedPath], Meta(max_length=20_064)] = []
     uses: Annotated[list[ExportedUse], Meta(max_length=MAX_HISTORY)] = []
     events: Annotated[list[ExportedEvent], Meta(max_length=MAX_HISTORY)] = []
 
