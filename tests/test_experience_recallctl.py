@@ -394,8 +394,10 @@ async def test_export_and_import_carry_experiences_and_their_lessons(
 
     rows = [json.loads(line) for line in dump.read_text().splitlines()]
     by_id = {r["id"]: r for r in rows}
-    assert gone.record_id not in by_id
+    # Forgotten, it travels marked so: the links to it stay explainable.
+    assert by_id[gone.record_id]["tombstoned_at"] is not None
     exported = by_id[first.record_id]
+    links = exported["experience"].pop("lessons")
     assert exported["experience"] == {
         "class": "migration",
         "strategy": "dual writes, then backfill",
@@ -403,33 +405,33 @@ async def test_export_and_import_carry_experiences_and_their_lessons(
         "tool_calls": 31,
         "minutes": 44.5,
         "files": ["db/migrations/0042_orders.py"],
-        "lessons": [
-            {"id": first.lessons[0].id, "text": shared},
-            {"id": first.lessons[1].id, "text": "Backfill in batches of 10k rows."},
-        ],
+        "rollup": None,
     }
-    assert by_id[second.record_id]["experience"]["lessons"] == [
-        {"id": first.lessons[0].id, "text": shared}
+    assert [link["id"] for link in links] == [first.lessons[0].id, first.lessons[1].id]
+    assert [link["id"] for link in by_id[second.record_id]["experience"]["lessons"]] == [
+        first.lessons[0].id
     ]
     lesson_row = by_id[first.lessons[0].id]
     assert lesson_row["kind"] == "lesson" and "experience" not in lesson_row
-    assert lesson_row["lesson"] == {
-        "support": 2,
-        "confidence": 0.5,
-        "experiences": [first.record_id, second.record_id],
-    }
+    # Support counts live experiences; the links name the forgotten one too.
+    assert lesson_row["lesson"]["support"] == 2 and lesson_row["lesson"]["confidence"] == 0.5
+    assert [link["id"] for link in lesson_row["lesson"]["experiences"]] == [
+        first.record_id,
+        second.record_id,
+        gone.record_id,
+    ]
 
     target: DaemonProcess = daemon_factory("target")
     await target.start()
     await target.status(wait_model_s=30)
     imported = ctl(target, "import", str(dump))
     assert imported.returncode == 0, imported.stderr
-    assert (
-        "imported 3 experiences: 3 new, 0 duplicates, 0 already imported; "
-        "3 lessons rebuilt from their experiences"
-    ) in imported.stderr
+    assert "imported 7 records (4 experiences, 3 lessons): 7 new" in imported.stderr
     again = ctl(target, "import", str(dump))
-    assert again.returncode == 0 and "3 already imported" in again.stderr
+    assert again.returncode == 0 and "7 already there" in again.stderr
+    assert (
+        ctl(target, "export", "--kind", "all").stdout.splitlines() == dump.read_text().splitlines()
+    )
 
     async with target.client(agent="alice", workspace="/ws/one") as rc:
         after = await rc.call(
@@ -469,30 +471,31 @@ async def test_export_and_import_carry_experiences_and_their_lessons(
 async def test_an_experience_row_without_its_fields_is_refused(
     running_daemon: DaemonProcess,
 ) -> None:
+    now = time.time()
+    row = {
+        "id": "exp_imported",
+        "kind": "experience",
+        "text": "a task",
+        "workspace": "/ws/i",
+        "agent": "alice",
+        "ts": now,
+        "created_at": now,
+        "updated_at": now,
+        "trust": 1.0,
+        "eligibility": "eligible",
+    }
+    part = {"class": "general", "status": "success"}
     lines = "\n".join(
         [
-            json.dumps({"kind": "experience", "text": "a task with no experience fields"}),
-            json.dumps({"kind": "lesson", "text": "a lesson alone", "lesson": {"support": 1}}),
-            json.dumps(
-                {
-                    "kind": "experience",
-                    "text": "x",
-                    "workspace": "/ws/i",
-                    "experience": {
-                        "class": "general",
-                        "strategy": None,
-                        "status": "done",
-                        "tool_calls": 0,
-                        "minutes": 0,
-                        "files": [],
-                        "lessons": [],
-                    },
-                }
-            ),
+            json.dumps(row),  # an experience without its experience part
+            json.dumps({**row, "id": "exp_imported2", "experience": {**part, "status": "done"}}),
+            json.dumps({**row, "id": "exp_imported3", "kind": "lesson", "experience": part}),
+            json.dumps({**row, "id": "exp_imported4", "experience": part}),
         ]
     )
     out = ctl(running_daemon, "import", "-", stdin=lines)
     assert out.returncode == 1
-    assert "line 1: an experience row needs its 'experience' fields" in out.stderr
-    assert "line 3: not a record" in out.stderr and "status" in out.stderr
-    assert "1 lessons rebuilt from their experiences" in out.stderr
+    assert "line 1: invalid_request: an experience row needs its experience part" in out.stderr
+    assert "line 2: not an export row" in out.stderr and "status" in out.stderr
+    assert "line 3: invalid_request: a lesson row has no experience part" in out.stderr
+    assert "imported 1 records (1 experiences): 1 new" in out.stderr

@@ -22,7 +22,7 @@ import msgspec
 
 from . import paths
 from . import protocol as p
-from .client import DaemonUnavailable, RecallClient, RemoteError, connect, open_client
+from .client import DaemonUnavailable, RecallClient, RemoteError, connect
 from .ctl_hello import hello_tokens
 from .progress import Progress
 
@@ -126,196 +126,132 @@ async def _export(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- import
 
-
-class _ImportLine(msgspec.Struct, kw_only=True):
-    """A JSON Lines row to import: what export writes; only ``text`` is required (and, for an
-    experience, its ``experience`` fields). Fields the write path decides (trust, eligibility,
-    ids, timestamps of the write, a lesson's support) are ignored."""
-
-    text: str
-    kind: str = "memory"
-    id: str | None = None
-    workspace: str | None = None
-    agent: str | None = None
-    ts: float | None = None
-    session: str | None = None
-    source: str | None = None
-    tags: list[str] = []
-    expires_at: float | None = None
-    experience: p.ExportedExperience | None = None
-
-
-_import_decoder = msgspec.json.Decoder(_ImportLine)
-# Requests one import keeps in flight (the daemon's per-connection limit is 64).
-IMPORT_CONCURRENCY = 64
+_row_decoder = msgspec.json.Decoder(p.ExportedRecord)
+# One Import request: at most this many rows, and this many bytes of them encoded, or one
+# row alone (the frame is 4 MiB).
+IMPORT_ROWS = 500
+IMPORT_BYTES = 1024 * 1024
+MAX_ROW_BYTES = p.MAX_FRAME - 64 * 1024
 MAX_REPORTED_ERRORS = 20
+# Where the daemon's error names the row it refused (``records[3].text``); the line says it.
+_ROW_AT = re.compile(r"records\[(\d+)\](?::\s|\.)?")
 
 
-def _read_lines(path: str) -> list[str]:
+def _read_lines(path: str) -> list[bytes]:
+    """The file's lines as bytes: each is decoded (and refused) on its own."""
     if path == "-":
-        return sys.stdin.read().splitlines()
-    with open(path, encoding="utf-8") as fh:
+        return sys.stdin.buffer.read().splitlines()
+    with open(path, "rb") as fh:
         return fh.read().splitlines()
+
+
+def _row(line: bytes) -> p.ExportedRecord:
+    """One JSON Lines row, as ``export`` writes it.
+
+    Raises:
+        ValueError: not UTF-8 text, or not an export row (the message says what is wrong).
+    """
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte {exc.start} is {line[exc.start]:#04x})") from None
+    try:
+        return _row_decoder.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ValueError(f"not an export row: {exc}") from None
 
 
 class _ImportStats:
     def __init__(self) -> None:
-        self.new = self.duplicate = self.replayed = self.expired = self.lessons = 0
+        self.outcomes: dict[str, int] = {}
         self.kinds: dict[str, int] = {}
         self.failed: list[str] = []
+        self.redacted = 0
 
     def fail(self, lineno: int, message: str) -> None:
         self.failed.append(f"line {lineno}: {message}")
 
-    def imported(self) -> str:
-        total = self.new + self.duplicate + self.replayed
-        memories, experiences = self.kinds.get("memory", 0), self.kinds.get("experience", 0)
-        if not experiences:
-            return f"{total} memories"
-        if not memories:
-            return f"{total} experiences"
-        return f"{total} records ({memories} memories, {experiences} experiences)"
+    def count(self, row: p.ExportedRecord, outcome: p.ImportOutcome) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        self.kinds[row.kind] = self.kinds.get(row.kind, 0) + 1
 
-
-def _import_request(row: _ImportLine, ttl: float | None) -> p.Request:
-    """The write request that stores ``row`` again through the normal write path."""
-    # Importing the same file twice stores nothing new.
-    key = f"import:{row.id}" if row.id else None
-    if row.kind == "memory":
-        return p.MemoryStore(
-            text=row.text,
-            tags=row.tags,
-            source=row.source,
-            session=row.session,
-            ts=row.ts,
-            ttl_s=ttl,
-            workspace=row.workspace,
-            idempotency_key=key,
+    def summary(self) -> str:
+        kinds = ", ".join(
+            f"{n} {'memories' if kind == 'memory' else kind + 's'}"
+            for kind, n in sorted(self.kinds.items())
         )
-    e = row.experience
-    assert e is not None
-    # Its lessons merge again into one stored lesson per text, so each lesson comes back
-    # with the support (and confidence) the exported experiences gave it.
-    return p.RecordExperience(
-        description=row.text,
-        status=e.status,
-        strategy=e.strategy,
-        task_class=e.task_class,
-        tool_calls=e.tool_calls,
-        minutes=e.minutes,
-        files=e.files,
-        lessons=[lesson.text for lesson in e.lessons],
-        session=row.session,
-        ts=row.ts,
-        idempotency_key=key,
-    )
-
-
-def _unimportable(row: _ImportLine) -> str | None:
-    if row.kind == "experience" and row.experience is None:
-        return "an experience row needs its 'experience' fields (as export writes them)"
-    if row.kind not in ("memory", "experience"):
+        o = self.outcomes
         return (
-            f"kind {row.kind!r} cannot be imported (only memories and experiences; "
-            "lessons come back with their experiences)"
+            f"imported {sum(self.kinds.values())} records ({kinds or 'none'}): "
+            f"{o.get('new', 0)} new, {o.get('present', 0)} already there, "
+            f"{o.get('duplicate', 0)} duplicates of stored records; "
+            f"{self.redacted} redacted; {len(self.failed)} failed"
         )
-    return None
+
+
+async def _send(
+    rc: RecallClient, batch: list[tuple[int, p.ExportedRecord]], stats: _ImportStats
+) -> None:
+    """Import ``batch`` ((line number, row) each); a row the daemon refuses is reported by
+    its line and the others are sent again without it."""
+    while batch:
+        try:
+            reply = await rc.call(p.Import(records=[row for _, row in batch]), p.Imported)
+        except RemoteError as exc:
+            at = _ROW_AT.search(exc.message) if exc.code == "invalid_request" else None
+            if at is None or int(at.group(1)) >= len(batch):
+                for lineno, _ in batch:
+                    stats.fail(lineno, f"{exc.code}: {exc.message}")
+                return
+            lineno, _ = batch.pop(int(at.group(1)))
+            stats.fail(lineno, f"{exc.code}: {_ROW_AT.sub('', exc.message, count=1)}")
+            continue
+        for (_, row), outcome in zip(batch, reply.outcomes, strict=True):
+            stats.count(row, outcome)
+        stats.redacted += reply.redacted
+        return
 
 
 async def _import(args: argparse.Namespace) -> int:
-    lines = await anyio.to_thread.run_sync(_read_lines, args.file)
+    try:
+        lines = await anyio.to_thread.run_sync(_read_lines, args.file)
+    except OSError as exc:
+        _say(f"recallctl import: cannot read {args.file}: {exc.strerror or exc}")
+        return 1
     stats = _ImportStats()
     bar = Progress("importing", len(lines))
-    now = time.time()
-    slots = anyio.Semaphore(IMPORT_CONCURRENCY)
-    clients: dict[tuple[str, str | None], RecallClient] = {}
-    connecting = anyio.Lock()
-
-    async with anyio.create_task_group() as tg:
-
-        async def client_for(agent: str, workspace: str | None) -> RecallClient:
-            # Records keep the agent that wrote them: one connection (one hello) per agent,
-            # and per workspace for experiences (a memory names its workspace itself).
-            async with connecting:
-                if (agent, workspace) not in clients:
-                    clients[agent, workspace] = await open_client(
-                        tg,
-                        agent=agent,
-                        workspace=workspace or args.workspace,
-                        client="recallctl",
-                        path=args.socket,
-                        **hello_tokens(args),
-                    )
-                return clients[agent, workspace]
-
-        async def store(lineno: int, row: _ImportLine) -> None:
-            try:
-                ttl = None
-                if row.expires_at is not None:
-                    ttl = row.expires_at - now
-                    if ttl <= 0:
-                        stats.expired += 1
-                        return
-                req = _import_request(row, ttl)
-                workspace = row.workspace if row.kind == "experience" else None
-                reply: p.Stored | p.ExperienceRecorded
+    try:
+        async with _connect(args) as rc:
+            batch: list[tuple[int, p.ExportedRecord]] = []
+            size = 0
+            for lineno, line in enumerate(lines, 1):
+                bar.advance()
+                if not line.strip():
+                    continue
                 try:
-                    rc = await client_for(row.agent or args.agent, workspace)
-                    if row.kind == "memory":
-                        reply = await rc.call(req, p.Stored)
-                    else:
-                        reply = await rc.call(req, p.ExperienceRecorded)
-                except RemoteError as exc:  # a bad field, or an agent name the hello refused
-                    stats.fail(lineno, f"{exc.code}: {exc.message}")
-                    return
-                stats.kinds[row.kind] = stats.kinds.get(row.kind, 0) + 1
-                if reply.replayed:
-                    stats.replayed += 1
-                elif reply.duplicate:
-                    stats.duplicate += 1
-                else:
-                    stats.new += 1
-            finally:
-                slots.release()
-                bar.advance()
-
-        for lineno, line in enumerate(lines, 1):
-            if not line.strip():
-                bar.advance()
-                continue
-            try:
-                row = _import_decoder.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                stats.fail(lineno, f"not a record: {exc}")
-                bar.advance()
-                continue
-            if row.kind == "lesson":
-                stats.lessons += 1  # rebuilt from the experiences that support it
-                bar.advance()
-                continue
-            problem = _unimportable(row)
-            if problem is not None:
-                stats.fail(lineno, problem)
-                bar.advance()
-                continue
-            await slots.acquire()
-            tg.start_soon(store, lineno, row, name=f"import line {lineno}")
-        # Holding every slot means every store has finished; then the connections can go.
-        for _ in range(IMPORT_CONCURRENCY):
-            await slots.acquire()
-        for rc in clients.values():
-            await rc.aclose()
-    bar.close()
-    lessons = f"; {stats.lessons} lessons rebuilt from their experiences" if stats.lessons else ""
-    _say(
-        f"imported {stats.imported()}: {stats.new} new, {stats.duplicate} duplicates, "
-        f"{stats.replayed} already imported{lessons}; {stats.expired} expired skipped; "
-        f"{len(stats.failed)} failed"
-    )
-    for message in stats.failed[:MAX_REPORTED_ERRORS]:
-        _say(f"  {message}")
-    if len(stats.failed) > MAX_REPORTED_ERRORS:
-        _say(f"  ... and {len(stats.failed) - MAX_REPORTED_ERRORS} more")
+                    row = _row(line)
+                except ValueError as exc:
+                    stats.fail(lineno, str(exc))
+                    continue
+                # As the request carries it: a request stays inside the frame.
+                encoded = len(msgspec.msgpack.encode(row))
+                if encoded > MAX_ROW_BYTES:
+                    stats.fail(lineno, f"{encoded} bytes encoded: a row is at most {MAX_ROW_BYTES}")
+                    continue
+                if batch and (len(batch) == IMPORT_ROWS or size + encoded > IMPORT_BYTES):
+                    await _send(rc, batch, stats)
+                    batch, size = [], 0
+                batch.append((lineno, row))
+                size += encoded
+            await _send(rc, batch, stats)
+    finally:
+        bar.close()
+        # What committed stays committed: say so, also when the daemon went away midway.
+        _say(stats.summary())
+        for message in stats.failed[:MAX_REPORTED_ERRORS]:
+            _say(f"  {message}")
+        if len(stats.failed) > MAX_REPORTED_ERRORS:
+            _say(f"  ... and {len(stats.failed) - MAX_REPORTED_ERRORS} more")
     return 1 if stats.failed else 0
 
 
@@ -658,10 +594,13 @@ def add_commands(sub: Any) -> None:
     ex = sub.add_parser(
         "export",
         help="write records as JSON Lines",
-        description="Write every live record (default: memories) as JSON Lines, one record "
-        "with all its fields per line: an experience with its class, strategy, status, "
-        "tool_calls, minutes, files and lessons, a lesson with its support. A progress bar "
-        "shows on a terminal.",
+        description="Write every record (default: memories) as JSON Lines, one record with "
+        "all its fields per line, as the store holds it (forgotten ones too, with their "
+        "tombstoned_at: they are never served, and kept): a memory with its metadata "
+        "(a fact's subject and supersession), labels, links, paths, uses and events; an "
+        "episode with its chain and verdict; an experience with its roll-up and lessons; a "
+        "lesson with its support. `recallctl import` stores them again as they were. A "
+        "progress bar shows on a terminal.",
     )
     ex.add_argument(
         "-o", "--output", metavar="FILE", help="file to write, created 0600 (default: stdout)"
@@ -683,12 +622,14 @@ def add_commands(sub: Any) -> None:
 
     im = sub.add_parser(
         "import",
-        help="store memories and experiences from JSON Lines",
-        description="Store each JSON Lines memory or experience (as `recallctl export` writes "
-        "them; a memory needs only 'text') through the normal write path: redacted, "
-        "trust-scored, deduplicated, an experience's lessons merged again (lesson rows are "
-        "rebuilt from the experiences that support them). Importing a file twice stores "
-        "nothing new. Exits 1 if any line failed.",
+        help="store exported records again, as they were",
+        description="Store each JSON Lines row of `recallctl export` again as it was: its "
+        "id, times, agent and workspace, a fact's subject and supersession, a memory's uses, "
+        "links and paths, an episode's chain and verdict, an experience's lessons and their "
+        "support. Every row passes the ingest stage (free text redacted, bounds checked); a "
+        "row already there (its id, or its content) is left alone, so importing a file "
+        "twice stores nothing new. A bad line is reported by its number and skipped. Exits 1 "
+        "if any line failed.",
     )
     im.add_argument("file", help="JSON Lines file, or - for stdin")
     im.set_defaults(local=_import)

@@ -145,6 +145,23 @@ def attacks(v: Victim) -> list[p.Request]:
         p.RollUpExperience(session="victim-session"),
         p.Export(),
         p.Export(kind="episode"),
+        # A row claiming the victim's workspace and name: import is the admin's alone.
+        p.Import(
+            records=[
+                p.ExportedRecord(
+                    id="mem_planted",
+                    kind="memory",
+                    text=f"{MARK} is cancelled",
+                    workspace=VICTIM_WS,
+                    agent="victim",
+                    ts=1.0,
+                    created_at=1.0,
+                    updated_at=1.0,
+                    trust=1.0,
+                    eligibility="eligible",
+                )
+            ]
+        ),
         p.Reindex(),
         p.Doctor(),
         p.WorkspaceApprove(workspace=MALLORY_WS),
@@ -189,6 +206,7 @@ async def test_every_request_type_as_a_plain_agent_of_another_workspace(
     refused = {n for n, o in outcomes.items() if o in REFUSALS}
     for kind in (
         "Export",
+        "Import",
         "Reindex",
         "Doctor",
         "WorkspaceApprove",

@@ -58,6 +58,99 @@ def _members(t: mi.Type) -> list[mi.Type]:
     return [t]
 
 
+PARTS = ("memory", "episode", "experience", "lesson")
+
+
+def leaf_paths(cls: type, prefix: tuple[str | int, ...] = ()) -> Iterator[tuple[str | int, ...]]:
+    """The path (wire names; 0 for a list's item) of each string a struct carries, however
+    deep, for a struct that nests structs in structs (an export row)."""
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType)
+    for f in info.fields:
+        for t in _members(f.type):
+            here = (*prefix, f.encode_name)
+            if isinstance(t, mi.ListType):
+                here, t = (*here, 0), _members(t.item_type)[0]
+            if isinstance(t, mi.StrType):
+                yield here
+            elif isinstance(t, mi.StructType):
+                yield from leaf_paths(t.cls, here)
+
+
+def export_row(kind: str, n: int) -> dict[str, Any]:
+    """A valid export row of ``kind`` with one item in each of its lists."""
+    link = {"id": f"les_linked{n}", "created_at": 1.0}
+    parts: dict[str, dict[str, Any]] = {
+        "memory": {
+            "last_verified_at": 1.0,
+            "origin_commit": "abcdef0",
+            "verified_commit": "abcdef0",
+            "writer_client": "client",
+            "writer_model": "model",
+            "subject": "a subject",
+            "superseded_by": "mem_other",
+            "origin": WORKSPACE,
+            "origin_repo": WORKSPACE,
+            "trust_reasons": ["reason"],
+            "scopes": ["scope"],
+            "bands": ["band"],
+            "episodes": ["episode"],
+            "links": [{"rel": "depends_on", "dst_id": "mem_other", "note": "why"}],
+            "paths": [{"path": "src/a.py", "anchored": 1}],
+            "uses": [{"outcome": "used", "ts": 1.0, "agent": "a", "session": "s", "note": "n"}],
+            "events": [{"ts": 1.0, "session": "s", "agent": "a", "event": "stored"}],
+        },
+        "episode": {
+            "channel": "api",
+            "episode_type": "tool_call",
+            "status": "ok",
+            "tool": "Bash",
+            "error_code": "E1",
+            "prev_id": "ep_other",
+            "files": ["src/a.py"],
+        },
+        "experience": {
+            "class": "general",
+            "status": "success",
+            "strategy": "a strategy",
+            "files": ["src/a.py"],
+            "rollup": {
+                "workspace": WORKSPACE,
+                "session": "s",
+                "given": ["status"],
+                "episodes": 1,
+                "rolled_up_at": 1.0,
+            },
+            "lessons": [link],
+        },
+        "lesson": {"experiences": [link]},
+    }
+    prefix = {"memory": "mem", "episode": "ep", "experience": "exp", "lesson": "les"}[kind]
+    return {
+        "id": f"{prefix}_fields{n}",
+        "kind": kind,
+        "text": f"row {n}",
+        "workspace": WORKSPACE,
+        "agent": "importer",
+        "ts": 1.0,
+        "created_at": 1.0,
+        "updated_at": 1.0,
+        "session": "s",
+        "source": "user",
+        "tags": ["tag"],
+        "trust": 1.0,
+        "eligibility": "eligible",
+        kind: parts[kind],
+    }
+
+
+def place(row: dict[str, Any], path: tuple[str | int, ...], value: str) -> None:
+    at: Any = row
+    for step in path[:-1]:
+        at = at[step]
+    at[path[-1]] = value
+
+
 def write_types() -> list[type[p.Request]]:
     return [t for t, route in ROUTES.items() if route.rule.scope != READ]
 
@@ -121,6 +214,8 @@ async def test_a_secret_in_any_field_of_any_write_request_is_not_stored(
         tried = refused = 0
         secrets: list[str] = []
         for cls in write_types():
+            if cls is p.Import:
+                continue  # rows nest deeper: tried below, leaf by leaf
             for field, shape in string_fields(cls):
                 n = len(secrets)
                 value = secret(n)
@@ -145,6 +240,20 @@ async def test_a_secret_in_any_field_of_any_write_request_is_not_stored(
                     assert exc.code in {"invalid_request", "not_found", "forbidden"}, exc
                     refused += 1
         del episode, experience
+
+        # Import: each string leaf of an export row, in a row of the kind that has it.
+        for path in leaf_paths(p.ExportedRecord):
+            n = len(secrets)
+            value = secret(n)
+            secrets.append(value)
+            row = export_row(path[0] if path[0] in PARTS else "memory", n)
+            place(row, path, value)
+            tried += 1
+            try:
+                await rc.call(p.Import(records=[msgspec.convert(row, p.ExportedRecord)]))
+            except (RemoteError, msgspec.ValidationError) as exc:
+                assert not isinstance(exc, RemoteError) or exc.code == "invalid_request", exc
+                refused += 1
 
     # The hello's own identifiers.
     for field in ("agent", "workspace", "client", "model", "session"):

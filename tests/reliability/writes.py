@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -231,7 +233,26 @@ async def _via_ctl_stdin(d: DaemonProcess, texts: Sequence[str], workspace: str)
 
 async def _via_ctl_import(d: DaemonProcess, texts: Sequence[str], workspace: str) -> None:
     # A JSON Lines file handed to `recallctl import -`, as a restore or a migration would.
-    lines = "\n".join(json.dumps({"text": text, "kind": "memory"}) for text in texts)
+    # Rows as export writes them (every field a record has), one id each.
+    now = time.time()
+    lines = "\n".join(
+        json.dumps(
+            {
+                "id": f"mem_import{i}_{uuid.uuid4().hex[:8]}",
+                "kind": "memory",
+                "text": text,
+                "workspace": workspace,
+                "agent": "importer",
+                "ts": now,
+                "created_at": now,
+                "updated_at": now,
+                "trust": 1.0,
+                "eligibility": "eligible",
+                "memory": {"origin": workspace, "last_verified_at": now},
+            }
+        )
+        for i, text in enumerate(texts)
+    )
     await anyio.to_thread.run_sync(partial(ctl, d, workspace, "import", "-", stdin=lines))
 
 

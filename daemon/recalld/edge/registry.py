@@ -103,6 +103,7 @@ ROUTES: dict[type[p.Request], Route] = {
     p.RollUpExperience: Route(rollup.roll_up, Rule(WRITE)),
     # The daemon as a whole: every workspace's and agent's records, or its configuration.
     p.Export: Route(ops.export_page, Rule(ADMIN), gated=False),
+    p.Import: Route(ops.import_records, Rule(ADMIN), gated=False),
     p.Reindex: Route(ops.reindex, Rule(ADMIN), gated=False),
     p.Doctor: Route(ops.doctor, Rule(ADMIN), gated=False),
     p.WorkspaceApprove: Route(workspaces.approve, Rule(ADMIN), gated=False),

@@ -1,4 +1,5 @@
-"""Operations the daemon does for recallctl: export pages, reindex, doctor, health probes.
+"""Operations the daemon does for recallctl: export pages and import, reindex, doctor, health
+probes.
 
 Reads run on a reader of their own (an admin request is rare; it must not take a search
 worker away from agents). Writes go through the pipeline.
@@ -9,20 +10,24 @@ from __future__ import annotations
 import time
 
 import anyio
+import msgspec
 import numpy as np
 from recall_client import protocol as p
 
+from ..domain.policy import eligibility
 from ..domain.principal import Principal
 from ..errors import RecallError
+from ..ingest import stage
+from ..ingest.trust import score
 from ..pipeline.intake import RequestJob
 from ..pipeline.writer import WriteJob
 from ..store.port import DoctorFigures, WriteTx
 from .services import Services
 
-__all__ = ["HealthProbe", "doctor", "export_page", "reindex"]
+__all__ = ["HealthProbe", "doctor", "export_page", "import_records", "reindex"]
 
-# Text bytes one export page may carry; the frame limit is 4 MiB and a page always holds at
-# least one record (a record's text is at most 100 000 characters).
+# Bytes of records one export page may carry (about: it ends with the record that passes
+# it); the frame limit is 4 MiB and a page always holds at least one record.
 PAGE_BYTES = 1024 * 1024
 
 
@@ -59,17 +64,97 @@ class _Reindex(RequestJob):
 
 
 async def export_page(services: Services, who: Principal, req: p.Export) -> p.ExportPage:
-    """One page of live records in rowid order (tombstoned and expired ones are gone).
-
-    Experience rows carry their class, strategy, status, tool_calls, minutes, files and live
-    lessons (what import records them again from); lesson rows their support, confidence and
-    the experiences behind them.
-    """
-    now = time.time()
+    """One page of records in rowid order, each as its tables hold it (``ExportedRecord``)."""
     page: p.ExportPage = await services.read_aside(
-        lambda r: r.ops.export_page(req.after, req.limit, req.workspace, req.kind, now, PAGE_BYTES)
+        lambda r: r.ops.export_page(req.after, req.limit, req.workspace, req.kind, PAGE_BYTES)
     )
     return page
+
+
+class _Import(RequestJob):
+    """Store exported rows again as they were (``tx.ops.import_records``)."""
+
+    __slots__ = ()
+
+    def apply(self, tx: WriteTx, now: float) -> list[p.ImportOutcome]:
+        req: p.Import = self.clean.request
+        outcomes, rowids = tx.ops.import_records(req.records, self.principal.uid)
+        # Evaluation settles what is pending; the embedding actor embeds them all.
+        self.new_rowids.extend(rowids)
+        return outcomes
+
+
+def _ingest_import(req: p.Import) -> tuple[stage.Ingested, int]:
+    """The ingest stage over every row (free text redacted, NULs replaced, a secret in an
+    identifier refused), and no row trusted more than its text earns; with how many rows
+    the stage changed.
+
+    Raises:
+        RecallError: ``invalid_request`` naming the row (``records[i]``) and field.
+    """
+    ingested = stage.ingest(req)
+    cleaned: p.Import = ingested.request
+    rows = []
+    changed = 0
+    for before, row in zip(req.records, cleaned.records, strict=True):
+        changed += row is not before
+        changes: dict[str, object] = {}
+        judged = score(row.text)
+        if judged.blocked:
+            changes.update(trust=min(row.trust, judged.trust), eligibility="blocked")
+        elif judged.trust < row.trust:
+            changes["trust"] = judged.trust
+            if row.eligibility != "pending":
+                changes["eligibility"] = eligibility(judged.trust, False)
+        rows.append(msgspec.structs.replace(row, **changes) if changes else row)
+    ingested.request = msgspec.structs.replace(cleaned, records=rows)
+    return ingested, changed
+
+
+# The part of an export row each kind has; an episode and an experience cannot be without.
+_PARTS = ("memory", "episode", "experience", "lesson")
+_NEEDED = ("episode", "experience")
+
+
+def _check_parts(req: p.Import) -> None:
+    """Each row carries the part of its kind, and no other; a fact its subject.
+
+    Raises:
+        RecallError: ``invalid_request`` naming the row (``records[i]``).
+    """
+    for i, row in enumerate(req.records):
+        for part in _PARTS:
+            given = getattr(row, part) is not msgspec.UNSET
+            if given and part != row.kind:
+                raise RecallError(
+                    "invalid_request", f"records[{i}]: a {row.kind} row has no {part} part"
+                )
+            if not given and part == row.kind and part in _NEEDED:
+                raise RecallError(
+                    "invalid_request",
+                    f"records[{i}]: an {part} row needs its {part} part (as export writes it)",
+                )
+        memory = row.memory
+        if isinstance(memory, p.ExportedMemory) and (memory.kind == "fact") != bool(memory.subject):
+            # As memory_store has it: a fact is about a subject, an entry about none.
+            raise RecallError(
+                "invalid_request", f"records[{i}]: a fact has a subject, and only a fact does"
+            )
+
+
+async def import_records(services: Services, who: Principal, req: p.Import) -> p.Imported:
+    """Store exported records again as they were, each row through the ingest stage.
+
+    Raises:
+        RecallError: ``invalid_request`` naming the row (``records[i]``) that is not a
+            record, or that the ingest stage refused; nothing of the request is stored then.
+    """
+    _check_parts(req)
+    job = _Import(who, req)
+    job.ingested, changed = await anyio.to_thread.run_sync(_ingest_import, req)
+    outcomes: list[p.ImportOutcome] = await services.write(job)
+    services.wake_embedding()
+    return p.Imported(id=0, outcomes=outcomes, redacted=changed)
 
 
 async def reindex(services: Services, who: Principal, req: p.Reindex) -> p.ReindexStarted:

@@ -15,7 +15,8 @@ from typing import Any
 import msgspec
 from recall_client import protocol as p
 
-from ...domain.ids import content_hash, new_id
+from ...domain.dedup import episode_digest
+from ...domain.ids import new_id
 from ...domain.policy import Assessment
 from ...domain.principal import Principal
 from ...errors import RecallError
@@ -142,8 +143,7 @@ class EpisodeWrites:
         ts = req.ts if req.ts is not None else now
         # The same event reported twice is stored once; the same words at another time are
         # another episode.
-        event = (who.agent, req.session_id or "", repr(ts), req.tool or "", status, req.summary)
-        digest = content_hash("episode", "\0".join(event))
+        digest = episode_digest(who.agent, req.session_id, ts, req.tool, status, req.summary)
         row = conn.execute(
             "SELECT id FROM records WHERE workspace = ? AND kind = 'episode' AND content_hash = ?"
             " AND tombstoned_at IS NULL",

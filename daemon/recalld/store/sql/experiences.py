@@ -23,8 +23,9 @@ import msgspec
 import numpy as np
 from recall_client import protocol as p
 
-from ...domain.ids import content_hash, new_id
-from ...domain.policy import LESSON_MERGE_COSINE, Assessment, confidence, lesson_key
+from ...domain.dedup import experience_digest, lesson_digest, rollup_digest
+from ...domain.ids import new_id
+from ...domain.policy import LESSON_MERGE_COSINE, Assessment, confidence
 from ...domain.principal import Principal
 from ...errors import RecallError
 from ..port import (
@@ -239,10 +240,7 @@ class ExperienceWrites:
         earlier = replayed(conn, who, req.idempotency_key)
         if earlier is not None:
             return self._existing(earlier, replayed=True)
-        digest = content_hash(
-            "experience",
-            "\0".join((plan.description, req.status, plan.strategy or "", req.session or "")),
-        )
+        digest = experience_digest(plan.description, req.status, plan.strategy, req.session)
         row = conn.execute(
             "SELECT id FROM records WHERE workspace = ? AND kind = 'experience'"
             " AND content_hash = ? AND tombstoned_at IS NULL",
@@ -333,7 +331,7 @@ class ExperienceWrites:
         written: ExperienceWritten,
     ) -> tuple[int, bool]:
         """The rowid of the stored lesson ``text`` says the same as, else of a new one."""
-        digest = content_hash("lesson", lesson_key(text))
+        digest = lesson_digest(text)
         row = self._conn.execute(
             "SELECT rowid FROM records WHERE workspace = ? AND kind = 'lesson'"
             " AND content_hash = ? AND tombstoned_at IS NULL",
@@ -467,7 +465,7 @@ class ExperienceWrites:
         if row is None:
             # The session names the experience: a record_experience of the same words is
             # another experience, and an update does not change what identifies this one.
-            digest = content_hash("experience", f"rollup\0{rollup.session}")
+            digest = rollup_digest(rollup.session)
             record_id, rowid = self._insert(who, req, plan, now, digest, written)
             merged = self._link_lessons(who, req, plan, now, rowid, written)
             conn.execute(

@@ -14,8 +14,9 @@ from typing import Any
 import msgspec
 from recall_client import protocol as p
 
+from ...domain.dedup import memory_digest
 from ...domain.drift import scrape_paths
-from ...domain.ids import content_hash, new_id
+from ...domain.ids import new_id
 from ...domain.policy import Assessment, FactView, decide_fact, subject_key
 from ...domain.principal import Principal
 from ...errors import RecallError
@@ -382,7 +383,7 @@ class MemoryWrites:
             ), None
         _require_memories(conn, req.supersedes, "supersedes")
         workspace = req.workspace or who.workspace
-        digest = content_hash("memory", req.text)
+        digest = memory_digest(req.text)
         row = conn.execute(
             "SELECT id FROM records WHERE workspace = ? AND kind = 'memory' AND content_hash = ?"
             " AND tombstoned_at IS NULL",
@@ -534,7 +535,7 @@ class MemoryWrites:
             changed.append("subject")
         if req.text is not None:
             text = req.text
-            digest = content_hash("memory", text)
+            digest = memory_digest(text)
             clash = conn.execute(
                 "SELECT id FROM records WHERE workspace = ? AND kind = 'memory'"
                 " AND content_hash = ? AND tombstoned_at IS NULL AND rowid != ?",
