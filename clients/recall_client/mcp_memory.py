@@ -103,9 +103,9 @@ class CommitDriftOut(_Omitting):
     since_commit: str | None = Field(
         default=None, description="HEAD when the memory was last verified."
     )
-    count: int = Field(description="Commits since the last verification.")
+    count: int = Field(default=0, description="Commits since the last verification.")
     touching_cited_paths: int = Field(
-        description="Of those, commits that touched a path the memory cites."
+        default=0, description="Of those, commits that touched a path the memory cites."
     )
     reason: str | None = Field(
         default=None, description="Why drift could not be measured, when it could not."
@@ -336,7 +336,7 @@ class MemoryLinkOut(_Omitting):
     id: str
     summary: str
     note: str | None = None
-    exists: bool
+    exists: bool = True
 
 
 class MemoryShowOutput(_Omitting):
