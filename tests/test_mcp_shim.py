@@ -56,7 +56,7 @@ async def test_tools_are_listed_with_schemas_and_annotations(running_daemon: Dae
     assert hints_of(tools["memory_store"]).read_only_hint is False
     props = search.input_schema["properties"]
     assert props["query"]["minLength"] == 1
-    assert props["top_k"]["anyOf"][0]["maximum"] == 50
+    assert props["top_k"]["maximum"] == 50
     assert search.output_schema is not None
     for name in ("Returns:", "Use when:", "Not for:", "Side effects:", "Errors:"):
         assert name in (search.description or ""), name

@@ -51,6 +51,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_json
 
 from . import __version__
 
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
     from mcp.server.request_state import RequestStateBoundary
 
+    from . import mcp_shapes
     from .client import Session
 
 __all__ = ["INSTRUCTIONS", "LISTING", "ShimConfig", "Tools", "serve"]
@@ -108,13 +110,21 @@ class Tools:
         return {entry["name"]: types.Tool.model_validate(entry) for entry in entries}
 
     @cached_property
+    def _derived(self) -> dict[str, mcp_shapes.Tool]:
+        # Tools whose schemas and values are the protocol's (mcp_shapes): loaded by the first
+        # call, with the protocol.
+        from . import mcp_memory
+
+        return {tool.name: tool for tool in mcp_memory.TOOLS}
+
+    @cached_property
     def _functions(self) -> dict[str, Callable[..., Awaitable[Any]]]:
         # The tool modules build their output models (pydantic) as they are imported: the first
         # call pays for them, not initialize.
-        from . import mcp_experience, mcp_memory, mcp_work
+        from . import mcp_experience, mcp_work
 
         functions = _ToolFunctions()
-        for module in (mcp_memory, mcp_work, mcp_experience):
+        for module in (mcp_work, mcp_experience):
             module.register(functions, self._session)
         return functions.functions
 
@@ -136,6 +146,9 @@ class Tools:
         if listed is None:
             raise ToolError(f"Unknown tool: {name}")
         _refuse_unknown(name, arguments, listed.input_schema)
+        derived = self._derived.get(name)
+        if derived is not None:
+            return await self._call_derived(derived, arguments)
         fn = self._functions[name]
         metadata = self._metadata.get(name)
         if metadata is None:
@@ -153,6 +166,24 @@ class Tools:
             raise ToolError(f"Error executing tool {name}: {exc}") from exc
         except Exception as exc:
             raise UnexpectedToolError(f"Error executing tool {name}") from exc
+
+    async def _call_derived(
+        self, tool: mcp_shapes.Tool, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        from .mcp_common import forwarder
+        from .mcp_shapes import ArgumentError
+
+        try:
+            structured = await tool(forwarder(self._session), arguments)
+        except (ArgumentError, ToolError) as exc:
+            raise ToolError(f"Error executing tool {tool.name}: {exc}") from exc
+        except Exception as exc:
+            raise UnexpectedToolError(f"Error executing tool {tool.name}") from exc
+        # The text block is the content as the SDK writes a structured result's text.
+        text = to_json(structured, indent=2).decode()
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=structured
+        )
 
 
 class _ToolFunctions:
