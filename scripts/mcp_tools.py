@@ -39,10 +39,10 @@ def listing() -> list[dict[str, Any]]:
     def no_session() -> Any:
         raise AssertionError("listing the tools calls none")
 
-    for module in (mcp_work, mcp_experience):
+    for module in (mcp_experience,):
         module.register(server, no_session)
     tools = anyio.run(server.list_tools)
-    return [tool.listed() for tool in mcp_memory.TOOLS] + [
+    return [tool.listed() for tool in (*mcp_memory.TOOLS, *mcp_work.TOOLS)] + [
         {
             **tool.model_dump(by_alias=True, mode="json", exclude_none=True),
             "inputSchema": {**tool.input_schema, "additionalProperties": False},

@@ -113,18 +113,18 @@ class Tools:
     def _derived(self) -> dict[str, mcp_shapes.Tool]:
         # Tools whose schemas and values are the protocol's (mcp_shapes): loaded by the first
         # call, with the protocol.
-        from . import mcp_memory
+        from . import mcp_memory, mcp_work
 
-        return {tool.name: tool for tool in mcp_memory.TOOLS}
+        return {tool.name: tool for tool in (*mcp_memory.TOOLS, *mcp_work.TOOLS)}
 
     @cached_property
     def _functions(self) -> dict[str, Callable[..., Awaitable[Any]]]:
         # The tool modules build their output models (pydantic) as they are imported: the first
         # call pays for them, not initialize.
-        from . import mcp_experience, mcp_work
+        from . import mcp_experience
 
         functions = _ToolFunctions()
-        for module in (mcp_work, mcp_experience):
+        for module in (mcp_experience,):
             module.register(functions, self._session)
         return functions.functions
 
@@ -170,13 +170,16 @@ class Tools:
     async def _call_derived(
         self, tool: mcp_shapes.Tool, arguments: dict[str, Any]
     ) -> types.CallToolResult:
-        from .mcp_common import forwarder
+        from .client import DaemonUnavailable, RemoteError
+        from .mcp_common import tool_error
         from .mcp_shapes import ArgumentError
 
         try:
-            structured = await tool(forwarder(self._session), arguments)
-        except (ArgumentError, ToolError) as exc:
+            structured = await tool(self._session().call, arguments)
+        except ArgumentError as exc:
             raise ToolError(f"Error executing tool {tool.name}: {exc}") from exc
+        except (DaemonUnavailable, RemoteError) as exc:
+            raise ToolError(f"Error executing tool {tool.name}: {tool_error(exc)}") from exc
         except Exception as exc:
             raise UnexpectedToolError(f"Error executing tool {tool.name}") from exc
         # The text block is the content as the SDK writes a structured result's text.

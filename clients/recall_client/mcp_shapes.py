@@ -151,13 +151,31 @@ def _schema(t: Any, *, sent: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     omits defaults (the field is "present when set")."""
     (ref,), components = msgspec.json.schema_components([t], ref_template="#/$defs/{name}")
     if sent:
-        structs = _structs(t)
-        for name, schema in components.items():
-            if not structs[name].__struct_config__.omit_defaults:
-                schema["required"] = list(schema.get("properties", {}))
+        for name, info in _structs(t).items():
+            _as_sent(components[name], info)
     name = ref["$ref"].rsplit("/", 1)[1]
     top = components.pop(name)
     return top, components
+
+
+def _as_sent(schema: dict[str, Any], info: mi.StructType) -> None:
+    """``schema`` of what a Struct encodes: a field is absent only when UNSET, or at its default
+    where the Struct omits defaults, and so never null when that default is None."""
+    props = schema.get("properties", {})
+    required = []
+    for f in info.fields:
+        # inspect shows an UNSET default as no default at all, for a field not required
+        unset = f.default is msgspec.NODEFAULT and f.default_factory is msgspec.NODEFAULT
+        if unset and not f.required:
+            continue
+        if not info.cls.__struct_config__.omit_defaults or f.required:
+            required.append(f.encode_name)
+        elif f.default is None:
+            prop = props[f.encode_name]
+            prop.pop("default", None)
+            alternatives = [a for a in prop.pop("anyOf", []) if a != {"type": "null"}]
+            prop.update(alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives})
+    schema["required"] = required
 
 
 def _object(
@@ -200,15 +218,15 @@ def _referenced(node: Any, defs: Mapping[str, Any]) -> set[str]:
     return found
 
 
-def _structs(t: Any) -> dict[str, type[msgspec.Struct]]:
+def _structs(t: Any) -> dict[str, mi.StructType]:
     """Every Struct type ``t`` holds, by the name msgspec's schema gives it."""
-    found: dict[str, type[msgspec.Struct]] = {}
+    found: dict[str, mi.StructType] = {}
     todo: list[mi.Type] = [mi.type_info(t)]
     while todo:
         node = todo.pop()
         if isinstance(node, mi.StructType):
             if node.cls.__name__ not in found:
-                found[node.cls.__name__] = node.cls
+                found[node.cls.__name__] = node
                 todo.extend(f.type for f in node.fields)
         elif isinstance(node, mi.Metadata):
             todo.append(node.type)
@@ -261,7 +279,11 @@ R = TypeVar("R", bound=p.Reply)
 
 
 class Call(Protocol):
-    """Sends a request through the shim's daemon session, daemon failures as tool errors."""
+    """Sends a request through the shim's daemon session (``Session.call``).
+
+    Raises DaemonUnavailable or RemoteError: the shim turns either into a tool error, unless
+    the tool's ``run`` answers it.
+    """
 
     def __call__(self, request: p.Request, reply_type: type[R], /) -> Awaitable[R]: ...
 
@@ -295,7 +317,7 @@ class Tool:
 
         Raises:
             ArgumentError: the arguments do not make the tool's request.
-            ToolError: the daemon failed it (``call`` says so).
+            DaemonUnavailable, RemoteError: the daemon failed it.
         """
         request = request_of(self.shape, arguments)
         if self.run is None:
