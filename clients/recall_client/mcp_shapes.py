@@ -20,6 +20,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol, TypeVar, get_type_hints
 
 import msgspec
@@ -47,7 +48,7 @@ class ArgumentError(ValueError):
     """Arguments that do not convert into the tool's request: one line naming the argument."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Shape:
     """The request a tool sends and the reply it returns, and the names they go by in MCP."""
 
@@ -59,15 +60,24 @@ class Shape:
     internal: tuple[str, ...] = ()
     # reply field -> result name, where they differ
     results: Mapping[str, str] = field(default_factory=dict)
-    # reply fields the result leaves out
+    # reply fields the result leaves out, and fields of the Structs it holds
     hidden: tuple[str, ...] = ()
+    hidden_within: Mapping[type[msgspec.Struct], tuple[str, ...]] = field(default_factory=dict)
     # the result is this one field of the reply (memory_show's memory)
     unwrap: str | None = None
+    # the names the outputSchema gives the reply's Structs, where a seed names them otherwise
+    titles: Mapping[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def published(self) -> dict[str, Any]:
+        """The outputSchema, made once."""
+        return _titled(output_schema(self), self.titles)
 
     def argument_names(self) -> dict[str, list[str]]:
         """Each request field a tool takes, with the argument names that set it."""
         names: dict[str, list[str]] = {}
-        for f in self.request.__struct_fields__:
+        # By the names on the wire (``class``, not the attribute task_class).
+        for f in self.request.__struct_encode_fields__:
             if f in _ENVELOPE or f in self.internal:
                 continue
             names[f] = [a for a, target in self.arguments.items() if target == f] or [f]
@@ -95,6 +105,11 @@ def output_schema(shape: Shape) -> dict[str, Any]:
         top, defs = _schema(get_type_hints(shape.reply)[shape.unwrap], sent=True)
         return _object(top, top["properties"], top.get("required", []), defs, closed=False)
     top, defs = _schema(shape.reply, sent=True)
+    for struct, names in shape.hidden_within.items():
+        inner = defs[struct.__name__]
+        for name in names:
+            del inner["properties"][name]
+        inner["required"] = [r for r in inner.get("required", ()) if r not in names]
     out_props: dict[str, Any] = {}
     out_required: list[str] = []
     required = set(top.get("required", ()))
@@ -135,11 +150,33 @@ def result_of(shape: Shape, reply: p.Reply) -> dict[str, Any]:
         inner: dict[str, Any] = msgspec.to_builtins(getattr(reply, shape.unwrap))
         return inner
     data: dict[str, Any] = msgspec.to_builtins(reply)
-    return {
+    result = {
         shape.results.get(k, k): v
         for k, v in data.items()
         if k not in _ENVELOPE and k not in shape.hidden
     }
+    if shape.hidden_within:
+        _prune(result, shape.published, shape.published.get("$defs", {}))
+    return result
+
+
+def _prune(value: Any, schema: Mapping[str, Any], defs: Mapping[str, Any]) -> None:
+    """Drop from ``value`` (in place) every key its object's schema does not list: the fields
+    a shape hides within the Structs a reply holds, by the schema the tool publishes."""
+    while "$ref" in schema:
+        schema = defs[schema["$ref"].rsplit("/", 1)[1]]
+    if isinstance(value, dict) and "properties" in schema:
+        props = schema["properties"]
+        for key in [k for k in value if k not in props]:
+            del value[key]
+        for key, item in value.items():
+            _prune(item, props[key], defs)
+    elif isinstance(value, list) and "items" in schema:
+        for item in value:
+            _prune(item, schema["items"], defs)
+    elif value is not None:
+        for alternative in schema.get("anyOf", ()):
+            _prune(value, alternative, defs)
 
 
 # --------------------------------------------------------------------------- JSON Schema
@@ -186,7 +223,7 @@ def _object(
     *,
     closed: bool,
 ) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": props}
+    schema: dict[str, Any] = {"title": top["title"], "type": "object", "properties": props}
     if "description" in top:
         schema["description"] = top["description"]
     if required:
@@ -197,6 +234,24 @@ def _object(
     if used:
         schema["$defs"] = {n: defs[n] for n in defs if n in used}
     return schema
+
+
+def _titled(schema: dict[str, Any], titles: Mapping[str, str]) -> dict[str, Any]:
+    """``schema`` with its definitions (and itself) named by ``titles``."""
+    if not titles:
+        return schema
+    text = json.dumps(schema)
+    for old, new in titles.items():
+        text = text.replace(f'"#/$defs/{old}"', f'"#/$defs/{new}"')
+    renamed: dict[str, Any] = json.loads(text)
+    defs = renamed.get("$defs", {})
+    renamed["$defs"] = {titles.get(name, name): d for name, d in defs.items()}
+    for name, d in renamed["$defs"].items():
+        d["title"] = name
+    top = titles.get(renamed.get("title", ""))
+    if top is not None:
+        renamed["title"] = top
+    return renamed
 
 
 def _referenced(node: Any, defs: Mapping[str, Any]) -> set[str]:
@@ -245,7 +300,7 @@ def _structs(t: Any) -> dict[str, mi.StructType]:
 def _unquoted(value: Any, request: type[p.Request], field_name: str) -> Any:
     """A list or object an MCP client sent as JSON text, as the SDK takes it (some hosts send
     every array as a string); any other string is left for the request's rules to judge."""
-    if not isinstance(value, str) or field_name not in request.__struct_fields__:
+    if not isinstance(value, str) or field_name not in request.__struct_encode_fields__:
         return value
     try:
         parsed = json.loads(value)
@@ -308,7 +363,7 @@ class Tool:
             "title": self.title,
             "description": self.description,
             "inputSchema": input_schema(self.shape),
-            "outputSchema": output_schema(self.shape),
+            "outputSchema": self.shape.published,
             "annotations": {"title": self.title, **self.annotations},
         }
 

@@ -870,28 +870,98 @@ MAX_EXPERIENCE_FILES = 100
 class RecordExperience(Request, tag="record_experience"):
     """Record one finished task with its outcome and the lessons drawn from it."""
 
-    description: Description
-    status: ExperienceStatus = "unknown"
-    strategy: Strategy | None = None
+    description: Annotated[
+        Description,
+        Meta(
+            description=(
+                "What the task was, in a sentence or two a later search would "
+                "match, e.g. 'Fixed login accepting expired tokens after logout'."
+            )
+        ),
+    ]
+    status: Annotated[
+        ExperienceStatus, Meta(description="Outcome: success, failure or unknown.")
+    ] = "unknown"
+    strategy: Annotated[
+        Strategy | None,
+        Meta(description="How it was approached, when worth repeating or avoiding."),
+    ] = None
     # ``class`` on the wire (the seed's name); a Python keyword, hence the attribute name.
-    task_class: TaskClass = msgspec.field(default="general", name="class")
-    tool_calls: Annotated[int, Meta(ge=0, le=10_000_000)] = 0
-    minutes: Annotated[float, Meta(ge=0, le=525_600)] = 0.0
-    files: Annotated[list[FilePath], Meta(max_length=MAX_EXPERIENCE_FILES)] = []
-    lessons: Annotated[list[LessonText], Meta(max_length=20)] = []
-    session: Annotated[str, Meta(max_length=200)] | None = None
+    task_class: Annotated[
+        TaskClass, Meta(description="Task class, e.g. bugfix, feature, refactor, test, docs, ops.")
+    ] = msgspec.field(default="general", name="class")
+    tool_calls: Annotated[
+        int, Meta(ge=0, le=10_000_000, description="Number of tool calls the task took.")
+    ] = 0
+    minutes: Annotated[
+        float, Meta(ge=0, le=525_600, description="Active time the task took, in minutes.")
+    ] = 0.0
+    files: Annotated[
+        list[FilePath],
+        Meta(
+            max_length=MAX_EXPERIENCE_FILES,
+            description=(
+                "Files the task touched, relative to the project root (absolute "
+                "paths inside it are accepted)."
+            ),
+        ),
+    ] = []
+    lessons: Annotated[
+        list[LessonText],
+        Meta(
+            max_length=20,
+            description=(
+                "Compact, reusable lessons, one per item, e.g. 'Run the "
+                "migrations before the tests.'"
+            ),
+        ),
+    ] = []
+    session: Annotated[
+        Annotated[str, Meta(max_length=200)] | None,
+        Meta(
+            description=(
+                "Session id that did the task; links the experience to that "
+                "session's captured episodes."
+            )
+        ),
+    ] = None
     # When the task ended (unix seconds); defaults to now. Import keeps the original time.
     ts: Annotated[float, Meta(ge=0)] | None = None
     # A retried request with the same key returns the first request's result.
-    idempotency_key: IdempotencyKey | None = None
+    idempotency_key: Annotated[
+        IdempotencyKey | None,
+        Meta(
+            description=(
+                "Retry-safe key: a repeated key returns the first result instead "
+                "of recording again."
+            )
+        ),
+    ] = None
     # Who sees it (and its lessons) in a shared database; unset: the configured default.
-    visibility: Visibility | None = None
+    visibility: Annotated[
+        Visibility | None,
+        Meta(
+            description=(
+                "In a team database: private (only your role sees it) or team "
+                "(every member does). Omit for the daemon's configured default "
+                "(private)."
+            )
+        ),
+    ] = None
 
 
 class SearchExperience(Request, tag="search_experience"):
     """Past experiences of the caller's workspace similar to ``query``, and their lessons."""
 
-    query: ExperienceQuery
+    query: Annotated[
+        ExperienceQuery,
+        Meta(
+            description=(
+                "Words describing the topic, e.g. 'expired token login bug'. "
+                "Matched by words and by meaning against past task descriptions."
+            )
+        ),
+    ]
     limit: Annotated[int, Meta(ge=1, le=20)] = 5
 
 
@@ -909,20 +979,42 @@ class ExperienceList(Request, tag="experience_list"):
 class ExplainNode(Request, tag="explain_node"):
     """One experience in full: its episodes, its lessons, and (given a query) why it ranked."""
 
-    record_id: RecordId
-    query: ExperienceQuery | None = None
+    record_id: Annotated[
+        RecordId, Meta(description="Experience id, as search_experience returns it.")
+    ]
+    query: Annotated[
+        ExperienceQuery | None,
+        Meta(
+            description=(
+                "The query the experience was found by, to explain its rank; omit "
+                "for the experience alone."
+            )
+        ),
+    ] = None
 
 
 class ForgetExperience(Request, tag="forget_experience"):
     """Tombstone one experience; its lessons lose its support."""
 
-    record_id: RecordId
+    record_id: Annotated[
+        RecordId, Meta(description="Experience id to forget, as search_experience returns it.")
+    ]
 
 
 class GetExecutionContext(Request, tag="get_execution_context"):
     """Lessons and similar past experiences that apply to a new task, compact for a prompt."""
 
-    task: Annotated[str, Meta(min_length=1, max_length=4_000)]
+    task: Annotated[
+        str,
+        Meta(
+            min_length=1,
+            max_length=4_000,
+            description=(
+                "The new task, described as you would record it, e.g. 'Add rate "
+                "limiting to the login endpoint'."
+            ),
+        ),
+    ]
     limit: Annotated[int, Meta(ge=1, le=10)] = 3
 
 
@@ -1924,47 +2016,117 @@ class Forgotten(Reply, tag="forgotten", omit_defaults=False):
 class ExperienceInfo(Struct, kw_only=True):
     """One experience as search, explain and context return it."""
 
-    id: str
-    score: float
-    description: str
-    task_class: str = msgspec.field(name="class")
-    agent: str
-    strategy: str | None
-    status: str
-    tool_calls: int
-    minutes: float
-    files: list[str]
-    ts: float
-    session: str | None = None
+    id: Annotated[
+        str,
+        Meta(
+            description=("Experience id for the past task, for explain_node and forget_experience.")
+        ),
+    ]
+    score: Annotated[
+        float, Meta(description="Similarity/retrieval score for this query; higher ranks first.")
+    ]
+    description: Annotated[
+        str, Meta(description="Redacted task description stored for the past execution.")
+    ]
+    task_class: Annotated[
+        str, Meta(description="Task class, e.g. bugfix, feature, refactor, ops.")
+    ] = msgspec.field(name="class")
+    agent: Annotated[str, Meta(description="Agent that produced the experience.")]
+    strategy: Annotated[str | None, Meta(description="Strategy used for the past task when known.")]
+    status: Annotated[
+        str, Meta(description="Observed outcome status: success, failure or unknown.")
+    ]
+    tool_calls: Annotated[
+        int, Meta(ge=0, description="Number of captured tool calls in the execution.")
+    ]
+    minutes: Annotated[float, Meta(ge=0, description="Active execution time in minutes.")]
+    files: Annotated[
+        list[str],
+        Meta(
+            description=(
+                "Project-relative files associated with the execution, capped for compactness."
+            )
+        ),
+    ]
+    ts: Annotated[float, Meta(description="When the experience was recorded, unix seconds.")]
+    session: Annotated[
+        str | None, Meta(description="Session that did the task, when recorded.")
+    ] = None
 
 
 class LessonInfo(Struct, kw_only=True):
     """A lesson with its live support (experiences behind it) and confidence in 0..1."""
 
     id: str
-    text: str
-    confidence: float
-    support: int
+    text: Annotated[
+        str, Meta(description="A compact lesson extracted from one or more past executions.")
+    ]
+    confidence: Annotated[
+        float, Meta(ge=0, le=1, description="Combined confidence in this lesson.")
+    ]
+    support: Annotated[int, Meta(ge=1, description="Number of experiences supporting the lesson.")]
 
 
 class RecordedLesson(LessonInfo, kw_only=True):
+    # The experience just recorded counts, unless it is held back as untrusted: 0 then.
+    support: Annotated[
+        int,
+        Meta(
+            ge=0,
+            description="Number of experiences supporting the lesson, this one included (0 "
+            "when this experience is held back as untrusted).",
+        ),
+    ]
     # True when the lesson said the same as one already stored and was merged into it.
-    merged: bool
+    merged: Annotated[
+        bool,
+        Meta(
+            description=(
+                "True when the lesson said the same as a stored one and was merged into it."
+            )
+        ),
+    ]
 
 
-class ExperienceRecorded(Reply, tag="experience_recorded"):
-    record_id: str
+class ExperienceRecorded(Reply, tag="experience_recorded", omit_defaults=False):
+    record_id: Annotated[
+        str,
+        Meta(
+            description=("Experience id (or the id of the identical experience already recorded).")
+        ),
+    ]
     # True when the same experience (description, status, strategy, session) was already
     # recorded in the workspace; record_id is that one and nothing new was written.
-    duplicate: bool = False
-    replayed: bool = False
-    lessons: list[RecordedLesson] = []
+    duplicate: Annotated[
+        bool,
+        Meta(
+            description=(
+                "True when the same experience was already recorded; nothing new was written."
+            )
+        ),
+    ] = False
+    replayed: Annotated[
+        bool,
+        Meta(
+            description=(
+                "True when this idempotency_key was used before; the first result is returned."
+            )
+        ),
+    ] = False
+    lessons: Annotated[
+        list[RecordedLesson], Meta(description="The experience's lessons, in the order given.")
+    ] = []
 
 
 class ExperienceSearchResult(Reply, tag="experience_search_result"):
     query: str
-    experiences: list[ExperienceInfo]
-    lessons: list[LessonInfo]
+    experiences: Annotated[
+        list[ExperienceInfo],
+        Meta(description="Matching past tasks ordered from best to worst match."),
+    ]
+    lessons: Annotated[
+        list[LessonInfo], Meta(description="Lessons derived from the returned experiences.")
+    ]
     semantic_used: bool
     took_ms: float
 
@@ -1979,48 +2141,114 @@ class ExperienceListResult(Reply, tag="experience_list_result"):
 
 
 class EpisodeRef(Struct, kw_only=True):
-    id: str
-    ts: float
-    text: str
+    id: Annotated[str, Meta(description="Episode id.")]
+    ts: Annotated[float, Meta(description="When the episode happened, unix seconds.")]
+    text: Annotated[str, Meta(description="What the agent did.")]
 
 
 class Ranking(Struct, kw_only=True):
     """Why an experience ranked (or did not) for a query: each channel's say and the floor's."""
 
-    query: str
-    rank: int | None  # 1-based among the results search_experience would return; None if cut
-    score: float
-    lexical_rank: int | None
-    semantic_rank: int | None
-    cosine: float | None
-    matched_terms: list[str]
-    query_terms: list[str]
-    passed_floor: bool
-    reason: str
+    query: Annotated[str, Meta(description="The query the ranking is for.")]
+    # 1-based among the results search_experience would return; None if cut
+    rank: Annotated[
+        int | None,
+        Meta(
+            description=(
+                "1-based position among the experiences search_experience would "
+                "return for the query; null when it is not among them."
+            )
+        ),
+    ]
+    score: Annotated[float, Meta(description="Fused score, as search_experience reports it.")]
+    lexical_rank: Annotated[
+        int | None,
+        Meta(
+            description=(
+                "1-based rank in the word-matching channel; null when that channel did not find it."
+            )
+        ),
+    ]
+    semantic_rank: Annotated[
+        int | None,
+        Meta(
+            description=(
+                "1-based rank in the meaning channel; null when that channel did "
+                "not find it or is not up."
+            )
+        ),
+    ]
+    cosine: Annotated[
+        float | None,
+        Meta(
+            description=(
+                "Cosine similarity of the query and the description; null without a model."
+            )
+        ),
+    ]
+    matched_terms: Annotated[list[str], Meta(description="Query words the description contains.")]
+    query_terms: Annotated[
+        list[str], Meta(description="The query's content words (stop words dropped).")
+    ]
+    passed_floor: Annotated[
+        bool, Meta(description="Whether it is similar enough to be returned at all.")
+    ]
+    reason: Annotated[str, Meta(description="The relevance-floor verdict in words.")]
 
 
 class NodeExplained(Reply, tag="node_explained"):
-    experience: ExperienceInfo
-    episodes: list[EpisodeRef]
-    lessons: list[LessonInfo]
-    ranking: Ranking | None = None
+    experience: Annotated[
+        ExperienceInfo, Meta(description="The experience in full (all its files).")
+    ]
+    episodes: Annotated[
+        list[EpisodeRef],
+        Meta(
+            description=(
+                "Captured episodes of the session that did the task, oldest "
+                "first; empty when none were captured."
+            )
+        ),
+    ]
+    lessons: Annotated[list[LessonInfo], Meta(description="Lessons this experience supports.")]
+    ranking: Annotated[
+        Ranking | None, Meta(description="Why it ranked for the query given; null without a query.")
+    ]
 
 
-class ExperienceForgotten(Reply, tag="experience_forgotten"):
-    record_id: str
-    already_forgotten: bool = False
+class ExperienceForgotten(Reply, tag="experience_forgotten", omit_defaults=False):
+    record_id: Annotated[str, Meta(description="The experience id.")]
+    already_forgotten: Annotated[
+        bool, Meta(description="True when it had been forgotten before; nothing changed.")
+    ] = False
     # Lessons that lost this experience's support but keep others.
-    lessons_weakened: int = 0
+    lessons_weakened: Annotated[
+        int, Meta(description="Lessons that lost this experience's support but keep others.")
+    ] = 0
     # Lessons left with no support: tombstoned with it, they no longer surface.
-    lessons_retired: int = 0
+    lessons_retired: Annotated[
+        int, Meta(description="Lessons it alone supported; they no longer surface.")
+    ] = 0
 
 
 class ExecutionContext(Reply, tag="execution_context"):
     task: str
-    lessons: list[LessonInfo]
-    experiences: list[ExperienceInfo]
+    lessons: Annotated[
+        list[LessonInfo], Meta(description="Lessons that apply to the task, most confident first.")
+    ]
+    experiences: Annotated[
+        list[ExperienceInfo],
+        Meta(description="Most similar past tasks, best first; descriptions shortened."),
+    ]
     # The same, rendered as a short block ready to put in a prompt ("" when nothing applies).
-    context: str
+    context: Annotated[
+        str,
+        Meta(
+            description=(
+                "Lessons and similar past tasks as a short text block for a plan "
+                "or prompt; empty when nothing applies."
+            )
+        ),
+    ]
     semantic_used: bool
 
 
