@@ -69,6 +69,11 @@ class Shape:
     titles: Mapping[str, str] = field(default_factory=dict)
 
     @cached_property
+    def accepted(self) -> dict[str, Any]:
+        """The inputSchema, made once."""
+        return input_schema(self)
+
+    @cached_property
     def published(self) -> dict[str, Any]:
         """The outputSchema, made once."""
         return _titled(output_schema(self), self.titles)
@@ -133,7 +138,7 @@ def request_of(shape: Shape, arguments: Mapping[str, Any]) -> p.Request:
     given: dict[str, str] = {}
     for name, value in arguments.items():
         target = shape.arguments.get(name, name)
-        value = _unquoted(value, shape.request, target)
+        value = _unquoted(value, shape.accepted["properties"].get(name, {}))
         if target in fields and fields[target] != value:
             raise ArgumentError(f"{given[target]} and {name} are the same setting; give one")
         fields[target], given[target] = value, name
@@ -297,10 +302,14 @@ def _structs(t: Any) -> dict[str, mi.StructType]:
 # --------------------------------------------------------------------------- arguments
 
 
-def _unquoted(value: Any, request: type[p.Request], field_name: str) -> Any:
-    """A list or object an MCP client sent as JSON text, as the SDK takes it (some hosts send
-    every array as a string); any other string is left for the request's rules to judge."""
-    if not isinstance(value, str) or field_name not in request.__struct_encode_fields__:
+def _unquoted(value: Any, schema: Mapping[str, Any]) -> Any:
+    """A list or object an MCP client sent as JSON text for an argument that takes no string,
+    as the SDK takes it (some hosts send every array as a string); any other string is left
+    for the request's rules to judge."""
+    if not isinstance(value, str):
+        return value
+    types = {schema.get("type"), *(a.get("type") for a in schema.get("anyOf", ()))}
+    if "string" in types or "enum" in schema or not types - {None}:
         return value
     try:
         parsed = json.loads(value)
@@ -362,7 +371,7 @@ class Tool:
             "name": self.name,
             "title": self.title,
             "description": self.description,
-            "inputSchema": input_schema(self.shape),
+            "inputSchema": self.shape.accepted,
             "outputSchema": self.shape.published,
             "annotations": {"title": self.title, **self.annotations},
         }
