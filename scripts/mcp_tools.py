@@ -1,14 +1,13 @@
-"""Write clients/recall_client/mcp_tools.json: recall-mcp's tool listing, as the MCP SDK makes it.
+"""Write clients/recall_client/mcp_tools.json: recall-mcp's tool listing, as the protocol makes it.
 
-recall-mcp answers tools/list from that file, so that neither initialize nor tools/list waits for
-the SDK's MCPServer or the tool modules' pydantic models. Here the listing is made the way the
-SDK makes it: every tool module registered on an ``MCPServer``, which derives each inputSchema
-and outputSchema from the tool's signature, and each inputSchema then closed with
-``additionalProperties: false``. The shim refuses arguments a tool does not declare: the SDK's
-argument models keep pydantic's ``extra="ignore"`` with no setting for it (python-sdk#3067), and
-a misnamed argument (``outcome`` for ``status``) would otherwise run the tool on the default.
+recall-mcp answers tools/list from that file, so that neither initialize nor tools/list loads the
+protocol or the tool modules. Each tool's inputSchema and outputSchema are derived from its
+protocol request and reply (clients/recall_client/mcp_shapes.py); the inputSchema is closed with
+``additionalProperties: false``, as the shim refuses arguments a tool does not declare (a
+misnamed argument, ``outcome`` for ``status``, would otherwise run the tool on the default).
 
-tests/test_mcp_shim.py fails while the file and the tool modules disagree; after changing a tool:
+tests/test_mcp_shim.py fails while the file and the protocol disagree; after changing a tool or
+a request or reply it sends:
 
     .venv/bin/python scripts/mcp_tools.py
 """
@@ -20,35 +19,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "clients")]
 
-from mcp.server.mcpserver import MCPServer  # noqa: E402
-from recall_client import mcp_experience, mcp_memory, mcp_work  # noqa: E402
-from recall_client.mcp_server import LISTING  # noqa: E402
+from recall_client.mcp_server import LISTING, every_tool  # noqa: E402
 
 __all__ = ["listing", "render"]
 
 
 def listing() -> list[dict[str, Any]]:
-    """Every tool as tools/list carries it, in registration order."""
-    server: MCPServer[None] = MCPServer(name="recalld")
-
-    def no_session() -> Any:
-        raise AssertionError("listing the tools calls none")
-
-    for module in (mcp_memory, mcp_work, mcp_experience):
-        module.register(server, no_session)
-    tools = anyio.run(server.list_tools)
-    return [
-        {
-            **tool.model_dump(by_alias=True, mode="json", exclude_none=True),
-            "inputSchema": {**tool.input_schema, "additionalProperties": False},
-        }
-        for tool in tools
-    ]
+    """Every tool as tools/list carries it, in the order the shim lists them."""
+    return [tool.listed() for tool in every_tool()]
 
 
 def render() -> str:

@@ -39,16 +39,17 @@ async def test_store_then_search_finds_the_right_memory_first(
     async with running_daemon.client() as rc:
         ids = await store_three(rc)
         result = await rc.call(
-            p.MemorySearch(query="which postgres port in production?"), p.MemorySearchResult
+            p.MemorySearch(query="which postgres port in production?", verbose=True),
+            p.MemorySearchResult,
         )
     assert result.hits, "search found nothing"
     top = result.hits[0]
     assert top.id == ids[1]
     assert top.text == THREE[1]
-    assert "PostgreSQL" in top.snippet
+    assert top.snippet is not None and "PostgreSQL" in top.snippet
     assert top.tags == ["t"]
     assert 0 < top.score <= 1
-    assert top.ts > 0
+    assert top.ts is not None and top.ts > 0
 
 
 async def test_a_search_sees_only_its_own_workspace(running_daemon: DaemonProcess) -> None:

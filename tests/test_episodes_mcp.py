@@ -141,7 +141,8 @@ async def test_work_search_output_schema_carries_every_seed_field(
             node = defs[node["$ref"].rsplit("/", 1)[1]]
         return node
 
-    assert schema["required"] == ["available"]
+    # The seed promises available alone; results is sent too, empty when nothing was found.
+    assert schema["required"] == ["available", "results"]
     floor = resolve(schema["properties"]["floor"])
     assert set(floor["properties"]) == {"min_trust", "include_pending", "semantic_used"}
     item = resolve(schema["properties"]["results"]["items"])

@@ -56,7 +56,7 @@ async def test_tools_are_listed_with_schemas_and_annotations(running_daemon: Dae
     assert hints_of(tools["memory_store"]).read_only_hint is False
     props = search.input_schema["properties"]
     assert props["query"]["minLength"] == 1
-    assert props["top_k"]["anyOf"][0]["maximum"] == 50
+    assert props["top_k"]["maximum"] == 50
     assert search.output_schema is not None
     for name in ("Returns:", "Use when:", "Not for:", "Side effects:", "Errors:"):
         assert name in (search.description or ""), name
@@ -144,12 +144,13 @@ HEAVY = (
     "python_multipart",
     "pydantic_settings",
 )
-# What initialize and tools/list do without: the tool modules, their models, the daemon client.
+# What initialize and tools/list do without: the tool modules, the protocol, the daemon client.
 FIRST_CALL = (
     "recall_client.mcp_memory",
     "recall_client.mcp_work",
     "recall_client.mcp_experience",
     "recall_client.mcp_common",
+    "recall_client.mcp_shapes",
     "recall_client.client",
     "recall_client.protocol",
 )
@@ -197,7 +198,7 @@ async def test_tool_calls_load_none_of_the_sdk_s_http_side(
     assert loaded(modules, HEAVY) == []
 
 
-def test_the_listing_served_is_what_mcpserver_makes_of_the_tool_modules() -> None:
+def test_the_listing_served_is_what_the_protocol_makes_of_the_tool_modules() -> None:
     # After changing a tool: .venv/bin/python scripts/mcp_tools.py
     assert LISTING.read_text() == mcp_tools.render()
 

@@ -509,7 +509,7 @@ async def test_outcomes_rank_lower_and_are_reported_until_cleared(
         before = await search(rc, "restart the worker")
         token = {h.id: h.use_token for h in before.hits}
         used = await rc.call(p.MemoryRecordUse(use_token=token[a.record_id]), p.UseRecorded)
-        assert [(u.memory_id, u.outcome) for u in used.recorded] == [(a.record_id, "used")]
+        assert [(u.id, u.outcome) for u in used.recorded] == [(a.record_id, "used")]
         # the same token again overrides its earlier outcome
         await rc.call(
             p.MemoryRecordUse(

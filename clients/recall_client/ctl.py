@@ -121,8 +121,13 @@ async def _status(rc: RecallClient, args: argparse.Namespace) -> int:
 
 async def _search(rc: RecallClient, args: argparse.Namespace) -> int:
     reply = await rc.call(
+        # verbose: each hit's snippet (a window around the match) is printed
         p.MemorySearch(
-            query=args.query, limit=args.limit, mode=args.mode, workspace=args.workspace_filter
+            query=args.query,
+            limit=args.limit,
+            mode=args.mode,
+            workspace=args.workspace_filter,
+            verbose=True,
         ),
         p.MemorySearchResult,
     )

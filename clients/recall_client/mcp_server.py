@@ -13,17 +13,17 @@ holding what ``MCPServer`` registered, with the same answers:
 - initialize, ping and server/discover: the low-level ``Server``'s, with the capabilities
   ``MCPServer`` advertises (tools, resources, prompts; at 2026-07-28, ``listChanged`` and
   ``subscribe``, which its subscriptions/listen stream delivers);
-- tools/list: mcp_tools.json, the listing ``MCPServer`` makes of the tool modules (written by
-  scripts/mcp_tools.py, held equal to it by a test);
-- tools/call: the tool modules are imported by the first call and a tool's argument model
-  (the SDK's ``func_metadata``, as ``MCPServer`` builds it) by the tool's first call; arguments
-  a tool does not declare are refused, as the listing's ``additionalProperties: false`` says;
+- tools/list: mcp_tools.json, the listing the protocol makes of the tool modules (mcp_shapes;
+  written by scripts/mcp_tools.py, held equal to it by a test);
+- tools/call: the tool modules and the protocol are imported by the first call; arguments a
+  tool does not declare are refused, as the listing's ``additionalProperties: false`` says, and
+  the rest are converted into the tool's protocol request by the protocol's rules;
 - resources and prompts: none, answered as ``MCPServer`` answers when it has none;
 - subscriptions/listen: the SDK's ``ListenHandler``;
 - requestState: the SDK's boundary, loaded by the first request that carries one.
 
 tests/test_mcp_wire.py replays every method, notification and error against what ``MCPServer``
-answered, byte for byte.
+answered, byte for byte (tools/list against mcp_tools.json).
 """
 
 from __future__ import annotations
@@ -36,21 +36,21 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import mcp_types as types
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from mcp.server.models import InitializationOptions
 from mcp.server.runner import serve_dual_era_loop
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
+from pydantic_core import to_json
 
 from . import __version__
 
@@ -60,15 +60,14 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
     from mcp.server.request_state import RequestStateBoundary
 
+    from . import mcp_shapes
     from .client import Session
 
-__all__ = ["INSTRUCTIONS", "LISTING", "ShimConfig", "Tools", "serve"]
+__all__ = ["INSTRUCTIONS", "LISTING", "ShimConfig", "Tools", "every_tool", "serve"]
 
 log = logging.getLogger("recall-mcp")
 
 LISTING = Path(__file__).with_name("mcp_tools.json")
-
-F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 INSTRUCTIONS = """recalld is the shared, local memory of the agents on this machine.
 Search before you re-derive: memory_search for facts, notes and decisions. Store what a later
@@ -95,12 +94,18 @@ class ShimConfig:
     agent_token_file: str | None = None
 
 
+def every_tool() -> tuple[mcp_shapes.Tool, ...]:
+    """Every tool recall-mcp serves, in the order it lists them (loads the protocol)."""
+    from . import mcp_experience, mcp_memory, mcp_work
+
+    return (*mcp_memory.TOOLS, *mcp_work.TOOLS, *mcp_experience.TOOLS)
+
+
 class Tools:
     """The shim's tools: listed from mcp_tools.json, their code loaded when first called."""
 
     def __init__(self, session: Callable[[], Session]) -> None:
         self._session = session
-        self._metadata: dict[str, FuncMetadata] = {}
 
     @cached_property
     def _listed(self) -> dict[str, types.Tool]:
@@ -108,68 +113,43 @@ class Tools:
         return {entry["name"]: types.Tool.model_validate(entry) for entry in entries}
 
     @cached_property
-    def _functions(self) -> dict[str, Callable[..., Awaitable[Any]]]:
-        # The tool modules build their output models (pydantic) as they are imported: the first
-        # call pays for them, not initialize.
-        from . import mcp_experience, mcp_memory, mcp_work
-
-        functions = _ToolFunctions()
-        for module in (mcp_memory, mcp_work, mcp_experience):
-            module.register(functions, self._session)
-        return functions.functions
+    def _tools(self) -> dict[str, mcp_shapes.Tool]:
+        # Loaded by the first call, with the protocol: initialize and tools/list need neither.
+        return {tool.name: tool for tool in every_tool()}
 
     def listing(self) -> types.ListToolsResult:
         return types.ListToolsResult(tools=list(self._listed.values()))
 
-    async def call(
-        self, name: str, arguments: dict[str, Any]
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """Run tool ``name`` as ``MCPServer`` runs a tool, once its arguments are all declared.
+    async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """Run tool ``name``, once its arguments are all declared, in the SDK's words for each
+        failure (mcp.server.mcpserver.tools.base.Tool.run).
 
         Raises:
-            ToolError: an unknown tool, an argument it does not declare or one that fails its
-                inputSchema, or a failure the tool reports (the daemon's, say): its text is
-                what the model reads.
+            ToolError: an unknown tool, an argument it does not declare or one that does not
+                make its request, or a failure of the daemon: its text is what the model reads.
             UnexpectedToolError: the tool crashed; the model reads only the tool's name.
         """
         listed = self._listed.get(name)
         if listed is None:
             raise ToolError(f"Unknown tool: {name}")
         _refuse_unknown(name, arguments, listed.input_schema)
-        fn = self._functions[name]
-        metadata = self._metadata.get(name)
-        if metadata is None:
-            metadata = self._metadata[name] = func_metadata(fn)
-        # In the SDK's words for each failure (mcp.server.mcpserver.tools.base.Tool.run).
+        from .client import DaemonUnavailable, RemoteError
+        from .mcp_common import tool_error
+        from .mcp_shapes import ArgumentError
+
         try:
-            validated = metadata.validate_arguments(arguments)
-        except ValidationError as exc:
+            structured = await self._tools[name](self._session().call, arguments)
+        except ArgumentError as exc:
             raise ToolError(f"Error executing tool {name}: {exc}") from exc
+        except (DaemonUnavailable, RemoteError) as exc:
+            raise ToolError(f"Error executing tool {name}: {tool_error(exc)}") from exc
         except Exception as exc:
             raise UnexpectedToolError(f"Error executing tool {name}") from exc
-        try:
-            return metadata.convert_result(await fn(**validated))
-        except ToolError as exc:
-            raise ToolError(f"Error executing tool {name}: {exc}") from exc
-        except Exception as exc:
-            raise UnexpectedToolError(f"Error executing tool {name}") from exc
-
-
-class _ToolFunctions:
-    """What the tool modules register on: each tool's function, by name (the listing has the
-    rest of what the decorator is told)."""
-
-    def __init__(self) -> None:
-        self.functions: dict[str, Callable[..., Awaitable[Any]]] = {}
-
-    def tool(
-        self, name: str, title: str, description: str, annotations: types.ToolAnnotations
-    ) -> Callable[[F], F]:
-        def register(fn: F) -> F:
-            self.functions[name] = fn
-            return fn
-
-        return register
+        # The text block is the content as the SDK writes a structured result's text.
+        text = to_json(structured, indent=2).decode()
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=structured
+        )
 
 
 def _refuse_unknown(tool: str, arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
@@ -352,7 +332,7 @@ class _Methods:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[None], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult:
         try:
             return await self._tools.call(params.name, params.arguments or {})
         except Exception as exc:

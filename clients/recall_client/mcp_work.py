@@ -1,177 +1,26 @@
 """MCP tools for work episodes (seed 001): ``capture_episode``, ``work_search``,
 ``work_result`` and ``forget``.
 
-work_search's parameters, defaults, bounds and result fields are the seed's. Its output is a
-TypedDict so that fields response_format=concise drops are absent from structuredContent,
-not null.
+Each is one protocol request and its reply; mcp_shapes derives the tool's schemas, arguments
+and results from them. work_search's parameters, defaults, bounds and result fields are the
+seed's; the fields response_format=concise drops are UNSET in the reply, so absent from the
+structured content, not null.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from typing import Annotated, Literal, NotRequired
 
 import msgspec
-from mcp_types import ToolAnnotations
-from pydantic import BaseModel, Field
-from typing_extensions import TypedDict
 
 from . import protocol as p
-from .client import DaemonUnavailable, RemoteError, Session
-from .mcp_common import ToolRegistry, forwarder, tool_error
+from .client import DaemonUnavailable, RemoteError
+from .mcp_shapes import Call, Shape, Tool, hints
 
-__all__ = ["register"]
+__all__ = ["TOOLS"]
 
-
-# --------------------------------------------------------------------------- outputs
-
-
-class EpisodeCaptureResult(BaseModel):
-    id: str = Field(
-        description="Id of the episode (for work_result, forget, and as a later episode's prev_id)."
-    )
-    prev_id: str | None = Field(
-        description="The previous episode of the same session, or null for the first."
-    )
-    eligibility: str = Field(
-        description="'pending' for a new episode: the evaluator settles it (eligible, ineligible, "
-        "blocked); a failed step waits for work_result."
-    )
-    trust: float = Field(
-        description="Trust in 0..1 from prompt-injection markers, quoted authority and source; "
-        "below 0.3 it is hidden by default."
-    )
-    blocked: bool = Field(
-        description="True when the summary tries to instruct its reader; it will never be served "
-        "by default."
-    )
-    redacted: list[str] = Field(
-        description="Kinds of secret removed before storage, e.g. ['aws_key']; empty when none."
-    )
-    duplicate: bool = Field(
-        description="True when this exact episode was already recorded; nothing new was written."
-    )
-    replayed: bool = Field(
-        description="True when this idempotency_key was used before; the first result is returned."
-    )
-
-
-class WorkFloorOut(TypedDict):
-    min_trust: Annotated[float, Field(description="The trust floor applied.")]
-    include_pending: Annotated[
-        bool, Field(description="Whether not-yet-evaluated episodes were included.")
-    ]
-    semantic_used: Annotated[
-        bool,
-        Field(
-            description="True when the cosine channel took part; false means lexical only (not "
-            "requested, no query, or no embedding model)."
-        ),
-    ]
-
-
-class WorkEpisodeOut(TypedDict):
-    id: Annotated[str, Field(description="Episode id.")]
-    ts: Annotated[float, Field(description="When it happened, unix seconds.")]
-    vault: NotRequired[
-        Annotated[str | None, Field(description="Workspace (git root) it happened in.")]
-    ]
-    session_id: NotRequired[
-        Annotated[str | None, Field(description="Agent session it belongs to.")]
-    ]
-    caller: NotRequired[Annotated[str | None, Field(description="Agent that recorded it.")]]
-    channel: NotRequired[
-        Annotated[str, Field(description="How it was recorded: mcp, hook, cli or api.")]
-    ]
-    episode_type: NotRequired[
-        Annotated[
-            str,
-            Field(description="What kind of step: tool_call, turn_end, prompt, session_end, ..."),
-        ]
-    ]
-    task_result: NotRequired[
-        Annotated[
-            float | None,
-            Field(
-                description="Verdict on the task, 0 (failed) .. 1 (succeeded); null until judged."
-            ),
-        ]
-    ]
-    verdict_at: NotRequired[
-        Annotated[float | None, Field(description="When the verdict was set, unix seconds.")]
-    ]
-    tool: NotRequired[Annotated[str | None, Field(description="Tool that was called, if any.")]]
-    status: Annotated[str, Field(description="Outcome of the step: ok, error, ...")]
-    error_code: NotRequired[
-        Annotated[
-            str | None, Field(description="Error kind for a failed step, e.g. exit_1, tool_error.")
-        ]
-    ]
-    duration_ms: NotRequired[
-        Annotated[float | None, Field(description="How long the step took, milliseconds.")]
-    ]
-    result_size: NotRequired[
-        Annotated[int | None, Field(description="Size of the tool's result, bytes.")]
-    ]
-    summary: NotRequired[
-        Annotated[str | None, Field(description="What was done (secrets redacted).")]
-    ]
-    tags: NotRequired[Annotated[list[str], Field(description="Tags recorded with it.")]]
-    trust: NotRequired[Annotated[float | None, Field(description="Trust in 0..1.")]]
-    eligibility: Annotated[
-        str, Field(description="eligible, or pending when include_pending surfaced it.")
-    ]
-    blocked: NotRequired[
-        Annotated[
-            bool,
-            Field(
-                description="True when the content is unsafe to follow; a safety warning, never "
-                "trimmed."
-            ),
-        ]
-    ]
-    prev_id: NotRequired[
-        Annotated[str | None, Field(description="Previous episode of the same session.")]
-    ]
-
-
-class WorkSearchOut(TypedDict):
-    available: Annotated[
-        bool, Field(description="False when recalld could not be reached; message says why.")
-    ]
-    message: NotRequired[
-        Annotated[str, Field(description="What was searched, or why nothing was.")]
-    ]
-    floor: NotRequired[
-        Annotated[WorkFloorOut, Field(description="The reader contract the search ran under.")]
-    ]
-    results: NotRequired[
-        Annotated[
-            list[WorkEpisodeOut],
-            Field(
-                description="Matching episodes: best match first with a query, newest first "
-                "without."
-            ),
-        ]
-    ]
-
-
-class VerdictResult(BaseModel):
-    task_result: float = Field(description="The verdict now recorded.")
-    verdict_at: float = Field(description="When it was reached, unix seconds.")
-    matched: int = Field(description="Episodes the verdict applies to.")
-    updated: int = Field(
-        description="Of those, how many it changed (a repeated verdict changes none)."
-    )
-
-
-class ForgetResult(BaseModel):
-    id: str = Field(description="The forgotten record's id.")
-    kind: str = Field(description="What it was: episode, memory, experience, ...")
-    tombstoned_at: float = Field(description="When it was forgotten, unix seconds.")
-    already: bool = Field(description="True when it had been forgotten before; nothing changed.")
-
+# One MCP connection (one shim process) is one agent session unless the caller names another.
+_SESSION = f"mcp-{uuid.uuid4().hex}"
 
 # --------------------------------------------------------------------------- descriptions
 
@@ -257,319 +106,67 @@ FORGET_DESCRIPTION = (
 )
 
 
-def register(server: ToolRegistry, session: Callable[[], Session]) -> None:
-    """Register the work-episode tools on ``server``; ``session`` returns the live session."""
+async def _capture(call: Call, request: p.CaptureEpisode) -> p.EpisodeCaptured:
+    filled = msgspec.structs.replace(
+        request,
+        session_id=request.session_id or _SESSION,
+        channel="mcp",
+        # The shim may retry after a reconnect; a key makes that retry harmless.
+        idempotency_key=request.idempotency_key or f"mcp-{uuid.uuid4().hex}",
+    )
+    return await call(filled, p.EpisodeCaptured)
 
-    call = forwarder(session)
-    # One MCP connection is one agent session unless the caller names another.
-    default_session = f"mcp-{uuid.uuid4().hex}"
 
-    @server.tool(
+async def _search(call: Call, request: p.WorkSearch) -> p.WorkSearchResult:
+    # Seed 001: a daemon that cannot answer is an answer that says so, not a tool error.
+    try:
+        return await call(request, p.WorkSearchResult)
+    except DaemonUnavailable as exc:
+        message = f"recalld unavailable: {exc}"
+    except RemoteError as exc:
+        if exc.code != "unavailable":
+            raise
+        message = f"recalld unavailable: {exc.message}"
+    return p.WorkSearchResult(id=0, available=False, message=message, results=[])
+
+
+TOOLS = (
+    Tool(
         name="capture_episode",
         title="Record a work episode",
         description=CAPTURE_EPISODE_DESCRIPTION,
-        annotations=ToolAnnotations(
-            title="Record a work episode",
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=False,
-            open_world_hint=False,
+        annotations=hints(read_only=False, idempotent=False),
+        shape=Shape(
+            p.CaptureEpisode,
+            p.EpisodeCaptured,
+            # The shim says the channel; hooks and recallctl send the rest.
+            internal=("channel", "source", "ts", "ttl_s", "workspace", "files"),
+            results={"record_id": "id"},
         ),
-    )
-    async def capture_episode(
-        summary: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=100_000,
-                description="What was done and how it went, in one or two sentences a later reader "
-                "can act on, e.g. 'ran alembic upgrade head; failed: duplicate column email'.",
-            ),
-        ],
-        tool: Annotated[
-            str | None,
-            Field(
-                min_length=1,
-                max_length=128,
-                description="The tool or command used, e.g. 'Bash', 'pytest'.",
-            ),
-        ] = None,
-        status: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=64,
-                description="Outcome of the step: 'ok' (or success, passed, ...) or a failure such "
-                "as 'error', 'timeout', 'denied'.",
-            ),
-        ] = "ok",
-        session_id: Annotated[
-            str | None,
-            Field(
-                min_length=1,
-                max_length=200,
-                description="Session the step belongs to; default: this MCP connection's session.",
-            ),
-        ] = None,
-        error_code: Annotated[
-            str | None,
-            Field(
-                min_length=1,
-                max_length=128,
-                description="Error kind for a failed step, e.g. 'exit_1', 'ENOENT'.",
-            ),
-        ] = None,
-        duration_ms: Annotated[
-            float | None, Field(ge=0, description="How long the step took, milliseconds.")
-        ] = None,
-        result_size: Annotated[
-            int | None, Field(ge=0, description="Size of the step's result, bytes.")
-        ] = None,
-        episode_type: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=64,
-                description="Kind of step: tool_call (default), decision, turn_end, ...",
-            ),
-        ] = "tool_call",
-        tags: Annotated[
-            list[Annotated[str, Field(min_length=1, max_length=64)]],
-            Field(max_length=32, description="Short labels, e.g. ['migration']."),
-        ] = [],  # noqa: B006
-        task_result: Annotated[
-            float | None,
-            Field(
-                ge=0,
-                le=1,
-                description="Verdict if already known: 0 (task failed) .. 1 (succeeded).",
-            ),
-        ] = None,
-        idempotency_key: Annotated[
-            str | None,
-            Field(
-                min_length=1,
-                max_length=200,
-                description="Retry-safe key: a repeated key returns the first result instead of "
-                "recording again.",
-            ),
-        ] = None,
-    ) -> EpisodeCaptureResult:
-        req = p.CaptureEpisode(
-            summary=summary,
-            tool=tool,
-            status=status,
-            session_id=session_id or default_session,
-            error_code=error_code,
-            duration_ms=duration_ms,
-            result_size=result_size,
-            channel="mcp",
-            episode_type=episode_type,
-            tags=tags,
-            task_result=task_result,
-            # The shim may retry after a reconnect; a key makes that retry harmless.
-            idempotency_key=idempotency_key or f"mcp-{uuid.uuid4().hex}",
-        )
-        r = await call(req, p.EpisodeCaptured)
-        return EpisodeCaptureResult(
-            id=r.record_id,
-            prev_id=r.prev_id,
-            eligibility=r.eligibility,
-            trust=r.trust,
-            blocked=r.blocked,
-            redacted=r.redacted,
-            duplicate=r.duplicate,
-            replayed=r.replayed,
-        )
-
-    @server.tool(
+        run=_capture,
+    ),
+    Tool(
         name="work_search",
         title="Search work episodes",
         description=WORK_SEARCH_DESCRIPTION,
-        annotations=ToolAnnotations(
-            title="Search work episodes",
-            read_only_hint=True,
-            destructive_hint=False,
-            idempotent_hint=False,
-            open_world_hint=False,
-        ),
-    )
-    async def work_search(
-        query: Annotated[
-            str | None,
-            Field(
-                min_length=1,
-                max_length=4000,
-                description="Words the episode's summary would contain (a command, file, error "
-                "text); omit to list the newest episodes under the filters.",
-            ),
-        ] = None,
-        tool: Annotated[
-            str | None,
-            Field(
-                min_length=1, max_length=128, description="Only episodes of this tool, e.g. 'Bash'."
-            ),
-        ] = None,
-        session_id: Annotated[
-            str | None,
-            Field(min_length=1, max_length=200, description="Only episodes of this session."),
-        ] = None,
-        since: Annotated[
-            int | None,
-            Field(ge=1, description="Only episodes at or after this time, unix seconds."),
-        ] = None,
-        until: Annotated[
-            int | None,
-            Field(ge=1, description="Only episodes at or before this time, unix seconds."),
-        ] = None,
-        k: Annotated[int, Field(ge=1, le=200, description="Max results (1-200).")] = 20,
-        min_trust: Annotated[
-            float,
-            Field(
-                ge=0, le=1, description="Trust floor: episodes below it are excluded as high-risk."
-            ),
-        ] = 0.3,
-        include_pending: Annotated[
-            bool, Field(description="Also return episodes not yet evaluated (still trust-floored).")
-        ] = False,
-        any_caller: Annotated[
-            bool,
-            Field(
-                description="Search every agent's episodes, not only yours; requires the "
-                "admin:workspace scope."
-            ),
-        ] = False,
-        semantic: Annotated[
-            bool,
-            Field(
-                description="Fuse a meaning-based channel over the summary with the lexical match "
-                "(RRF); needs a query."
-            ),
-        ] = False,
-        response_format: Annotated[
-            Literal["concise", "detailed"] | None,
-            Field(
-                description="concise returns only the high-signal fields; detailed (the shipped "
-                "default) returns the full payload. Errors and safety warnings are never trimmed. "
-                "When omitted, the server's default applies."
-            ),
-        ] = None,
-        verbosity: Annotated[
-            Literal["full", "terse"] | None,
-            Field(
-                description="Legacy alias for response_format: terse = concise, full = detailed."
-            ),
-        ] = None,
-    ) -> WorkSearchOut:
-        req = p.WorkSearch(
-            query=query,
-            tool=tool,
-            session_id=session_id,
-            since=since,
-            until=until,
-            k=k,
-            min_trust=min_trust,
-            include_pending=include_pending,
-            any_caller=any_caller,
-            semantic=semantic,
-            response_format=response_format,
-            verbosity=verbosity,
-        )
-        try:
-            reply = await session().call(req, p.WorkSearchResult)
-        except DaemonUnavailable as exc:
-            return {"available": False, "message": f"recalld unavailable: {exc}"}
-        except RemoteError as exc:
-            if exc.code == "unavailable":
-                return {"available": False, "message": f"recalld unavailable: {exc.message}"}
-            raise tool_error(exc) from exc
-        out: WorkSearchOut = {
-            "available": reply.available,
-            "results": [msgspec.to_builtins(ep) for ep in reply.results],
-        }
-        if reply.message is not None:
-            out["message"] = reply.message
-        if reply.floor is not None:
-            out["floor"] = msgspec.to_builtins(reply.floor)
-        return out
-
-    @server.tool(
+        annotations=hints(read_only=True, idempotent=False),
+        shape=Shape(p.WorkSearch, p.WorkSearchResult, hidden=("response_format", "took_ms")),
+        run=_search,
+    ),
+    Tool(
         name="work_result",
         title="Judge work episodes",
         description=WORK_RESULT_DESCRIPTION,
-        annotations=ToolAnnotations(
-            title="Judge work episodes",
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=True,
-            open_world_hint=False,
-        ),
-    )
-    async def work_result(
-        task_result: Annotated[
-            float,
-            Field(ge=0, le=1, description="How the task turned out: 0 (failed) .. 1 (succeeded)."),
-        ],
-        episode_id: Annotated[
-            str | None,
-            Field(
-                min_length=1,
-                max_length=200,
-                description="Judge this one episode. Give this or session_id.",
-            ),
-        ] = None,
-        session_id: Annotated[
-            str | None,
-            Field(
-                min_length=1,
-                max_length=200,
-                description="Judge every episode of this session. Give this or episode_id.",
-            ),
-        ] = None,
-        any_caller: Annotated[
-            bool,
-            Field(
-                description="Allow another agent's episodes; requires the admin:workspace scope."
-            ),
-        ] = False,
-    ) -> VerdictResult:
-        r = await call(
-            p.WorkResult(
-                task_result=task_result,
-                episode_id=episode_id,
-                session_id=session_id,
-                any_caller=any_caller,
-            ),
-            p.VerdictSet,
-        )
-        return VerdictResult(
-            task_result=r.task_result, verdict_at=r.verdict_at, matched=r.matched, updated=r.updated
-        )
-
-    @server.tool(
+        annotations=hints(read_only=False),
+        shape=Shape(p.WorkResult, p.VerdictSet, internal=("verdict_at",)),
+    ),
+    Tool(
         name="forget",
         title="Forget a record",
         description=FORGET_DESCRIPTION,
-        annotations=ToolAnnotations(
-            title="Forget a record",
-            read_only_hint=False,
-            destructive_hint=True,
-            idempotent_hint=True,
-            open_world_hint=False,
+        annotations=hints(read_only=False, destructive=True),
+        shape=Shape(
+            p.Forget, p.Forgotten, arguments={"id": "record_id"}, results={"record_id": "id"}
         ),
-    )
-    async def forget(
-        id: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=200,
-                description="Id of the record to forget, as a search returned it "
-                "(ep_..., mem_...).",
-            ),
-        ],
-    ) -> ForgetResult:
-        r = await call(p.Forget(record_id=id), p.Forgotten)
-        return ForgetResult(
-            id=r.record_id, kind=r.kind, tombstoned_at=r.tombstoned_at, already=r.already
-        )
+    ),
+)

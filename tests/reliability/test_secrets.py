@@ -154,9 +154,12 @@ async def test_no_secret_survives_any_write_path(running_daemon: DaemonProcess) 
     ) as rc:
         for core in CORES:
             result = await rc.call(
-                p.MemorySearch(query=core[:4000], mode="hybrid", limit=50), p.MemorySearchResult
+                p.MemorySearch(query=core[:4000], mode="hybrid", limit=50, verbose=True),
+                p.MemorySearchResult,
             )
-            shown = [" ".join([h.text, h.snippet, h.source or "", *h.tags]) for h in result.hits]
+            shown = [
+                " ".join([h.text, h.snippet or "", h.source or "", *h.tags]) for h in result.hits
+            ]
             work = await rc.call(
                 p.WorkSearch(
                     query=core[:4000],

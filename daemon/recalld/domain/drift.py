@@ -217,7 +217,7 @@ def staleness_verdict(
     if claim_anchored_missing or age_days > RECOMMEND_AFTER_DAYS:
         return "spot_check_recommended"
     if commit is not None and (
-        commit.touching_cited_paths > 0 or commit.count >= COMMIT_DRIFT_RECOMMEND
+        (commit.touching_cited_paths or 0) > 0 or (commit.count or 0) >= COMMIT_DRIFT_RECOMMEND
     ):
         return "spot_check_recommended"
     return "fresh"

@@ -385,6 +385,7 @@ class MemoryReader:
             mode=mode,
             took_ms=0.0,
             count=0,
+            cortex=[],
             low_confidence=True,
             trace=trace if req.explain else None,
         )
@@ -580,8 +581,6 @@ class MemoryReader:
                 score=s.score,
                 text=row.text if full else make_snippet(row.text, terms, COMPACT_TEXT),
                 truncated=not full,
-                snippet=make_snippet(row.text, terms),
-                ts=row.ts,
                 tags=row.tags,
                 source=row.source,
                 kind=row.kind,
@@ -607,6 +606,8 @@ class MemoryReader:
                 expanded=expanded,
             )
             if verbose:
+                hit.snippet = make_snippet(row.text, terms)
+                hit.ts = row.ts
                 hit.distortion_tolerance = row.distortion_tolerance
                 hit.scopes = row.labels.get("scope", [])
                 hit.bands = row.labels.get("band", [])
@@ -759,7 +760,7 @@ class MemoryReader:
                 if rel == "depends_on"
             ],
             depended_on_by=[
-                p.MemoryLink(id=i, summary=_summary(t), note=n) for i, t, n in links_in
+                p.MemoryLink(id=i, summary=_summary(t), note=n, exists=True) for i, t, n in links_in
             ],
             cited_paths=judged.cited,
             path_drift=path_drift,

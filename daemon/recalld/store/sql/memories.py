@@ -376,10 +376,16 @@ class MemoryWrites:
             return p.MemoryStored(
                 id=0,
                 record_id=earlier,
+                duplicate=False,
                 replayed=True,
                 kind=req.kind,
                 action="replayed",
                 subject=req.subject,
+                superseded=[],
+                contested=False,
+                authority=req.authority,
+                trust=1.0,
+                cited_paths=[],
             ), None
         _require_memories(conn, req.supersedes, "supersedes")
         workspace = req.workspace or who.workspace
@@ -395,9 +401,15 @@ class MemoryWrites:
                 id=0,
                 record_id=row[0],
                 duplicate=True,
+                replayed=False,
                 kind=req.kind,
                 action="duplicate",
                 subject=req.subject,
+                superseded=[],
+                contested=False,
+                authority=req.authority,
+                trust=1.0,
+                cited_paths=[],
             ), None
 
         record_id = new_id("mem")
@@ -499,6 +511,8 @@ class MemoryWrites:
         return p.MemoryStored(
             id=0,
             record_id=record_id,
+            duplicate=False,
+            replayed=False,
             kind=req.kind,
             action=action,
             subject=req.subject,
@@ -679,7 +693,7 @@ class MemoryWrites:
                 (row[0], outcome, now, who.agent, who.session, nonce, note),
             )
             _event(conn, now, who, memory_id, f"use:{outcome}")
-            recorded.append(p.RecordedUse(memory_id=memory_id, outcome=outcome))
+            recorded.append(p.RecordedUse(id=memory_id, outcome=outcome))
         return p.UseRecorded(id=0, recorded=recorded)
 
     def resolve_fact(self, who: Principal, req: p.MemoryFactResolve, now: float) -> p.FactResolved:
