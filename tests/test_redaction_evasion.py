@@ -90,6 +90,7 @@ def test_the_folded_text_maps_each_character_to_where_it_came_from() -> None:
     sent = f"a{ZWSP}{LIGATURE_FI}{wide('B')}{CYRILLIC_O}\u2026"
     folded = fold(sent)
     assert folded.text == "afiBo\u2026"
+    assert folded.starts is not None and folded.ends is not None
     assert [sent[s:e] for s, e in zip(folded.starts, folded.ends, strict=True)] == [
         "a",
         LIGATURE_FI,
@@ -98,6 +99,8 @@ def test_the_folded_text_maps_each_character_to_where_it_came_from() -> None:
         CYRILLIC_O,
         "\u2026",
     ]
+    # Folding that changes nothing keeps no map: the text is its own original.
+    assert fold("plain \u00e9 text \u2026").starts is None
 
 
 def kept_verbatim(sent: str, stored: str) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-
 from unittest.mock import patch
 
 import msgspec

@@ -7,8 +7,18 @@ recognisable prefix and length) are redacted wherever they appear; generic shape
 ``key: value``, command-line flags) only when the value could be a credential: not a variable
 reference, a placeholder, a path or a count (``max_tokens=4096``).
 
+Rules read the text folded (.textfold): a zero-width space inside a token, fullwidth letters
+or a Cyrillic letter in ``token=`` hide nothing from them. What they find is cut from the text
+as it was sent, so everything but the secrets is stored character for character.
+
 Capture runs this on every write, so one scan for trigger words (``_TRIGGERS``) spares the
 rules for the many texts that hold none.
+
+The rules are written here rather than loaded from a secret scanner's rule file: gitleaks'
+rules (read for ideas) are RE2 patterns, linear by construction, and under Python's
+backtracking ``re`` each would need the rewriting described above the rules, rule by rule.
+Every rule has a secret it alone finds and a near miss it leaves alone in the corpus
+(tests/reliability/corpus.py).
 """
 
 from __future__ import annotations
@@ -190,7 +200,7 @@ class _Rule:
 #   over every split of the run (cubic);
 # - a command's options are scanned up to the next command word only (a tempered scan), so
 #   "mysql mysql mysql ..." does not rescan the line from every word.
-# tests/test_redaction_linear.py feeds every rule the pathological families at the
+# tests/reliability/test_security_redos.py feeds every rule the pathological families at the
 # protocol's maximum length.
 
 
@@ -812,7 +822,9 @@ def redact(text: str) -> tuple[str, list[str]]:
     folded = _folded(work.text)
     if _TRIGGERS.search(folded) is None:
         return text, found
-    # Original spans replaced: (start, end, -order, placeholder).
+    # Where folding changed the text, the original spans replaced: (start, end, -order,
+    # placeholder). Elsewhere the rules' own replacements are those of the original.
+    mapped = work.starts is not None
     cuts: list[tuple[int, int, int, str]] = []
     for rule in _RULES:
         if rule.needed.search(folded) is None or not all(c in folded for c in rule.also):
@@ -826,11 +838,12 @@ def redact(text: str) -> tuple[str, list[str]]:
             found.append(rule.name)
             start, end = m.span(rule.group)
             spans.append((start, end, f"[REDACTED:{rule.name}]"))
-            cuts.append((*work.span(start, end), -len(cuts), spans[-1][2]))
+            if mapped:
+                cuts.append((*work.span(start, end), -len(cuts), spans[-1][2]))
         if spans:
             work = work.replace(spans)
             folded = _folded(work.text)
-    return _cut(text, cuts), found
+    return (_cut(text, cuts) if mapped else work.text), found
 
 
 def _cut(text: str, cuts: list[tuple[int, int, int, str]]) -> str:

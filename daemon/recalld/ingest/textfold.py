@@ -71,34 +71,43 @@ def _fold_char(ch: str) -> str:
 
 @dataclass(slots=True)
 class Folded:
-    """A folded text, and for each of its characters the span of the original it stands
-    for: ``starts[i]:ends[i]``. A replacement keeps the map: each character of what replaced
-    a span stands for the whole original span."""
+    """A folded text and, where folding changed it, the map back: for each character the
+    span of the original it stands for, ``starts[i]:ends[i]``. A replacement keeps the map
+    (each character of what replaced a span stands for the whole original span). Without a
+    map (folding changed nothing, as for every ASCII text) the text with its replacements
+    is itself the original with those spans replaced."""
 
     text: str
-    starts: list[int]
-    ends: list[int]
+    starts: list[int] | None = None
+    ends: list[int] | None = None
 
     def span(self, start: int, end: int) -> tuple[int, int]:
-        """The original span that ``text[start:end]`` came from (end > start)."""
+        """The original span that ``text[start:end]`` of a mapped text came from (end >
+        start)."""
+        if self.starts is None or self.ends is None:
+            raise ValueError("a text folding left as it was has no map: it is the original")
         return self.starts[start], self.ends[end - 1]
 
     def replace(self, cuts: list[tuple[int, int, str]]) -> Folded:
         """The text with each ``(start, end, new)`` span replaced; spans in order, apart."""
         text: list[str] = []
+        done = 0
+        for start, end, new in cuts:
+            text += (self.text[done:start], new)
+            done = end
+        text.append(self.text[done:])
+        if self.starts is None or self.ends is None:
+            return Folded("".join(text))
         starts: list[int] = []
         ends: list[int] = []
         done = 0
         for start, end, new in cuts:
-            text.append(self.text[done:start])
             starts += self.starts[done:start]
             ends += self.ends[done:start]
             first, last = self.span(start, end)
-            text.append(new)
             starts += [first] * len(new)
             ends += [last] * len(new)
             done = end
-        text.append(self.text[done:])
         starts += self.starts[done:]
         ends += self.ends[done:]
         return Folded("".join(text), starts, ends)
@@ -107,7 +116,7 @@ class Folded:
 def fold(text: str) -> Folded:
     """``text`` as the rules read it, with its map back to ``text``."""
     if text.isascii():
-        return Folded(text, list(range(len(text))), list(range(1, len(text) + 1)))
+        return Folded(text)
     out: list[str] = []
     starts: list[int] = []
     done = 0
@@ -121,4 +130,7 @@ def fold(text: str) -> Folded:
         done = run.end()
     out.append(text[done:])
     starts += range(done, len(text))
-    return Folded("".join(out), starts, [i + 1 for i in starts])
+    folded_text = "".join(out)
+    if folded_text == text:
+        return Folded(text)
+    return Folded(folded_text, starts, [i + 1 for i in starts])
