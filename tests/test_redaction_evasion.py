@@ -17,6 +17,9 @@ from .conftest import DaemonProcess
 from .episode_helpers import database_bytes
 from .reliability.corpus import SECRETS, Secret, wide
 
+# The round trip through a daemon runs on each store (the other tests take no daemon).
+pytestmark = pytest.mark.both_backends
+
 ZWSP, SOFT_HYPHEN, ZWJ, WORD_JOINER = "\u200b", "\u00ad", "\u200d", "\u2060"
 CYRILLIC_O, CYRILLIC_ER, CYRILLIC_A = "\u043e", "\u0440", "\u0430"
 LIGATURE_FI = "\ufb01"
