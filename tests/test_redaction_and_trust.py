@@ -27,6 +27,12 @@ SECRETS = {
     "private_key": (
         "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----"
     ),
+    "cli_password": "redis-cli -h cache -a Zq8Rt5Wm2Kp9 ping",
+    "cookie": "Cookie: sessionid=k3j4h5g6f7d8s9a0",
+    "password_hash": "admin:$apr1$Vg1hN0Ai$XoHzW8CqbB1ZfTXsGPOy61",
+    "url_key": "https://tiles.example/v4?key=Qw3Er4Ty5Ui6Op7",
+    "aws_secret": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKY",
+    "gcp_private_key_id": '"private_key_id": "3f9a1c2e7b8d4a6f0e1c2b3a4d5e6f708192a3b4"',
 }
 
 
@@ -35,6 +41,10 @@ CORES = {name: value for name, value in SECRETS.items()}
 CORES["url_password"] = "Pa55w0rdX"
 CORES["secret_assignment"] = "hunter2hunter2"
 CORES["private_key"] = "MIIEowIBAAKCAQEA7"
+CORES["cli_password"] = "Zq8Rt5Wm2Kp9"
+CORES["cookie"] = "k3j4h5g6f7d8s9a0"
+CORES["password_hash"] = "XoHzW8CqbB1ZfTXsGPOy61"
+CORES["gcp_private_key_id"] = "3f9a1c2e7b8d4a6f0e1c2b3a4d5e6f708192a3b4"
 
 
 @pytest.mark.parametrize("name", sorted(SECRETS))

@@ -12,7 +12,7 @@ import random
 import string
 from dataclasses import dataclass
 
-__all__ = ["BENIGN_NOTES", "INJECTIONS", "PROSE", "SECRETS", "Secret"]
+__all__ = ["BENIGN_NOTES", "INJECTIONS", "PROSE", "SECRETS", "Secret", "wide"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,11 @@ def _g(alphabet: str, n: int) -> str:
 def _pw(n: int = 14) -> str:
     # Letters, digits and the symbols passwords use; none that ends a value or a URL part.
     return _g(LO, 3) + _g(ALNUM + "!*-_", n - 6) + _g(DIG, 2) + _g("!*", 1)
+
+
+def wide(text: str) -> str:
+    """``text`` in fullwidth forms, as a CJK input method types it."""
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
 
 
 def _b64(raw: bytes) -> str:
@@ -379,6 +384,147 @@ def _corpus() -> list[Secret]:
     )
     pw = _pw()
     add("yaml password", f"database:\n  user: app\n  password: {pw}\n  host: db.internal\n", pw)
+
+    # ---- More command lines
+    sec = _aws_secret()
+    add("aws configure set", f"aws configure set aws_secret_access_key {sec}", sec)
+    tok = "IQoJb3JpZ2luX2VjE" + _g(B64, 120)
+    add(
+        "aws configure set session token",
+        f"aws configure set profile.ci.aws_session_token {tok}",
+        tok,
+    )
+    sec = _aws_secret()
+    add("bare aws secret key", f"paste into the CI settings:\n{sec}\n(shown only once)", sec)
+    pw = _pw()
+    add("redis-cli -a", f"redis-cli -h cache.internal -p 6379 -a '{pw}' --no-auth-warning info", pw)
+    pw = _pw()
+    add(
+        "openssl -pass pass:",
+        f"openssl enc -aes-256-cbc -salt -in backup.tar -out backup.enc -pass pass:{pw}",
+        pw,
+    )
+    pw = _pw()
+    add("openssl -k", f"openssl enc -d -aes-256-cbc -in backup.enc -out backup.tar -k {pw}", pw)
+    pw = _pw()
+    add("ssh-keygen -N", f'ssh-keygen -t ed25519 -f ~/.ssh/deploy -N "{pw}" -C deploy', pw)
+    pw, new = _pw(), _pw()
+    add("ssh-keygen -P", f"ssh-keygen -p -f ~/.ssh/id_rsa -P {pw} -N {new}", pw, new)
+    pw = _pw()
+    add("htpasswd -b", f"htpasswd -cb /etc/nginx/.htpasswd admin {pw}", pw)
+    pw = _pw()
+    add("htpasswd -nb", f"htpasswd -nbB admin '{pw}' >> users.txt", pw)
+    pw = _pw()
+    add("smbclient -U user%pw", f"smbclient //fs01/finance -U 'ACME\\svc_backup%{pw}' -c ls", pw)
+    pw = _pw()
+    add(
+        "ldapsearch -w",
+        f'ldapsearch -x -H ldaps://ldap.acme.io -D "cn=admin,dc=acme,dc=io" -w {pw} -b dc=acme',
+        pw,
+    )
+    pw, new = _pw(), _pw()
+    add(
+        "ldappasswd", f"ldappasswd -x -D cn=admin,dc=acme -w {pw} -a {pw} -s {new} uid=bob", pw, new
+    )
+    pw = _pw()
+    add(
+        "net use /user: pw",
+        f"net use Z: \\\\fs01\\finance /user:ACME\\svc_backup {pw} /persistent:no",
+        pw,
+    )
+    pw = _pw()
+    add("net use pw /user:", f"NET USE \\\\fs01\\it {pw} /USER:ACME\\admin", pw)
+    pw = _pw()
+    add("echo | chpasswd", f"echo 'root:{pw}' | sudo chpasswd", pw)
+    pw = _pw()
+    add("chpasswd here-string", f'chpasswd <<< "deploy:{pw}"', pw)
+    pw = _pw()
+    add("echo | sudo -S", f"echo '{pw}' | sudo -S systemctl restart nginx", pw)
+    pw = _pw()
+    add("echo | passwd --stdin", f"echo {pw} | passwd --stdin deploy", pw)
+
+    # ---- Headers, URLs, config files
+    sid, csrf = _g(LO + DIG, 32), _g(ALNUM, 32)
+    add("cookie header", f"Cookie: sessionid={sid}; csrftoken={csrf}", sid, csrf)
+    t = _g(URLSAFE, 43)
+    add("set-cookie header", f"Set-Cookie: __Host-session={t}; Path=/; Secure; HttpOnly", t)
+    t = _g(ALNUM, 40)
+    add("curl -b cookie", f"curl -s -b 'remember_token={t}' https://app.internal/api/me", t)
+    t = _g(ALNUM, 32)
+    add("api key in a query", f"https://api.maps.example/v4/tiles?key={t}&style=dark", t)
+    t = _g(ALNUM, 32)
+    add("api_key in a query", f"GET https://api.example.net/v2/orders?page=2&api_key={t}", t)
+    pw = _pw()
+    add("wpa psk", 'network={\n    ssid="acme-office"\n    psk="' + pw + '"\n}', pw)
+    pw = _pw()
+    add("hostapd passphrase", f"interface=wlan0\nssid=acme\nwpa_passphrase={pw}\n", pw)
+    psk = _b64(_rng.randbytes(32))
+    add(
+        "wireguard preshared key",
+        f"[Peer]\nPublicKey = {_b64(_rng.randbytes(32))}\nPresharedKey = {psk}\n"
+        "Endpoint = vpn.acme.io:51820",
+        psk,
+    )
+    key = _b64(b"-----BEGIN RSA PRIVATE KEY-----\n" + _rng.randbytes(96))
+    add(
+        "kubeconfig client key",
+        f"users:\n- name: admin\n  user:\n    client-certificate-data: {_b64(_rng.randbytes(48))}"
+        f"\n    client-key-data: {key}\n",
+        key,
+    )
+    kid, pem_body = _g(HEX, 40), _g(B64, 64)
+    add(
+        "gcp key id and key",
+        f'{{"type": "service_account", "private_key_id": "{kid}", "private_key": '
+        f'"-----BEGIN PRIVATE KEY-----\\n{pem_body}\\n-----END PRIVATE KEY-----\\n"}}',
+        kid,
+        pem_body,
+    )
+    apr, bcrypt = _g(ALNUM + "./", 22), _g(ALNUM + "./", 53)
+    add(
+        "htpasswd file",
+        f"admin:$apr1${_g(ALNUM, 8)}${apr}\nbob:$2y$05${bcrypt}\n",
+        apr,
+        bcrypt,
+    )
+    crypt = _g(ALNUM + "./", 86)
+    add("shadow line", f"root:$6${_g(ALNUM, 16)}${crypt}:19700:0:99999:7:::", crypt)
+    sha = _b64(_rng.randbytes(20))
+    add("htpasswd sha", f"alice:{{SHA}}{sha}", sha)
+
+    t = "SK" + _g(HEX, 32)
+    add("twilio api key in prose", f"the twilio api key sid is {t} (the test account)", t)
+    t = "sntryu_" + _g(HEX, 64)
+    add("sentry user token in prose", f"sentry user token {t} for the release job", t)
+    pw = _pw()
+    add("env _PASS", f"SMTP_HOST=smtp.acme.io\nSMTP_PASS={pw}", pw)
+
+    # ---- Evasions: what a reader sees is the secret, whatever code points spell it
+    a, b = _g(ALNUM, 18), _g(ALNUM, 18)
+    add("zero-width space inside a token", f"push with ghp_{a}\u200b{b} today", f"ghp_{a}", b)
+    a, b = _g(URLSAFE, 30), _g(URLSAFE, 30)
+    add(
+        "soft hyphen inside a key",
+        f"export OPENAI_API_KEY=sk-proj-{a}\u00ad{b}",
+        f"sk-proj-{a}",
+        b,
+    )
+    t = _g(ALNUM, 36)
+    add("fullwidth token", f"the token is {wide('ghp_' + t)}", wide("ghp_" + t))
+    pw = _pw()
+    add("fullwidth keyword", wide("PASSWORD") + "=" + pw, pw)
+    t = _g(ALNUM, 24)
+    add("cyrillic o in a keyword", f"t\u043eken={t}", t)
+    pw = _pw()
+    add("cyrillic letters in password", f"\u0440\u0430ssword: {pw}", pw)
+    k = _aws_key()
+    add("cyrillic A in an aws key", f"key id \u0410{k[1:]} for the backup user", k[1:])
+    pw = _pw()
+    add(
+        "joiners around a keyword",
+        f"pass\u200dword\u2060 = {pw[:7]}\u200c{pw[7:]}",
+        pw[:7] + "\u200c" + pw[7:],
+    )
     return s
 
 
@@ -433,6 +579,79 @@ PROSE: list[str] = [
     "Service account emails look like ci@acme-prod.iam.gserviceaccount.com.",
     "Set AWS_REGION=eu-west-1 and AWS_PROFILE=ci before running terraform.",
     "The webhook signature header is X-Hub-Signature-256.",
+    # Near misses of the issuer formats: the prefix, with no token after it.
+    "Never paste a private key; -----BEGIN PUBLIC KEY----- blocks are fine to share.",
+    "PuTTY-User-Key-File-3 is the first line of a .ppk file.",
+    "An age identity starts with AGE-SECRET-KEY-1 and is 74 characters long.",
+    "A JWT starts with eyJ because that is base64 of the brace and quote.",
+    "AWS access key ids start with AKIA (long-term) or ASIA (temporary).",
+    "Set aws_secret_access_key in ~/.aws/credentials, never in code.",
+    "The secret is xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx in the redacted docs.",
+    "GitLab tokens start with glpat- (personal) or glrt- (runner).",
+    "Slack bot tokens start with xoxb- and app tokens with xapp-.",
+    "Incoming webhooks live under hooks.slack.com/services/ in the app settings.",
+    "The discord bot posts the release notes to #deploys.",
+    "Anthropic keys start with sk-ant- and are shown once.",
+    "OpenAI keys start with sk- or sk-proj-.",
+    "Stripe signing secrets start with whsec_.",
+    "Google API keys start with AIza and are 39 characters long.",
+    "ya29. prefixes a Google OAuth access token.",
+    "Google OAuth client secrets start with GOCSPX-.",
+    "npm_config_registry sets the registry; npm_ prefixes automation tokens.",
+    "PyPI tokens start with pypi- and go in ~/.pypirc.",
+    "hf_hub_download caches files under ~/.cache/huggingface.",
+    "Docker Hub access tokens start with dckr_pat_.",
+    "SG.1 is the first security group in the diagram.",
+    "The cache key sk9f86d081884c7d659a2feaa0c55ad015 is lowercase hex.",
+    "DigitalOcean tokens start with dop_v1_.",
+    "Shopify admin tokens start with shpat_.",
+    "Times like 09:AA are rejected by the schedule parser.",
+    "Vault service tokens start with hvs. and batch tokens with hvb..",
+    "lin_api_ prefixes Linear personal keys.",
+    "The dapi endpoint of the workspace is /api/2.0.",
+    "Postman API keys start with PMAK-.",
+    "Terraform Cloud tokens hold .atlasv1. in the middle.",
+    "Grafana service account tokens start with glsa_, cloud ones with glc_.",
+    "New Relic user keys start with NRAK-.",
+    "Sentry org tokens start with sntrys_ and user tokens with sntryu_.",
+    "Azure client secrets have Q~ as their fourth and fifth characters.",
+    "AccountKey=<storage key> goes in the connection string.",
+    "A SAS URL ends in &sig=... (the signature); without it the URL is anonymous.",
+    '{"auth": "none", "provider": "github"}',
+    "sshpass -f ~/.ssh/pw.txt ssh deploy@bastion uptime",
+    "The machine learning job runs nightly.",
+    "SMTP_PASS=${SMTP_PASS} in the compose file.",
+    # Near misses of the command-line rules: a prompt, a file, a variable, nothing.
+    "aws configure set region eu-west-1 --profile ci",
+    "redis-cli -h cache.internal -n 2 --scan --pattern 'session:*'",
+    "openssl pkcs12 -in cert.p12 -passin env:P12_PASSWORD -passout file:out.pw -nokeys",
+    "openssl s_client -connect api.acme.io:443 -servername api.acme.io -showcerts",
+    "ssh-keygen -t ed25519 -N '' -C ci -f ~/.ssh/ci_key; ssh-keygen -P '' -lf key.pub",
+    "htpasswd -c /etc/nginx/.htpasswd admin prompts twice; htpasswd -nB admin prints a line.",
+    "smbclient -L //fs01 -U guest -N (disk usage is 95% on fs01)",
+    "ldapsearch -x -H ldap://ldap.acme.io -b dc=acme,dc=io -W '(uid=bob)'",
+    "ldappasswd -x -D cn=admin,dc=acme -W -S uid=bob",
+    "net use Z: \\\\fs01\\finance * /user:ACME\\bob /persistent:yes",
+    "echo $USER:$NEW_PASSWORD | chpasswd; chpasswd -e reads hashes.",
+    "echo $SUDO_PASSWORD | sudo -S true",
+    "curl -b cookies.txt -c cookies.txt https://app.internal/login",
+    # Near misses of the header, URL and config rules.
+    "The cookie: banner shows once; set-cookie: headers are logged without their values.",
+    "https://s3.example.com/bucket?key=uploads/photo.jpg&key=user_profile_settings",
+    "key_mgmt=WPA-PSK and psk_length: 63 in the wpa_supplicant docs",
+    "kubectl config view prints client-key-data: DATA+OMITTED for each user.",
+    'The "private_key_id" field names the key; rotate it in IAM.',
+    "Prefix $6$ means SHA-512 crypt, $2y$ bcrypt and {SSHA} salted SHA-1.",
+    # Forty characters that are no AWS secret: a path, an identifier, base64 of text.
+    "See src/components/UserProfile/Settings2024x for the form.",
+    "getUserProfileSettingsForAccount2024Beta is the new handler.",
+    "Qm9vdHN0cmFwIHRoZSBjbHVzdGVyIHdpdGggdGhl is base64 of a sentence.",
+    "git show 9fceb02d0ae598e95dc970b74767f19372d61af8 touched the parser.",
+    # Text in other scripts and forms: folded, it holds no secret either.
+    "\u0422\u043e\u043a\u0435\u043d \u043e\u0431\u043d\u043e\u0432\u043b\u044f"
+    "\u0435\u0442\u0441\u044f every 10 minutes.",
+    wide("max_tokens=4096") + " in fullwidth",
+    "Soft\u00adhyphen\u00adated prose and a zero\u200bwidth space are left as they are.",
 ]
 
 
