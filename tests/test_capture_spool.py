@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from recall_client import protocol as p
 from recall_client.client import DaemonUnavailable, RemoteError, connect
-from recall_client.spool import SpooledCapture, default_spool
+from recall_client.ctl_capture import CAPTURE_BUDGET_S, HOOK_TIMEOUT_S
+from recall_client.spool import MAX_BYTES, MAX_FILES, SpooledCapture, default_spool
 
-from .conftest import BIN, DaemonFactory, DaemonProcess
+from .conftest import BIN, REPO, DaemonFactory, DaemonProcess
 from .episode_helpers import search
 from .test_episodes_hooks import AGENT, FIXTURES, payload, readme_hook_command
 from .test_ops_autostart import stop_daemon
@@ -196,3 +197,9 @@ def test_capture_with_no_daemon_and_autostart_off_spools_and_exits_0_not_2(
     [file] = spooled()
     [episode] = json.loads(file.read_text())["episodes"]
     assert episode["episode_type"] == "turn_end" and episode["idempotency_key"]
+
+
+def test_the_readme_states_the_spool_bounds_and_the_budget_the_code_has() -> None:
+    section = (REPO / "README.md").read_text().split("## Capturing episodes with hooks")[1]
+    assert f"at most {MAX_FILES:,} captures or {MAX_BYTES // 2**20} MiB" in section
+    assert f"within {CAPTURE_BUDGET_S} s (inside\nthe hook's {HOOK_TIMEOUT_S} s)" in section

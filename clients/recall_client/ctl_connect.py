@@ -202,14 +202,16 @@ class _File:
             self.before = path.read_text(encoding="utf-8") if self.existed else ""
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read {path}: {exc}") from exc
+        # Only this command needs tomlkit.
+        from tomlkit import parse
+        from tomlkit.exceptions import TOMLKitError
+
         try:
             if fmt == "toml":
-                import tomlkit  # only this command needs it
-
-                self._toml = tomlkit.parse(self.before)
+                self._toml = parse(self.before)
             else:
                 self._json = JsonDocument(self.before, comments=fmt == "jsonc")
-        except Exception as exc:  # tomlkit raises its own ParseError family
+        except (JsonSyntaxError, TOMLKitError) as exc:
             raise ConfigError(
                 f"cannot parse {path} ({exc}); fix or move it first, nothing was changed"
             ) from exc

@@ -143,6 +143,10 @@ class Spool:
             RemoteError: a retryable refusal (busy, draining): likewise.
             OSError: a file cannot be removed.
         """
+        # Nothing to send, so nothing to lock: the daemon's systemd unit sees this directory
+        # read-only, and captures, which reach that daemon through its socket, send then.
+        if not self.names():
+            return 0
         lock = self._try_lock()
         if lock is None:
             return None
@@ -189,7 +193,7 @@ class Spool:
         ensure_private_dir(self.directory)
         fd = os.open(
             self.directory / ".replay-lock",
-            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
             0o600,
         )
         try:
