@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from recall_client.jsonc_edit import JsonDocument, JsonSyntaxError
 
 from .conftest import BIN, DaemonProcess
 from .episode_helpers import search
@@ -415,3 +418,47 @@ async def test_the_hook_connect_wrote_records_a_payload_end_to_end(
     async with running_daemon.client(agent="claude-code", workspace=str(checkout)) as rc:
         [ep] = (await search(rc, include_pending=True)).results
     assert ep.tool == "Bash"
+
+
+# ------------------------------------------------------------------ the JSON(C) editor itself
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    others=st.dictionaries(st.text(max_size=6), _json_values, min_size=1, max_size=4),
+    rest=st.dictionaries(st.text(max_size=6), _json_values, max_size=4),
+    indent=st.sampled_from([None, 2, 4, "\t"]),
+)
+def test_adding_then_removing_an_entry_gives_back_the_same_bytes(
+    others: dict[str, Any], rest: dict[str, Any], indent: int | str | None
+) -> None:
+    rest.pop("mcpServers", None)
+    others.pop("recalld", None)
+    if not others:
+        return
+    text = json.dumps({**rest, "mcpServers": others}, indent=indent)
+    doc = JsonDocument(text, comments=False)
+    entry = {"command": "/x/recall-mcp", "args": ["--agent", "a"]}
+    doc.set(("mcpServers", "recalld"), entry)
+    value = json.loads(doc.text)
+    assert value["mcpServers"] == {**others, "recalld": entry}
+    assert {k: v for k, v in value.items() if k != "mcpServers"} == rest
+    doc.delete(("mcpServers", "recalld"))
+    assert doc.text == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet='{}[],:"\\/ \n*ab1-.etrufnl', max_size=60), st.booleans())
+def test_any_text_parses_or_is_a_json_syntax_error(text: str, comments: bool) -> None:
+    try:
+        JsonDocument(text, comments=comments)
+    except JsonSyntaxError:
+        pass

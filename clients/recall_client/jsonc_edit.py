@@ -18,9 +18,15 @@ from typing import Any
 __all__ = ["JsonDocument", "JsonSyntaxError"]
 
 MAX_DEPTH = 64
+# Containers down to this depth are scanned into members and items (edits reach members of
+# the root's objects and items of their arrays); deeper values are kept as spans only.
+SHAPED_DEPTH = 3
+_DECODER = json.JSONDecoder()
 _WS = " \t\r\n"
-# A run of string characters that need no attention (one character class: linear).
+# Runs the scanner skips at once (each one character class: linear).
 _PLAIN = re.compile(r'[^"\\\n]+')
+_SPACE = re.compile(r"[ \t\r\n]+")
+_SCALAR = re.compile(r"[^ \t\r\n,\]}/]+")
 
 
 class JsonSyntaxError(ValueError):
@@ -63,8 +69,10 @@ class JsonDocument:
             raise JsonSyntaxError("the top level is not a JSON object")
         try:
             self.value: dict[str, Any] = json.loads(scanner.plain())
-        except json.JSONDecodeError as exc:  # the scanner accepts what json does; belt only
+        except json.JSONDecodeError as exc:  # a scalar the scanner took whole, say
             raise JsonSyntaxError(str(exc)) from exc
+        except RecursionError:
+            raise JsonSyntaxError("nesting too deep") from None
 
     def get(self, path: tuple[str, ...]) -> Any:
         value: Any = self.value
@@ -206,6 +214,11 @@ def _indent_of(text: str, node: _Node, depth: int) -> str:
     return "  "
 
 
+def _blank(text: str) -> str:
+    """``text`` as spaces, its line breaks kept (offsets and line numbers stay)."""
+    return "".join(c if c == "\n" else " " for c in text)
+
+
 class _Scanner:
     """One pass over the text: the spans of the values, and the text with comments and
     trailing commas blanked out (same offsets) for :func:`json.loads`."""
@@ -217,12 +230,13 @@ class _Scanner:
         self.blank: list[tuple[int, int]] = []
 
     def plain(self) -> str:
-        out = list(self.s)
+        parts, at = [], 0
         for start, end in self.blank:
-            for k in range(start, end):
-                if out[k] != "\n":
-                    out[k] = " "
-        return "".join(out)
+            cut = self.s[start:end]
+            parts += [self.s[at:start], " " * len(cut) if "\n" not in cut else _blank(cut)]
+            at = end
+        parts.append(self.s[at:])
+        return "".join(parts)
 
     def document(self) -> _Node:
         self._space()
@@ -242,7 +256,9 @@ class _Scanner:
         while self.i < n:
             c = s[self.i]
             if c in _WS:
-                self.i += 1
+                run = _SPACE.match(s, self.i)
+                assert run is not None
+                self.i = run.end()
             elif c == "/" and self.comments and s.startswith("//", self.i):
                 end = s.find("\n", self.i)
                 end = n if end < 0 else end
@@ -264,6 +280,16 @@ class _Scanner:
             self._fail("unexpected end of file")
         c = self.s[self.i]
         start = self.i
+        if depth >= SHAPED_DEPTH and not self.comments:
+            # Below what edits reach only the span counts: the C decoder finds its end.
+            try:
+                _value, self.i = _DECODER.raw_decode(self.s, start)
+            except json.JSONDecodeError as exc:
+                self.i = exc.pos
+                self._fail(exc.msg)
+            except RecursionError:
+                self._fail("nesting too deep")
+            return _Node(start, self.i)
         if c == "{":
             return self._object(depth)
         if c == "[":
@@ -271,10 +297,11 @@ class _Scanner:
         if c == '"':
             self._string()
         else:
-            while self.i < len(self.s) and self.s[self.i] not in _WS + ",]}/":
-                self.i += 1
-            if self.i == start:
+            run = _SCALAR.match(self.s, self.i)
+            if run is None:
                 self._fail("expected a value")
+            else:
+                self.i = run.end()
         return _Node(start, self.i)
 
     def _object(self, depth: int) -> _Node:
@@ -288,16 +315,21 @@ class _Scanner:
             key_start = self.i
             if not self._at('"'):
                 self._fail("expected a key")
-            key = json.loads(self.s[key_start : self._string()])
+            raw = self.s[key_start : self._string()]
+            try:
+                key = json.loads(raw) if "\\" in raw else raw[1:-1]
+            except json.JSONDecodeError:
+                self.i = key_start
+                self._fail("a key that is not a valid string")
             self._space()
             if not self._at(":"):
                 self._fail("expected ':'")
             self.i += 1
             self._space()
             value = self._value(depth + 1)
-            node.members[key] = _Member(key_start, value.start, value.end, value)
-            if key not in node.order:
+            if key not in node.members:
                 node.order.append(key)
+            node.members[key] = _Member(key_start, value.start, value.end, value)
             self._space()
             if self._at(","):
                 comma = self.i
