@@ -50,18 +50,23 @@ def spooled() -> list[Path]:
     return sorted(default_spool().directory.glob("*.json"))
 
 
-async def test_a_hook_with_no_daemon_running_starts_one_and_its_episode_is_found(
+async def test_hooks_with_no_daemon_running_start_one_and_every_episode_is_found(
     tmp_path: Path, checkout: Path
 ) -> None:
     sock = tmp_path / "run" / "recalld" / "recalld.sock"
+    lines = session_lines(checkout)
     try:
-        out = hook(sock, payload("claude_code_post_tool_use.json", checkout))
-        assert out.returncode == 0, out.stderr
-        assert out.stdout == ""
+        for line in lines:  # the first starts the daemon, the others find it
+            out = hook(sock, line)
+            assert out.returncode == 0, out.stderr
+            assert out.stdout == ""
         async with connect(agent=AGENT, workspace=str(checkout), path=sock) as rc:
-            [ep] = (await search(rc, include_pending=True)).results
-        assert (ep.tool, ep.channel) == ("Bash", "hook")
+            found = (await search(rc, include_pending=True, session_id=SESSION, k=50)).results
+        assert len(found) == len(lines)
+        assert [ep.episode_type for ep in found[::-1]] == ["prompt", *["tool_call"] * 5, "turn_end"]
         assert spooled() == []  # sent, acknowledged, removed
+        log = (tmp_path / "state-home" / "recalld" / "recalld.log").read_text()
+        assert log.count("accepting on") == 1
     finally:
         if sock.exists():
             await stop_daemon(sock)

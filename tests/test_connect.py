@@ -400,6 +400,9 @@ def test_list_shows_each_host_found_its_file_and_whether_it_is_connected(home: P
     assert (
         " connected " in lines["codex"] and str(home / ".codex" / "config.toml") in lines["codex"]
     )
+    assert recallctl("connect", "claude-code").returncode == 0
+    claude = recallctl("connect", "--list").stdout.splitlines()[0]
+    assert claude.split()[:3] == ["claude-code", "connected,", "hooks"], claude
 
 
 async def test_the_hook_connect_wrote_records_a_payload_end_to_end(

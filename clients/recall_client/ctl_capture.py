@@ -52,8 +52,8 @@ async def capture(args: argparse.Namespace) -> int:
             SpooledCapture(
                 agent=args.agent,
                 workspace=args.workspace or find_workspace(),
-                admin=not args.no_admin,
-                agent_token_file=args.agent_token_file,
+                admin=not getattr(args, "no_admin", False),
+                agent_token_file=getattr(args, "agent_token_file", None),
                 episodes=episodes,
             )
         )

@@ -400,6 +400,20 @@ def _diff(edit: _Edit) -> str:
     )
 
 
+def _hooks_status(host: Host, project: Path | None) -> str:
+    _, hooks_path = _files(host, project)
+    if hooks_path is None or not host.hooks:
+        return ""
+    try:
+        file = _File(hooks_path, "json")
+    except ConfigError:
+        return " (hooks unreadable)"
+    wired = all(
+        _hook_group(host, spec) in (file.get(("hooks", spec.event)) or []) for spec in host.hooks
+    )
+    return ", hooks" if wired else " (no hooks)"
+
+
 def status(host: Host, project: Path | None) -> str:
     """Whether recalld is in ``host``'s file: connected, another install's, or not."""
     servers_path, _ = _files(host, project)
@@ -410,7 +424,7 @@ def status(host: Host, project: Path | None) -> str:
     if entry is None:
         return "not connected"
     if isinstance(entry, dict) and entry.get("command") == str(_bin("recall-mcp")):
-        return "connected"
+        return "connected" + _hooks_status(host, project)
     command = entry.get("command") if isinstance(entry, dict) else entry
     return f"connected to another install ({command})"
 
@@ -476,7 +490,7 @@ def _list(project: Path | None) -> int:
             continue
         found += 1
         servers_path, _ = _files(host, project)
-        print(f"{host.name:<12} {status(host, project):<16} {servers_path}")
+        print(f"{host.name:<12} {status(host, project):<24} {servers_path}")
     if not found:
         print("no agent host found (looked for " + ", ".join(HOSTS) + ")")
     return 0
