@@ -266,18 +266,6 @@ async def test_capture_with_nothing_on_stdin_fails_clearly(running_daemon: Daemo
     assert "no input" in out.stderr
 
 
-def test_capture_without_a_daemon_exits_3_not_2(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [str(BIN / "recallctl"), "--socket", str(tmp_path / "none.sock"), "capture", "--quiet"],
-        input=(FIXTURES / "claude_code_stop.json").read_text(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 3
-    assert "not answering" in out.stderr
-
-
 async def test_recallctl_forget_and_the_admin_token(running_daemon: DaemonProcess) -> None:
     out = ctl(
         running_daemon,

@@ -37,8 +37,12 @@ class AutostartFailed(RuntimeError):
     """A daemon was started but did not report ready; the message says where its log is."""
 
 
-async def ensure_daemon(sock: Path) -> bool:
+async def ensure_daemon(sock: Path, *, wait: bool = True) -> bool:
     """Make sure a daemon answers on ``sock``; True when this call started it.
+
+    Without ``wait``, a start under way elsewhere (the lock is held) is left to finish on its
+    own and this returns False at once (``recallctl capture``: its hook has a deadline, and
+    that daemon replays the spool when it runs).
 
     Raises:
         AutostartFailed: the daemon exited or stayed silent; see the log named.
@@ -53,8 +57,14 @@ async def ensure_daemon(sock: Path) -> bool:
         0o600,
     )
     try:
-        # Blocks while another shim starts the daemon; that is bounded by its own timeout.
-        await anyio.to_thread.run_sync(fcntl.flock, lock, fcntl.LOCK_EX)
+        if not wait:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+        else:
+            # Blocks while another shim starts the daemon; that is bounded by its own timeout.
+            await anyio.to_thread.run_sync(fcntl.flock, lock, fcntl.LOCK_EX)
         if await _answers(sock):
             return False
         await _start(sock)

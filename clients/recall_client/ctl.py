@@ -11,11 +11,19 @@ from typing import Any
 import anyio
 import msgspec
 
-from . import __version__, ctl_db, ctl_experience, ctl_memories, ctl_ops, ctl_ui
+from . import (
+    __version__,
+    ctl_capture,
+    ctl_connect,
+    ctl_db,
+    ctl_experience,
+    ctl_memories,
+    ctl_ops,
+    ctl_ui,
+)
 from . import protocol as p
 from .client import DaemonUnavailable, RecallClient, RemoteError, connect
 from .ctl_hello import hello_tokens
-from .episode_input import InputError, episodes_from_text
 
 __all__ = ["main"]
 
@@ -205,38 +213,6 @@ async def _store(rc: RecallClient, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _capture(rc: RecallClient, args: argparse.Namespace) -> int:
-    # In order, one at a time: each episode's prev_id is the one captured before it.
-    failed = 0
-    for item in episodes_from_text(args.stdin_text):
-        if isinstance(item, InputError):
-            failed += 1
-            print(f"recallctl capture: {item}", file=sys.stderr)
-            continue
-        try:
-            reply = await rc.call(item, p.EpisodeCaptured)
-        except RemoteError as exc:
-            failed += 1
-            print(f"recallctl capture: {exc.code}: {exc.message}", file=sys.stderr)
-            continue
-        if args.json:
-            sys.stdout.write(_json.encode(reply).decode() + "\n")
-        elif not args.quiet:
-            flags = [
-                f
-                for f, on in (
-                    ("duplicate", reply.duplicate),
-                    ("replayed", reply.replayed),
-                    ("blocked", reply.blocked),
-                )
-                if on
-            ]
-            if reply.redacted:
-                flags.append("redacted " + ",".join(reply.redacted))
-            print(reply.record_id + (f" ({'; '.join(flags)})" if flags else ""))
-    return 1 if failed else 0
-
-
 async def _work_search(rc: RecallClient, args: argparse.Namespace) -> int:
     reply = await rc.call(
         p.WorkSearch(
@@ -412,8 +388,10 @@ def _parser() -> argparse.ArgumentParser:
         "each as a work episode of --agent. An object with hook_event_name is an agent host's "
         "hook payload (Claude Code: PostToolUse, PostToolUseFailure, Stop, ...); any other "
         "object uses the episode's own fields (summary, tool, status, session_id, error_code, "
-        "duration_ms, result_size, episode_type, tags, task_result, ts, ...). Exit 0 when all "
-        "were recorded, 1 when any was not, 3 when the daemon is not running.",
+        "duration_ms, result_size, episode_type, tags, task_result, ts, ...). The episodes are "
+        "spooled durably first; when no daemon answers (and autostart is on) one is started, "
+        "and what is not sent within the hook's timeout is sent when recalld starts. Exit 0 "
+        "when all were recorded or spooled, 1 when any was refused, 3 when the spool is full.",
     )
     ca.add_argument(
         "--quiet",
@@ -422,7 +400,7 @@ def _parser() -> argparse.ArgumentParser:
         help="print nothing on success (hooks whose stdout reaches the model)",
     )
     ca.add_argument("--json", action="store_true", help="one JSON reply per episode")
-    ca.set_defaults(run=_capture, prepare=_read_episodes)
+    ca.set_defaults(local=ctl_capture.capture, prepare=_read_episodes)
 
     ws = sub.add_parser(
         "work-search",
@@ -479,6 +457,7 @@ def _parser() -> argparse.ArgumentParser:
     ctl_ops.add_commands(sub)
     ctl_db.add_commands(sub)
     ctl_ui.add_command(sub)
+    ctl_connect.add_commands(sub)
     _after_commands(ap)
     return ap
 

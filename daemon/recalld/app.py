@@ -30,6 +30,8 @@ import numpy as np
 from anyio.abc import SocketListener, TaskStatus
 from recall_client import __version__, paths
 from recall_client import protocol as p
+from recall_client.client import DaemonUnavailable, RemoteError
+from recall_client.spool import default_spool
 
 from . import systemd
 from .config import RELOADABLE, Settings
@@ -93,6 +95,8 @@ class Daemon:
         self.settled = Settled()
         # The socket file this process created (None when systemd passed the socket).
         self._own_socket: tuple[int, int] | None = None
+        # Until the start-up replay of the capture spool has run: not settled before that.
+        self._replaying_spool = True
 
     # ------------------------------------------------------------------ running
 
@@ -255,6 +259,7 @@ class Daemon:
 
         # Background work is cancelled first at shutdown; all of it resumes from the store.
         self._background.start_soon(self._load_model, name="model loader")
+        self._background.start_soon(self._replay_spool, name="spool replay")
         self._background.start_soon(self._snapshot_periodically, name="index snapshotter")
         watchdog = systemd.watchdog_interval()
         if watchdog is not None:
@@ -314,6 +319,7 @@ class Daemon:
 
             settled.watch(idle)
         settled.watch(lambda: self.model.state != "loading")
+        settled.watch(lambda: not self._replaying_spool)
 
     async def _listen(self, passed: socket.socket | None) -> SocketListener:
         if passed is not None:
@@ -358,6 +364,25 @@ class Daemon:
             await self._warm_up()
         finally:
             self.warm.set()
+            self.settled.changed()
+
+    async def _replay_spool(self) -> None:
+        """Send what ``recallctl capture`` spooled while no daemon answered, oldest first,
+        through this daemon's own socket: the path, checks and idempotency of any capture."""
+
+        def refused(name: str, n: int, reply: p.EpisodeCaptured | RemoteError) -> None:
+            if isinstance(reply, RemoteError):
+                log.warning("spooled capture %s, episode %d refused: %s", name, n, reply)
+
+        spool = default_spool()
+        try:
+            sent = await spool.replay(self.socket_path, self.admin_token, refused)
+            if sent:
+                log.info("replayed %d spooled capture(s) from %s", sent, spool.directory)
+        except (DaemonUnavailable, RemoteError, OSError) as exc:
+            log.warning("spool replay stopped (%s); what is left is sent later", exc)
+        finally:
+            self._replaying_spool = False
             self.settled.changed()
 
     async def _warm_up(self) -> None:
