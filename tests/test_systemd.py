@@ -35,6 +35,7 @@ def install(home: Path, path: str | None = None) -> subprocess.CompletedProcess[
         XDG_DATA_HOME=str(home / ".local" / "share"),
     )
     env.pop("XDG_CACHE_HOME", None)
+    env.pop("XDG_STATE_HOME", None)
     if path is not None:
         env["PATH"] = path
     return subprocess.run([str(INSTALLER)], env=env, capture_output=True, text=True, timeout=120)
@@ -50,7 +51,8 @@ def test_the_installer_fills_in_paths_and_says_what_to_do_without_systemd(tmp_pa
     assert f'ExecStart="{REPO}/.venv/bin/recalld"' in service
     data_dir = tmp_path / ".local" / "share" / "recalld"
     cache_dir = tmp_path / ".cache" / "recalld" / "models"
-    assert f'ReadWritePaths="{data_dir}" "{cache_dir}"' in service
+    spool_dir = tmp_path / ".local" / "state" / "recalld" / "spool"
+    assert f'ReadWritePaths="{data_dir}" "{cache_dir}" "{spool_dir}"' in service
     assert data_dir.stat().st_mode & 0o777 == 0o700
     # No user manager answers in this environment: the installer says what to run.
     assert "systemctl --user enable --now recalld.socket" in out.stdout
