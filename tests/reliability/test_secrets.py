@@ -124,7 +124,9 @@ async def test_no_secret_survives_any_write_path(running_daemon: DaemonProcess) 
     d = running_daemon
     stored = 0
     for path in WRITE_PATHS:
-        texts = [f"[{path.name}] {s.text}" for s in SECRETS]
+        # Numbered: two secrets of one template redact to the same words, which a store
+        # keeps once (and memory_update refuses as no change).
+        texts = [f"[{path.name} {n}] {s.text}" for n, s in enumerate(SECRETS)]
         captures = [
             "\n\n".join(texts[i : i + path.per_capture])
             for i in range(0, len(texts), path.per_capture)
