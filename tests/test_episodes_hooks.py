@@ -153,6 +153,9 @@ async def test_a_failed_tool_call_waits_for_its_sessions_verdict(
             running_daemon,
             "--agent",
             AGENT,
+            # A verdict judges a session of its own workspace only.
+            "--workspace",
+            str(checkout),
             "work-result",
             "--session",
             "5c3f2b9e-8a41-4f0e-9d2a-6b1e7c4d8f20",

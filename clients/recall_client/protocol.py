@@ -211,7 +211,7 @@ StalenessVerdict = Literal["fresh", "spot_check_recommended", "spot_check_requir
 class _Strings:
     """Where one request struct holds strings, each group fetched in one call: its string
     fields that refuse blank (declared with a min_length) and the others, its lists of
-    strings likewise, and its lists of nested request structs."""
+    strings likewise, and the request structs nested in it (alone or in lists)."""
 
     __slots__ = ("filled", "filled_lists", "lists", "named", "nested", "scalars")
 
@@ -265,7 +265,9 @@ def _strings(cls: type) -> _Strings:
         ):
             if found:
                 into.append((f.name, f.encode_name, any((s.min_length or 0) > 0 for s in found)))
-        if any(isinstance(i, mi.StructType) and issubclass(i.cls, _Checked) for i in items):
+        # Request structs inside: in a list (checked item by item) or alone.
+        inner = items + kinds
+        if any(isinstance(i, mi.StructType) and issubclass(i.cls, _Checked) for i in inner):
             nested.append((f.name, f.encode_name))
         # The checks take a string field's value to be a string or None, a list's items
         # strings: a field that mixed in another type would need a check of its own.
@@ -303,6 +305,13 @@ class _Checked(Struct):
                     self._refuse(plan)
         if plan.named[2]:
             for (_, wire), values in zip(plan.named[2], plan.nested(self), strict=True):
+                if isinstance(values, _Checked):
+                    try:
+                        values._check_strings()
+                    except msgspec.ValidationError as exc:
+                        raise msgspec.ValidationError(f"{wire}.{exc}") from None
+                    continue
+                # A list of them, or None or UNSET (both false).
                 for i, item in enumerate(values or ()):
                     try:
                         item._check_strings()
@@ -2439,7 +2448,7 @@ StoredSession = Annotated[str, Meta(max_length=200)]
 MAX_HISTORY = 10_000
 
 
-class ExportedLink(Struct, kw_only=True, forbid_unknown_fields=True):
+class ExportedLink(_Checked, kw_only=True, forbid_unknown_fields=True):
     """A ``memory_links`` row: this memory depends on, or supersedes, the memory ``dst_id``."""
 
     rel: Literal["depends_on", "supersedes"]
@@ -2447,7 +2456,7 @@ class ExportedLink(Struct, kw_only=True, forbid_unknown_fields=True):
     note: Note | None = None
 
 
-class ExportedPath(Struct, kw_only=True, forbid_unknown_fields=True):
+class ExportedPath(_Checked, kw_only=True, forbid_unknown_fields=True):
     """A ``memory_paths`` row: 0 found in the prose, 1 given, 2 attested."""
 
     # One found in the prose is as long as the prose lets it be.
@@ -2455,7 +2464,7 @@ class ExportedPath(Struct, kw_only=True, forbid_unknown_fields=True):
     anchored: Annotated[int, Meta(ge=0, le=2)]
 
 
-class ExportedUse(Struct, kw_only=True, forbid_unknown_fields=True):
+class ExportedUse(_Checked, kw_only=True, forbid_unknown_fields=True):
     """A ``memory_uses`` row: what became of the memory once surfaced."""
 
     outcome: Outcome
@@ -2465,7 +2474,7 @@ class ExportedUse(Struct, kw_only=True, forbid_unknown_fields=True):
     note: Note | None = None
 
 
-class ExportedEvent(Struct, kw_only=True, forbid_unknown_fields=True):
+class ExportedEvent(_Checked, kw_only=True, forbid_unknown_fields=True):
     """A ``memory_events`` row (since_prior_session reads them)."""
 
     ts: Seconds
@@ -2474,7 +2483,7 @@ class ExportedEvent(Struct, kw_only=True, forbid_unknown_fields=True):
     event: Label
 
 
-class ExportedMemory(Struct, kw_only=True, forbid_unknown_fields=True):
+class ExportedMemory(_Checked, kw_only=True, forbid_unknown_fields=True):
     """What only a memory has: its ``memory_meta`` row, labels, links, paths, uses, events."""
 
     kind: MemoryKind = "entry"
@@ -2502,7 +2511,7 @@ class ExportedMemory(Struct, kw_only=True, forbid_unknown_fields=True):
     events: Annotated[list[ExportedEvent], Meta(max_length=MAX_HISTORY)] = []
 
 
-class ExportedEpisode(Struct, kw_only=True, forbid_unknown_fields=True):
+class ExportedEpisode(_Checked, kw_only=True, forbid_unknown_fields=True):
     """What only an episode has: its ``episodes`` row (its chain, its verdict)."""
 
     channel: Label
@@ -2520,7 +2529,7 @@ class ExportedEpisode(Struct, kw_only=True, forbid_unknown_fields=True):
     files: Annotated[list[FilePath], Meta(max_length=64)] = []
 
 
-class ExportedLessonLink(Struct, kw_only=True, forbid_unknown_fields=True):
+class ExportedLessonLink(_Checked, kw_only=True, forbid_unknown_fields=True):
     """A ``lesson_support`` row, seen from either end: the record at the other end, and when
     the link was made. Both ends carry it, so import links them whichever comes first."""
 
@@ -2528,7 +2537,7 @@ class ExportedLessonLink(Struct, kw_only=True, forbid_unknown_fields=True):
     created_at: Seconds
 
 
-class ExportedRollup(Struct, kw_only=True, forbid_unknown_fields=True):
+class ExportedRollup(_Checked, kw_only=True, forbid_unknown_fields=True):
     """An ``experience_rollups`` row: the session an experience was rolled up from."""
 
     workspace: Path
@@ -2539,7 +2548,7 @@ class ExportedRollup(Struct, kw_only=True, forbid_unknown_fields=True):
     rolled_up_at: Seconds
 
 
-class ExportedExperience(Struct, kw_only=True, forbid_unknown_fields=True):
+class ExportedExperience(_Checked, kw_only=True, forbid_unknown_fields=True):
     """What only an experience has: its ``experiences`` row, roll-up and lesson links."""
 
     task_class: TaskClass = msgspec.field(name="class")
@@ -2553,7 +2562,7 @@ class ExportedExperience(Struct, kw_only=True, forbid_unknown_fields=True):
     lessons: Annotated[list[ExportedLessonLink], Meta(max_length=MAX_HISTORY)] = []
 
 
-class ExportedLesson(Struct, kw_only=True, forbid_unknown_fields=True):
+class ExportedLesson(_Checked, kw_only=True, forbid_unknown_fields=True):
     """A lesson's support: ``support`` and ``confidence`` are what its live experiences
     make of it (import derives them again from the links)."""
 
@@ -2564,7 +2573,7 @@ class ExportedLesson(Struct, kw_only=True, forbid_unknown_fields=True):
     experiences: Annotated[list[ExportedLessonLink], Meta(max_length=MAX_HISTORY)] = []
 
 
-class ExportedRecord(Struct, kw_only=True, forbid_unknown_fields=True):
+class ExportedRecord(_Checked, kw_only=True, forbid_unknown_fields=True):
     """One record as ``recallctl export`` writes it (a JSON Lines row) and import reads
     it: its ``records`` row, and the part of its kind."""
 

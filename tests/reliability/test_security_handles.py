@@ -186,6 +186,7 @@ NO_HANDLE = {
     p.GetExecutionContext,  # likewise
     # The daemon as a whole: admin:workspace only (test_security_authorization).
     p.Export,
+    p.Import,
     p.Reindex,
     p.Doctor,
     p.WorkspaceApprove,
