@@ -9,6 +9,7 @@ restart costs retryable errors, never a false acknowledgement.
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
@@ -20,7 +21,7 @@ from mcp import Client
 from recall_client import protocol as p
 from recall_client.client import DaemonUnavailable, RecallClient, RemoteError
 
-from .conftest import DaemonFactory, DaemonProcess, TeamDb
+from .conftest import BIN, DaemonFactory, DaemonProcess, TeamDb
 from .test_mcp_shim import shim
 
 WS = "/ws/team"
@@ -380,3 +381,38 @@ async def test_kill_9_of_one_daemon_loses_nothing_acknowledged(
         with psycopg.connect(team_db.url("alice")) as conn:
             stored = {r[0] for r in conn.execute("SELECT id FROM records")}
         assert set(acked) <= stored
+
+
+def recallctl(d: DaemonProcess, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "recallctl"), "--socket", str(d.socket), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=d.env(),
+    )
+
+
+async def test_importing_another_persons_export_keeps_what_the_importer_may_see(
+    daemon_factory: DaemonFactory, team_db: TeamDb
+) -> None:
+    async with team(daemon_factory, team_db, ("alice", "alice"), ("bob", "bob")) as (a, b):
+        async with a.client(workspace=WS) as rc:
+            await store(rc, "alice's private note on the flaky login test")
+            await store(rc, "the release train leaves on thursdays", visibility="team")
+        exported = recallctl(a, "export")
+        assert exported.returncode == 0, exported.stderr
+        assert len(exported.stdout.splitlines()) == 2
+        imported = recallctl(b, "import", "-", stdin=exported.stdout)
+        # The team record is there for bob already; alice's private one holds its id, which
+        # bob cannot see: that line fails with a typed answer, never an internal error.
+        assert imported.returncode == 1
+        assert "internal" not in imported.stderr and "Traceback" not in imported.stderr
+        assert "1 already there" in imported.stderr and "1 failed" in imported.stderr
+        assert "held by a record this database role cannot see" in imported.stderr
+        # bob's daemon goes on writing, and nothing of alice's private note reached bob.
+        async with b.client(workspace=WS) as rc:
+            await store(rc, "bob's note after the import")
+            assert not any("flaky login" in t for t in await search(rc, "flaky login test"))
+        assert raw_count(team_db, "bob", "SELECT count(*) FROM records") == 2

@@ -85,7 +85,7 @@ class _Import(RequestJob):
 
 
 def _ingest_import(req: p.Import) -> tuple[stage.Ingested, int]:
-    """The ingest stage over every row (free text redacted, NULs replaced, a secret in an
+    """The ingest stage over every row (free text redacted, a secret in an
     identifier refused), and no row trusted more than its text earns; with how many rows
     the stage changed.
 

@@ -225,7 +225,13 @@ class PgDb:
 
     def insert_record(self, sql: str, parameters: Sequence[Any], text: str) -> int:
         """The insert; its tsvector is a generated column, computed by the insert itself."""
-        return int(self.execute(sql + " RETURNING rowid", parameters).fetchone()[0])
+        rowid = self.insert_record_if_free(sql, parameters, text)
+        assert rowid is not None, "an INSERT of one row"
+        return rowid
+
+    def insert_record_if_free(self, sql: str, parameters: Sequence[Any], text: str) -> int | None:
+        row = self.execute(sql + " RETURNING rowid", parameters).fetchone()
+        return None if row is None else int(row[0])
 
     def merge_text_index(self, pages: int) -> bool:
         """Nothing to merge: the tsvector's GIN index keeps itself."""

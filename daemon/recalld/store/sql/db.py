@@ -35,6 +35,12 @@ class Db(Protocol):
         ``text`` put in the full-text index; the new row's rowid."""
         ...
 
+    def insert_record_if_free(self, sql: str, parameters: Sequence[Any], text: str) -> int | None:
+        """As :meth:`insert_record` for an INSERT that ends in ``ON CONFLICT DO NOTHING``:
+        None when a unique key it names is taken (in a shared database, maybe by a row this
+        role cannot see), and nothing is written."""
+        ...
+
     def merge_text_index(self, pages: int) -> bool:
         """Merge the full-text index's segments a step (about ``pages`` pages written);
         whether there was anything to merge."""

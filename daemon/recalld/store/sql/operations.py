@@ -24,6 +24,7 @@ from ...domain.dedup import (
     rollup_digest,
 )
 from ...domain.policy import confidence, subject_key
+from ...errors import RecallError
 from ..port import ApprovalRow, CredentialRow, DoctorFigures
 from .db import Db
 from .experiences import lesson_stats
@@ -372,10 +373,19 @@ class OperationWrites:
         left alone. Lesson support is linked by whichever end comes second."""
         outcomes: list[p.ImportOutcome] = []
         written: list[int] = []
-        for row in rows:
+        for i, row in enumerate(rows):
             outcome = self._present(row)
             if outcome is None:
-                written.append(self._insert(row, uid))
+                rowid = self._insert(row, uid)
+                if rowid is None:
+                    # The id is another role's record, hidden by row-level security: the
+                    # importer learns no more than its own export told it.
+                    raise RecallError(
+                        "invalid_request",
+                        f"records[{i}]: its id {row.id} is held by a record this database"
+                        " role cannot see (another person's, in a shared database)",
+                    )
+                written.append(rowid)
                 outcome = "new"
             outcomes.append(outcome)
         return outcomes, written
@@ -417,14 +427,19 @@ class OperationWrites:
             values,
         )
 
-    def _insert(self, row: p.ExportedRecord, uid: int) -> int:
+    def _insert(self, row: p.ExportedRecord, uid: int) -> int | None:
         conn = self._conn
         cols = columns("records")
         names = ["uid", "content_hash", *(c for c, _ in cols)]
         values = [uid, digest(row), *(_stored(c, getattr(row, c)) for c, _ in cols)]
-        rowid = conn.insert_record(
-            f"INSERT INTO records ({', '.join(names)}) VALUES ({marks(names)})", values, row.text
+        rowid = conn.insert_record_if_free(
+            f"INSERT INTO records ({', '.join(names)}) VALUES ({marks(names)})"
+            " ON CONFLICT (id) DO NOTHING",
+            values,
+            row.text,
         )
+        if rowid is None:
+            return None
         if row.kind == "memory":
             memory = row.memory
             if not isinstance(memory, p.ExportedMemory):

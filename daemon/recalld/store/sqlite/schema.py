@@ -312,7 +312,15 @@ class SqliteDb(sqlite3.Connection):
         each FTS5 writes out the terms it holds for the transaction, a segment per record
         (with its merges, it cost more than the rest of a capture's writes together).
         """
-        rowid = self.execute(sql, parameters).lastrowid
+        rowid = self.insert_record_if_free(sql, parameters, text)
+        assert rowid is not None, "an INSERT of one row"
+        return rowid
+
+    def insert_record_if_free(self, sql: str, parameters: Sequence[Any], text: str) -> int | None:
+        cur = self.execute(sql, parameters)
+        if cur.rowcount == 0:
+            return None
+        rowid = cur.lastrowid
         assert rowid is not None, "an INSERT of one row"
         self.execute("INSERT INTO records_fts(rowid, text) VALUES (?, ?)", (rowid, text))
         return rowid
