@@ -13,6 +13,7 @@ import subprocess
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
+from functools import partial
 
 import anyio
 import psycopg
@@ -416,3 +417,32 @@ async def test_importing_another_persons_export_keeps_what_the_importer_may_see(
             await store(rc, "bob's note after the import")
             assert not any("flaky login" in t for t in await search(rc, "flaky login test"))
         assert raw_count(team_db, "bob", "SELECT count(*) FROM records") == 2
+
+
+async def test_a_daemon_started_while_the_database_is_down_waits_for_it(
+    daemon_factory: DaemonFactory, team_db: TeamDb
+) -> None:
+    d = team_daemon(daemon_factory, team_db, "early", "alice")
+    team_db.server.stop(remove=False)
+    down = True
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(partial(d.start, within_s=90))
+            with anyio.fail_after(30):
+                while d.log().count("trying again") < 2:  # noqa: ASYNC110  (its log file)
+                    await anyio.sleep(0.2)
+            # Still waiting, not gone: it never exits for a database that does not answer.
+            assert d.proc is None or d.proc.poll() is None
+            team_db.server.start()
+            down = False
+    finally:
+        if down:  # the next test's database
+            team_db.server.start()
+    assert any("EXTEND_TIMEOUT_USEC" in n for n in d.notifications), d.notifications
+    async with d.client(workspace=WS) as rc:
+        stored = await store(rc, "written once the database came up")
+    await d.settled()
+    async with d.client(workspace=WS) as rc:
+        assert "written once the database came up" in await search(rc, "database came up")
+    assert stored.record_id
+    assert await d.stop() == 0

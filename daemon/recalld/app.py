@@ -52,7 +52,7 @@ from .pipeline.settled import Settled
 from .pipeline.writer import IndexChange, WriteJob, WriteQueue, WriterActor
 from .retrieval.memory_reader import MemoryReader, MemorySearchConfig
 from .retrieval.search_actor import SearchActor
-from .store.port import Reader, Store
+from .store.port import Reader, Store, StoreUnreachable
 from .store.sqlite import SqliteStore
 
 __all__ = ["Daemon", "SocketInUse"]
@@ -119,7 +119,7 @@ class Daemon:
     ) -> None:
         s = self.settings
         async with AsyncExitStack() as stack:
-            store = await anyio.to_thread.run_sync(_open_store, s, self.data_dir)
+            store = await _open_store_when_reachable(s, self.data_dir)
             stack.callback(store.close)
             self.store = store
             self.admin_token = ensure_admin_token(self.admin_token_path)
@@ -504,6 +504,30 @@ class Daemon:
             database=self.store.database,
         )
         return await build_report(parts, who)
+
+
+# Waiting for a shared database that does not answer: the first retry after this long,
+# doubling up to the cap (a fleet of laptops must not hammer a database that restarts).
+STORE_RETRY_FIRST_S = 0.5
+STORE_RETRY_MAX_S = 30.0
+
+
+async def _open_store_when_reachable(s: Settings, data_dir: Path) -> Store:
+    """The store, once its server answers: a daemon started while the team database is
+    down waits (saying so in its log and systemd status) instead of exiting, so a machine
+    that boots before the network does not need a person to start it again."""
+    delay = STORE_RETRY_FIRST_S
+    while True:
+        try:
+            return await anyio.to_thread.run_sync(_open_store, s, data_dir)
+        except StoreUnreachable as exc:
+            log.warning("%s; trying again in %.1f s", exc, delay)
+            # The start limit of a notify unit would kill a daemon that waits: extend it.
+            systemd.notify(
+                f"EXTEND_TIMEOUT_USEC={int((delay + 10) * 1e6)}\nSTATUS=waiting for {exc}"
+            )
+        await anyio.sleep(delay)
+        delay = min(delay * 2, STORE_RETRY_MAX_S)
 
 
 def _open_store(s: Settings, data_dir: Path) -> Store:

@@ -57,9 +57,16 @@ __all__ = [
     "SessionRollup",
     "StorageFailure",
     "Store",
+    "StoreUnreachable",
     "UseRow",
     "WriteTx",
 ]
+
+
+class StoreUnreachable(RuntimeError):
+    """The store's server does not answer, or refuses the connection: opening it again
+    later may succeed (a database still starting, a network back), unlike a store at the
+    wrong schema version, which stops the daemon."""
 
 
 class StorageFailure(Exception):

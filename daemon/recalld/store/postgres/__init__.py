@@ -34,7 +34,7 @@ import psycopg.errors
 from recall_client import protocol as p
 
 from ...errors import RecallError
-from ..port import BatchJob, Reader, StorageFailure
+from ..port import BatchJob, Reader, StorageFailure, StoreUnreachable
 from ..sql.sides import SqlReader, SqlWriteTx
 from .db import LOST, ConnectionState, PgDb, connect
 from .retrieval import RetrievalReads
@@ -100,7 +100,8 @@ class PgStore:
         try:
             self._check(self._writer.conn)
         except RecallError as exc:
-            raise RuntimeError(f"database {self.location}: {exc.message}") from exc
+            # The only RecallError here is the connection's: the server cannot be reached.
+            raise StoreUnreachable(f"database {self.location}: {exc.message}") from exc
         (role,) = self._writer.execute("SELECT current_user").fetchone()
         self.role = str(role)
         self._tx = SqlWriteTx(
