@@ -35,8 +35,8 @@ def test_the_readme_is_short_and_its_first_screen_has_what_it_is_needs_and_the_c
     assert len(readme) < 250
     first_screen = "\n".join(readme[:40])
     python = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
-    assert python == ">=3.11"
-    for needed in ("memory daemon", "Linux", "Python 3.11", "scripts/setup"):
+    assert python.startswith(">=")
+    for needed in ("memory daemon", "Linux", f"Python {python[2:]}", "scripts/setup"):
         assert needed in first_screen, needed
     assert re.search(r"^scripts/run\b", first_screen, re.M)
     assert re.search(r"^scripts/test\b", first_screen, re.M)
