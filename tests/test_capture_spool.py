@@ -33,7 +33,7 @@ def checkout(tmp_path: Path) -> Path:
 
 
 def hook(sock: Path, stdin: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """The README's hook command, as Claude Code runs it: the payload on stdin."""
+    """The documented hook command, as Claude Code runs it: the payload on stdin."""
     _, command = readme_hook_command()
     argv = shlex.split(command)
     argv[0] = str(BIN / "recallctl")
@@ -204,7 +204,7 @@ def test_capture_with_no_daemon_and_autostart_off_spools_and_exits_0_not_2(
     assert episode["episode_type"] == "turn_end" and episode["idempotency_key"]
 
 
-def test_the_readme_states_the_spool_bounds_and_the_budget_the_code_has() -> None:
-    section = (REPO / "README.md").read_text().split("## Capturing episodes with hooks")[1]
+def test_the_usage_docs_state_the_spool_bounds_and_the_budget_the_code_has() -> None:
+    section = (REPO / "docs" / "usage.md").read_text().split("## Capturing episodes with hooks")[1]
     assert f"at most {MAX_FILES:,} captures or {MAX_BYTES // 2**20} MiB" in section
     assert f"within {CAPTURE_BUDGET_S} s (inside\nthe hook's {HOOK_TIMEOUT_S} s)" in section

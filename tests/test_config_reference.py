@@ -1,5 +1,5 @@
-"""The configuration reference is generated from Settings: README's table is exactly what
-``scripts/config_reference.py`` prints (a row per key, its env var, default, bounds and
+"""The configuration reference is generated from Settings: docs/configuration.md's table is
+exactly what ``scripts/config_reference.py`` prints (a row per key, its env var, default, bounds and
 whether SIGHUP applies it), and every key's env var is read."""
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ sys.path.insert(0, str(REPO / "scripts"))
 import config_reference
 
 
-def test_readmes_configuration_table_is_the_generated_one() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert config_reference.readme_table(readme) == config_reference.render(), (
-        "README's configuration table differs from Settings: "
+def test_the_configuration_docs_table_is_the_generated_one() -> None:
+    assert config_reference.TARGET == REPO / "docs" / "configuration.md"
+    text = config_reference.TARGET.read_text()
+    assert config_reference.table_in(text) == config_reference.render(), (
+        "docs/configuration.md's table differs from Settings: "
         "run .venv/bin/python scripts/config_reference.py --write"
     )
 

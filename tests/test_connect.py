@@ -286,7 +286,7 @@ def test_connect_on_a_fresh_home_makes_a_file_the_host_parses(case: Case, home: 
     assert path.stat().st_mode & 0o077 == 0
 
 
-def test_claude_code_gets_the_readme_capture_hooks_beside_its_own(home: Path) -> None:
+def test_claude_code_gets_the_documented_capture_hooks_beside_its_own(home: Path) -> None:
     settings = home / ".claude" / "settings.json"
     settings.parent.mkdir()
     settings.write_text(CLAUDE_SETTINGS)
@@ -301,7 +301,7 @@ def test_claude_code_gets_the_readme_capture_hooks_beside_its_own(home: Path) ->
         event: [g for g in groups if "recallctl" in g["hooks"][0]["command"]]
         for event, groups in hooks.items()
     }
-    # Exactly the README's configuration, with this install's path in it.
+    # Exactly docs/usage.md's configuration, with this install's path in it.
     expected = json.loads(
         json.dumps(readme["hooks"]).replace(json.dumps(command)[1:-1], shlex.join(argv))
     )

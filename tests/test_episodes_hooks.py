@@ -1,5 +1,6 @@
 """recallctl capture / work-search / work-result / forget, and the Claude Code hook path end
-to end: a recorded hook payload piped into the README's hook command reaches work_search."""
+to end: a recorded hook payload piped into the documented hook command (docs/usage.md)
+reaches work_search."""
 
 from __future__ import annotations
 
@@ -59,11 +60,11 @@ def checkout(tmp_path: Path) -> Path:
 
 
 def readme_hook_command() -> tuple[dict[str, Any], str]:
-    """The hook configuration the README ships, and its one command."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Capturing episodes with hooks", 1)[1]
+    """The hook configuration docs/usage.md ships, and its one command."""
+    usage = (REPO / "docs" / "usage.md").read_text()
+    section = usage.split("## Capturing episodes with hooks", 1)[1]
     block = re.search(r"```json\n(.*?)\n```", section, re.S)
-    assert block, "the README's hook section has a JSON block"
+    assert block, "docs/usage.md's hook section has a JSON block"
     config = json.loads(block.group(1))
     commands = {
         hook["command"]
@@ -78,7 +79,7 @@ def readme_hook_command() -> tuple[dict[str, Any], str]:
 # ----------------------------------------------------------------- the hook path
 
 
-def test_the_readme_ships_a_claude_code_hook_configuration() -> None:
+def test_the_usage_docs_ship_a_claude_code_hook_configuration() -> None:
     config, command = readme_hook_command()
     assert set(config["hooks"]) == {"PostToolUse", "PostToolUseFailure", "Stop"}
     for event, groups in config["hooks"].items():
@@ -91,7 +92,7 @@ def test_the_readme_ships_a_claude_code_hook_configuration() -> None:
     assert argv[1:] == ["--agent", AGENT, "capture", "--quiet"]
 
 
-async def test_the_readme_hook_records_a_post_tool_use_payload_end_to_end(
+async def test_the_documented_hook_records_a_post_tool_use_payload_end_to_end(
     running_daemon: DaemonProcess, checkout: Path
 ) -> None:
     _, command = readme_hook_command()

@@ -1,6 +1,7 @@
 """``recallctl experience`` as a subprocess against a real daemon: search, show, record,
 forget; the end-of-session roll-up from a recorded Claude Code hook payload through the
-README's hook command; and export/import carrying experiences and their lessons."""
+documented hook command (docs/usage.md); and export/import carrying experiences and their
+lessons."""
 
 from __future__ import annotations
 
@@ -61,11 +62,11 @@ def recorded(name: str, checkout: Path) -> str:
 
 
 def readme_rollup_hooks() -> dict[str, list[str]]:
-    """The README's end-of-session hook configuration: event -> its commands."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("### Recording each session's experience", 1)[1]
+    """docs/usage.md's end-of-session hook configuration: event -> its commands."""
+    usage = (REPO / "docs" / "usage.md").read_text()
+    section = usage.split("### Recording each session's experience", 1)[1]
     block = re.search(r"```json\n(.*?)\n```", section, re.S)
-    assert block, "the README's roll-up section has a JSON block"
+    assert block, "docs/usage.md's roll-up section has a JSON block"
     config = json.loads(block.group(1))
     return {
         event: [hook["command"] for group in groups for hook in group["hooks"]]
@@ -218,7 +219,7 @@ async def test_bad_input_is_a_clear_failure(running_daemon: DaemonProcess, tmp_p
 # --------------------------------------------------------------------------- the hook path
 
 
-def test_the_readme_ships_the_end_of_session_hooks() -> None:
+def test_the_usage_docs_ship_the_end_of_session_hooks() -> None:
     hooks = readme_rollup_hooks()
     assert set(hooks) == {"UserPromptSubmit", "SessionEnd"}
     assert shlex.split(hooks["UserPromptSubmit"][0])[1:] == ["--agent", AGENT, "capture", "--quiet"]
@@ -232,7 +233,7 @@ def test_the_readme_ships_the_end_of_session_hooks() -> None:
     ]
 
 
-async def test_a_recorded_session_is_rolled_up_by_the_readme_hook(
+async def test_a_recorded_session_is_rolled_up_by_the_documented_hook(
     running_daemon: DaemonProcess, checkout: Path
 ) -> None:
     env = running_daemon.env()

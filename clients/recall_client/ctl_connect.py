@@ -47,7 +47,7 @@ class HookSpec:
     argv: tuple[str, ...]
 
 
-# The capture hooks, as README's "Capturing episodes with hooks" shows them.
+# The capture hooks, as docs/usage.md's "Capturing episodes with hooks" shows them.
 CAPTURE_HOOKS = (
     HookSpec("PostToolUse", "*", ("capture", "--quiet")),
     HookSpec("PostToolUseFailure", "*", ("capture", "--quiet")),

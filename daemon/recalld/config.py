@@ -22,8 +22,8 @@ def _key(
     description: str, *, reload: bool = False, shown: str | None = None, **bounds: Any
 ) -> Meta:
     """A key's declaration beside its type: what it does (the configuration reference in
-    README is generated from it by ``scripts/config_reference.py``), whether a SIGHUP applies
-    it, and how its default reads where the value itself says little (``shown``)."""
+    docs/configuration.md is generated from it by ``scripts/config_reference.py``), whether a
+    SIGHUP applies it, and how its default reads where the value itself says little (``shown``)."""
     extra: dict[str, object] = {"reload": reload}
     if shown is not None:
         extra["shown"] = shown
@@ -75,7 +75,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         str,
         _key(
             "empty: the embedded store (SQLite + FAISS in data_dir); a `postgresql://` URL: "
-            "[team memory](#team-memory-postgresql) in that PostgreSQL (with pgvector), "
+            "[team memory](team-memory.md) in that PostgreSQL (with pgvector), "
             "shared with the other daemons that use it",
             shown="empty",
         ),
