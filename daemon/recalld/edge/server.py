@@ -210,7 +210,7 @@ class Server:
         self._admin_token = admin_token
         self._stopping = stopping
         self._ids = itertools.count(1)
-        self.slots = Slots(services.settings)
+        self.slots = Slots[Connection](services.settings)
         self.connections = self.slots.held
         self.refused = 0
         self.budget = ByteBudget(services.settings().max_inflight_bytes)

@@ -18,29 +18,53 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
+
+import anyio
 
 from ..config import Settings
-
-if TYPE_CHECKING:
-    from .server import Connection
+from ..domain.principal import Principal
 
 __all__ = ["Slots"]
+
+
+class SlotHolder(Protocol):
+    """What slots need of a connection (``server.Connection``; a protocol here, so slots
+    sits below the server and not beside it)."""
+
+    @property
+    def cid(self) -> int: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def principal(self) -> Principal | None: ...
+    @property
+    def waiting(self) -> bool: ...
+    @property
+    def inflight(self) -> int: ...
+    @property
+    def active_at(self) -> float: ...
+    @property
+    def idle(self) -> anyio.CancelScope: ...
+
 
 log = logging.getLogger(__name__)
 
 
-class Slots:
+C = TypeVar("C", bound=SlotHolder)
+
+
+class Slots(Generic[C]):
     """The connections holding a slot, by connection id (status lists them)."""
 
     def __init__(self, settings: Callable[[], Settings]) -> None:
         self._settings = settings
-        self.held: dict[int, Connection] = {}
+        self.held: dict[int, C] = {}
         self._per_pid: Counter[int] = Counter()
         # Connections closed to make room for a newcomer.
         self.reclaimed = 0
 
-    def take(self, conn: Connection) -> str | None:
+    def take(self, conn: C) -> str | None:
         """Give ``conn`` a slot, closing another to make room if need be; None, or why it
         gets none (the refusal's message)."""
         s = self._settings()
@@ -56,7 +80,7 @@ class Slots:
         self._per_pid[conn.pid] += 1
         return None
 
-    def give_back(self, conn: Connection) -> None:
+    def give_back(self, conn: C) -> None:
         """``conn`` has ended (or is closed to make room); idempotent."""
         if self.held.pop(conn.cid, None) is None:
             return
@@ -67,7 +91,7 @@ class Slots:
     def _reclaim(self, s: Settings) -> bool:
         """Close the connection that most deserves it; False when none may be closed."""
         now = time.monotonic()
-        victim: Connection | None = None
+        victim: C | None = None
         best: tuple[int, int, float] | None = None
         for c in self.held.values():
             if not c.waiting or c.inflight:
