@@ -95,7 +95,7 @@ async def test_recallctls_options_work_after_the_command_too(
 
 
 async def test_ui_accepts_no_admin_after_the_command(running_daemon: DaemonProcess) -> None:
-    with ui_server(running_daemon, WS, "--no-admin") as server:
+    with ui_server(running_daemon, WS, "--no-admin", "--print-url") as server:
         http = Http(server).sign_in()
         refused = http.get("/operations")
         assert refused.status_code == 403 and "admin:workspace" in refused.text
