@@ -263,17 +263,30 @@ class Daemon:
 
 async def bench_capture(d: Daemon, texts: list[str], clients: int, window: int = 32) -> float:
     """Acknowledged stores per second from ``clients`` connections, ``window`` in flight each."""
-    per = len(texts) // clients
+    return await bench_requests(d, [p.MemoryStore(text=t) for t in texts], clients, window)
+
+
+async def bench_ping(d: Daemon, count: int, clients: int, window: int = 32) -> float:
+    """Pings answered per second, as :func:`bench_capture` sends its stores: the machine's own
+    request limit through the daemon's edge, what a capture's work comes on top of."""
+    return await bench_requests(d, [p.Ping() for _ in range(count)], clients, window)
+
+
+async def bench_requests(
+    d: Daemon, requests: list[p.Request], clients: int, window: int = 32
+) -> float:
+    """Requests answered per second from ``clients`` connections, ``window`` in flight each."""
+    per = len(requests) // clients
 
     async def client(k: int) -> None:
-        mine = iter(texts[k * per : (k + 1) * per])
+        mine = iter(requests[k * per : (k + 1) * per])
         async with connect(agent=f"bench{k}", workspace="/bench/capture", path=d.socket) as rc:
-            # ``window`` callers, each storing the next text once its last is acknowledged: a
-            # task per text (each waiting on a semaphore) cost the bench's client more CPU per
-            # capture than the client itself, on the two cores the daemon runs on too.
+            # ``window`` callers, each sending the next request once its last is answered: a
+            # task per request (each waiting on a semaphore) cost the bench's client more CPU
+            # per request than the client itself, on the two cores the daemon runs on too.
             async def caller() -> None:
-                for t in mine:
-                    await rc.call(p.MemoryStore(text=t), p.Stored)
+                for r in mine:
+                    await rc.call(r)
 
             async with anyio.create_task_group() as tg:
                 for _ in range(window):
@@ -433,6 +446,61 @@ async def bench_mixed(d: Daemon, texts: list[str], clients: int, seconds: float)
     }
 
 
+# The slow clients of the polite figure: some pipeline bm25 searches and never read a reply
+# (each asks for more than its socket buffers hold), others send half a frame and stall.
+HOGS, HALF_FRAMES = 4, 8
+
+
+async def bench_polite(d: Daemon, queries: list[str]) -> Figures:
+    """A polite client's search p50/p99 (one at a time, reading each reply) alone, then while
+    HOGS clients pipeline searches they never read and HALF_FRAMES clients stall mid-frame."""
+    import socket
+
+    async def polite() -> tuple[float, float]:
+        lat: list[float] = []
+        async with connect(agent="polite", workspace="/bench/search", path=d.socket) as rc:
+            for q in queries:
+                t = time.perf_counter()
+                await rc.call(p.MemorySearch(query=q, limit=10), p.MemorySearchResult)
+                lat.append((time.perf_counter() - t) * 1000)
+        return statistics.median(lat), pct(lat, 0.99)
+
+    alone = await polite()
+    bad: list[socket.socket] = []
+    hello = p.frame(p.Hello(id=1, version=p.PROTOCOL_VERSION, agent="slow", workspace="/bench"))
+    try:
+        for k in range(HOGS + HALF_FRAMES):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(str(d.socket))
+            s.setblocking(False)
+            bad.append(s)
+            if k < HOGS:
+                body = b"".join(
+                    p.frame(
+                        p.MemorySearch(id=i, query=queries[i % len(queries)], limit=50, mode="bm25")
+                    )
+                    for i in range(2, 300)
+                )
+            else:
+                body = p.HEADER.pack(1000) + b"\x85\xa2op"
+            try:
+                s.send(hello + body)  # what the socket takes; the rest is never sent
+            except BlockingIOError:
+                pass
+        await anyio.sleep(0.5)  # the hogs' searches are queued before the polite client asks
+        loaded = await polite()
+    finally:
+        for s in bad:
+            s.close()
+    return {
+        "polite_search_p50_ms_alone": alone[0],
+        "polite_search_p99_ms_alone": alone[1],
+        "polite_search_p50_ms_slow_clients": loaded[0],
+        "polite_search_p99_ms_slow_clients": loaded[1],
+    }
+
+
 def bare_model() -> OnnxEmbedder:
     """The bundled model on the daemon's backend, outside any daemon."""
     from recalld.pipeline.bundled_model import bundled_model_path
@@ -566,6 +634,9 @@ KEYS = (
     "capture_acked_per_s_16",
     "capture_raw_per_s",
     "capture_vs_raw_ratio",
+    # The same 16 clients sending pings: the request limit, and captures/s as a share of it.
+    "ping_per_s_16",
+    "capture_vs_ping_ratio",
     "hybrid_p50_ms_10k",
     "hybrid_p99_ms_10k",
     "hybrid_first_p50_ms_10k",
@@ -597,6 +668,11 @@ KEYS = (
     "mixed_search_p50_ms_64",
     "mixed_search_p99_ms_64",
     "mixed_errors_64",
+    # A polite client's searches (the 100k store), alone and beside HOGS + HALF_FRAMES.
+    "polite_search_p50_ms_alone",
+    "polite_search_p99_ms_alone",
+    "polite_search_p50_ms_slow_clients",
+    "polite_search_p99_ms_slow_clients",
     *PEER_KEYS,
 )
 # Compared with PostgreSQL, the lexical p99 is kept too (for both backends).
@@ -608,6 +684,11 @@ PG_KEYS = (
     "capture_acked_per_s_16",
     "capture_raw_per_s",
     "capture_vs_raw_ratio",
+    "ping_per_s_16",
+    "capture_vs_ping_ratio",
+    # The same 16 clients sending pings: the request limit, and captures/s as a share of it.
+    "ping_per_s_16",
+    "capture_vs_ping_ratio",
     "hybrid_p50_ms_10k",
     "hybrid_p99_ms_10k",
     "lexical_p50_ms_10k",
@@ -627,6 +708,8 @@ CAPTURE_KEYS = (
     "capture_acked_per_s_16",
     "capture_raw_per_s",
     "capture_vs_raw_ratio",
+    "ping_per_s_16",
+    "capture_vs_ping_ratio",
     "daemon_accepting_s",
     "model_ready_s",
 )
@@ -720,13 +803,16 @@ async def _measure(args: argparse.Namespace, backends: list[Backend], out: Figur
             log(f"{b} start: accepting {accepting:.2f}s, model ready {ready:.1f}s")
             acked_1 = await bench_capture(d, texts[: n_cap // 4], 1)
             acked_16 = await bench_capture(d, texts[n_cap : n_cap * 2], 16)
+            pings = await bench_ping(d, n_cap * 2, 16)
             raw = out[key_of(b, "capture_raw_per_s")] or float("nan")
             put(out, b, "capture_acked_per_s_1", acked_1)
             put(out, b, "capture_acked_per_s_16", acked_16)
             put(out, b, "capture_vs_raw_ratio", acked_16 / raw)
+            put(out, b, "ping_per_s_16", pings)
+            put(out, b, "capture_vs_ping_ratio", acked_16 / pings)
             log(
                 f"{b} capture: 1 client {acked_1:.0f}/s, 16 clients {acked_16:.0f}/s,"
-                f" raw {raw:.0f}/s"
+                f" raw {raw:.0f}/s, pings (16 clients) {pings:.0f}/s"
             )
             if b == "sqlite" and args.only != "capture":
                 # The shim and the pipeline's embedding do not depend on the store's engine:
@@ -810,6 +896,14 @@ async def _measure(args: argparse.Namespace, backends: list[Backend], out: Figur
                                 *(float("nan") if mixed[k] is None else mixed[k] for k in mixed)
                             )
                         )
+                        polite = await bench_polite(d, queries[:200])
+                        out.update(polite)
+                        log(
+                            "polite client's search p50/p99: alone {:.1f}/{:.1f} ms, beside slow"
+                            " clients {:.1f}/{:.1f} ms".format(
+                                *(float("nan") if polite[k] is None else polite[k] for k in polite)
+                            )
+                        )
                 d.stop()
         rss, shim = out.get("rss_daemon_mb"), out.get("rss_shim_mb")
         if rss is not None and shim is not None:
@@ -821,9 +915,10 @@ async def _measure(args: argparse.Namespace, backends: list[Backend], out: Figur
             )
 
 
-# Issue 17's targets on this machine (2 cores).
+# Issue 17's and 33's targets on this machine (2 cores).
 TARGETS = {
-    "capture_vs_raw_ratio": (">=", 0.65),
+    # Captures against the daemon's own request limit (issue 33), not raw batched inserts.
+    "capture_vs_ping_ratio": (">=", 0.5),
     "lexical_p50_ms_100k": ("<=", 3),
     "hybrid_p50_ms_100k": ("<=", 10),
     "hybrid_p99_ms_100k": ("<=", 30),
