@@ -11,6 +11,9 @@ over its socket, with the real bundled model, on this machine, in this run.
   --only capture  only the capture step: raw inserts, start-up, 1 and 16 clients
   --only shim     only the shim: spawn -> initialize and its RSS after a tool call, --runs
                   times on one daemon with a small store (median); seconds, not minutes
+  --only split    the mixed load on one daemon against its searches on a second daemon over
+                  a copy of the store, --runs times alternated (median): the most search
+                  worker processes could give on this machine (with --quick: 10k, 15 s)
 
   --backend sqlite    the embedded store (the default)
   --backend postgres  team memory: PostgreSQL 18 + pgvector on a throwaway local server
@@ -403,9 +406,12 @@ async def bench_search(
 MIXED_QUERY = "feature flag"
 
 
-async def bench_mixed(d: Daemon, texts: list[str], clients: int, seconds: float) -> Figures:
+async def bench_mixed(
+    d: Daemon, texts: list[str], clients: int, seconds: float, search_on: Daemon | None = None
+) -> Figures:
     """Half of ``clients`` store, half run keyword searches of MIXED_QUERY, one request in
-    flight each, for ``seconds``: operations/s in all, p50/p99 of each kind, errors."""
+    flight each, for ``seconds``: operations/s in all, p50/p99 of each kind, errors. The
+    searches go to ``search_on`` when given (another daemon: see :func:`run_split`)."""
     latencies: dict[str, list[float]] = {"store": [], "search": []}
     errors = 0
     deadline = time.perf_counter() + seconds
@@ -413,7 +419,8 @@ async def bench_mixed(d: Daemon, texts: list[str], clients: int, seconds: float)
     async def client(k: int) -> None:
         nonlocal errors
         kind = "store" if k % 2 == 0 else "search"
-        async with connect(agent=f"mixed{k}", workspace="/bench/search", path=d.socket) as rc:
+        to = d if kind == "store" or search_on is None else search_on
+        async with connect(agent=f"mixed{k}", workspace="/bench/search", path=to.socket) as rc:
             i = k
             while time.perf_counter() < deadline:
                 request: p.Request
@@ -578,6 +585,58 @@ async def run_shim(runs: int) -> Figures:
         finally:
             d.stop()
     return {"shim_initialize_s": statistics.median(inits), "rss_shim_mb": statistics.median(rss)}
+
+
+async def run_split(runs: int, quick: bool) -> Figures:
+    """The mixed load on one daemon, then with its searches on a second daemon (its own
+    process and GIL) over a copy of the same store, alternated ``runs`` times (medians).
+
+    What search worker processes could give at most on this machine: the split also takes
+    the searches' edge work out of the storing daemon. If two daemons do not beat one by more
+    than the noise, searches in processes of their own will not either (issue 33).
+    """
+    import shutil
+
+    n = 10_000 if quick else 100_000
+    seconds = 15.0 if quick else 60.0
+    one: list[Figures] = []
+    two: list[Figures] = []
+    with tempfile.TemporaryDirectory(prefix="recalld-bench-") as tmp:
+        root = Path(tmp)
+        model = bare_model()
+        basis = model.encode(synthetic_texts(2000, seed=5))
+        del model
+        (root / "a").mkdir()
+        build_corpus(root / "a" / "data", n, basis.shape[1], basis)
+        shutil.copytree(root / "a", root / "b")
+        texts = synthetic_texts(20000, seed=101)
+        a, b = Daemon(root / "a"), Daemon(root / "b")
+        await a.start()
+        await b.start()
+        try:
+            await a.wait_embedded()
+            await b.wait_embedded()
+            for _ in range(runs):
+                one.append(await bench_mixed(a, texts, 64, seconds))
+                two.append(await bench_mixed(a, texts, 64, seconds, search_on=b))
+                log(
+                    "split: one daemon {:.0f} ops/s, searches on a second {:.0f} ops/s".format(
+                        one[-1]["mixed_ops_per_s_64"] or 0, two[-1]["mixed_ops_per_s_64"] or 0
+                    )
+                )
+        finally:
+            a.stop()
+            b.stop()
+
+    def median(runs: list[Figures], key: str) -> float | None:
+        values = [v for r in runs if (v := r[key]) is not None]
+        return statistics.median(values) if values else None
+
+    out: Figures = {}
+    for key in one[0]:
+        out[f"one_{key}"] = median(one, key)
+        out[f"split_{key}"] = median(two, key)
+    return out
 
 
 async def bench_vs_peer(
@@ -1008,20 +1067,30 @@ def main() -> None:
     )
     ap.add_argument(
         "--only",
-        choices=["capture", "shim"],
-        help="one step alone (capture: raw, start-up, capture; shim: its start-up and RSS)",
+        choices=["capture", "shim", "split"],
+        help="one step alone (capture: raw, start-up, capture; shim: its start-up and RSS;"
+        " split: the mixed load on one daemon and with its searches on a second)",
     )
-    ap.add_argument("--runs", type=int, default=7, help="shim spawns with --only shim (7)")
+    ap.add_argument(
+        "--runs", type=int, default=7, help="shim spawns with --only shim (7); split rounds"
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     if args.backend == "postgres" and (args.peer or args.large):
         ap.error("--peer and --large measure the SQLite store: use --backend sqlite or both")
     if args.only and (args.peer or args.large):
         ap.error("--peer and --large are steps of their own: leave out --only")
+    if args.only == "split" and args.backend != "sqlite":
+        ap.error("--only split runs on SQLite: no --backend")
     if args.only == "shim" and (args.quick or args.backend != "sqlite"):
         ap.error("--only shim runs the shim on SQLite: no --quick or --backend")
     try:
-        out = anyio.run(run_shim, args.runs) if args.only == "shim" else anyio.run(run, args)
+        if args.only == "shim":
+            out = anyio.run(run_shim, args.runs)
+        elif args.only == "split":
+            out = anyio.run(run_split, args.runs, args.quick)
+        else:
+            out = anyio.run(run, args)
     except PeerError as exc:
         sys.exit(f"scripts/bench: {exc}")
     if args.json:
