@@ -11,6 +11,9 @@ over its socket, with the real bundled model, on this machine, in this run.
   --only capture  only the capture step: raw inserts, start-up, 1 and 16 clients
   --only shim     only the shim: spawn -> initialize and its RSS after a tool call, --runs
                   times on one daemon with a small store (median); seconds, not minutes
+  --only split    the mixed load on one daemon against its searches on a second daemon over
+                  a copy of the store, --runs times alternated (median): the most search
+                  worker processes could give on this machine (with --quick: 10k, 15 s)
 
   --backend sqlite    the embedded store (the default)
   --backend postgres  team memory: PostgreSQL 18 + pgvector on a throwaway local server
@@ -263,17 +266,30 @@ class Daemon:
 
 async def bench_capture(d: Daemon, texts: list[str], clients: int, window: int = 32) -> float:
     """Acknowledged stores per second from ``clients`` connections, ``window`` in flight each."""
-    per = len(texts) // clients
+    return await bench_requests(d, [p.MemoryStore(text=t) for t in texts], clients, window)
+
+
+async def bench_ping(d: Daemon, count: int, clients: int, window: int = 32) -> float:
+    """Pings answered per second, as :func:`bench_capture` sends its stores: the machine's own
+    request limit through the daemon's edge, what a capture's work comes on top of."""
+    return await bench_requests(d, [p.Ping() for _ in range(count)], clients, window)
+
+
+async def bench_requests(
+    d: Daemon, requests: list[p.Request], clients: int, window: int = 32
+) -> float:
+    """Requests answered per second from ``clients`` connections, ``window`` in flight each."""
+    per = len(requests) // clients
 
     async def client(k: int) -> None:
-        mine = iter(texts[k * per : (k + 1) * per])
+        mine = iter(requests[k * per : (k + 1) * per])
         async with connect(agent=f"bench{k}", workspace="/bench/capture", path=d.socket) as rc:
-            # ``window`` callers, each storing the next text once its last is acknowledged: a
-            # task per text (each waiting on a semaphore) cost the bench's client more CPU per
-            # capture than the client itself, on the two cores the daemon runs on too.
+            # ``window`` callers, each sending the next request once its last is answered: a
+            # task per request (each waiting on a semaphore) cost the bench's client more CPU
+            # per request than the client itself, on the two cores the daemon runs on too.
             async def caller() -> None:
-                for t in mine:
-                    await rc.call(p.MemoryStore(text=t), p.Stored)
+                for r in mine:
+                    await rc.call(r)
 
             async with anyio.create_task_group() as tg:
                 for _ in range(window):
@@ -390,9 +406,12 @@ async def bench_search(
 MIXED_QUERY = "feature flag"
 
 
-async def bench_mixed(d: Daemon, texts: list[str], clients: int, seconds: float) -> Figures:
+async def bench_mixed(
+    d: Daemon, texts: list[str], clients: int, seconds: float, search_on: Daemon | None = None
+) -> Figures:
     """Half of ``clients`` store, half run keyword searches of MIXED_QUERY, one request in
-    flight each, for ``seconds``: operations/s in all, p50/p99 of each kind, errors."""
+    flight each, for ``seconds``: operations/s in all, p50/p99 of each kind, errors. The
+    searches go to ``search_on`` when given (another daemon: see :func:`run_split`)."""
     latencies: dict[str, list[float]] = {"store": [], "search": []}
     errors = 0
     deadline = time.perf_counter() + seconds
@@ -400,7 +419,8 @@ async def bench_mixed(d: Daemon, texts: list[str], clients: int, seconds: float)
     async def client(k: int) -> None:
         nonlocal errors
         kind = "store" if k % 2 == 0 else "search"
-        async with connect(agent=f"mixed{k}", workspace="/bench/search", path=d.socket) as rc:
+        to = d if kind == "store" or search_on is None else search_on
+        async with connect(agent=f"mixed{k}", workspace="/bench/search", path=to.socket) as rc:
             i = k
             while time.perf_counter() < deadline:
                 request: p.Request
@@ -430,6 +450,61 @@ async def bench_mixed(d: Daemon, texts: list[str], clients: int, seconds: float)
         f"mixed_search_p50_ms_{clients}": statistics.median(searches) if searches else None,
         f"mixed_search_p99_ms_{clients}": pct(searches, 0.99) if searches else None,
         f"mixed_errors_{clients}": float(errors),
+    }
+
+
+# The slow clients of the polite figure: some pipeline bm25 searches and never read a reply
+# (each asks for more than its socket buffers hold), others send half a frame and stall.
+HOGS, HALF_FRAMES = 4, 8
+
+
+async def bench_polite(d: Daemon, queries: list[str]) -> Figures:
+    """A polite client's search p50/p99 (one at a time, reading each reply) alone, then while
+    HOGS clients pipeline searches they never read and HALF_FRAMES clients stall mid-frame."""
+    import socket
+
+    async def polite() -> tuple[float, float]:
+        lat: list[float] = []
+        async with connect(agent="polite", workspace="/bench/search", path=d.socket) as rc:
+            for q in queries:
+                t = time.perf_counter()
+                await rc.call(p.MemorySearch(query=q, limit=10), p.MemorySearchResult)
+                lat.append((time.perf_counter() - t) * 1000)
+        return statistics.median(lat), pct(lat, 0.99)
+
+    alone = await polite()
+    bad: list[socket.socket] = []
+    hello = p.frame(p.Hello(id=1, version=p.PROTOCOL_VERSION, agent="slow", workspace="/bench"))
+    try:
+        for k in range(HOGS + HALF_FRAMES):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(str(d.socket))
+            s.setblocking(False)
+            bad.append(s)
+            if k < HOGS:
+                body = b"".join(
+                    p.frame(
+                        p.MemorySearch(id=i, query=queries[i % len(queries)], limit=50, mode="bm25")
+                    )
+                    for i in range(2, 300)
+                )
+            else:
+                body = p.HEADER.pack(1000) + b"\x85\xa2op"
+            try:
+                s.send(hello + body)  # what the socket takes; the rest is never sent
+            except BlockingIOError:
+                pass
+        await anyio.sleep(0.5)  # the hogs' searches are queued before the polite client asks
+        loaded = await polite()
+    finally:
+        for s in bad:
+            s.close()
+    return {
+        "polite_search_p50_ms_alone": alone[0],
+        "polite_search_p99_ms_alone": alone[1],
+        "polite_search_p50_ms_slow_clients": loaded[0],
+        "polite_search_p99_ms_slow_clients": loaded[1],
     }
 
 
@@ -512,6 +587,58 @@ async def run_shim(runs: int) -> Figures:
     return {"shim_initialize_s": statistics.median(inits), "rss_shim_mb": statistics.median(rss)}
 
 
+async def run_split(runs: int, quick: bool) -> Figures:
+    """The mixed load on one daemon, then with its searches on a second daemon (its own
+    process and GIL) over a copy of the same store, alternated ``runs`` times (medians).
+
+    What search worker processes could give at most on this machine: the split also takes
+    the searches' edge work out of the storing daemon. If two daemons do not beat one by more
+    than the noise, searches in processes of their own will not either (issue 33).
+    """
+    import shutil
+
+    n = 10_000 if quick else 100_000
+    seconds = 15.0 if quick else 60.0
+    one: list[Figures] = []
+    two: list[Figures] = []
+    with tempfile.TemporaryDirectory(prefix="recalld-bench-") as tmp:
+        root = Path(tmp)
+        model = bare_model()
+        basis = model.encode(synthetic_texts(2000, seed=5))
+        del model
+        (root / "a").mkdir()
+        build_corpus(root / "a" / "data", n, basis.shape[1], basis)
+        shutil.copytree(root / "a", root / "b")
+        texts = synthetic_texts(20000, seed=101)
+        a, b = Daemon(root / "a"), Daemon(root / "b")
+        await a.start()
+        await b.start()
+        try:
+            await a.wait_embedded()
+            await b.wait_embedded()
+            for _ in range(runs):
+                one.append(await bench_mixed(a, texts, 64, seconds))
+                two.append(await bench_mixed(a, texts, 64, seconds, search_on=b))
+                log(
+                    "split: one daemon {:.0f} ops/s, searches on a second {:.0f} ops/s".format(
+                        one[-1]["mixed_ops_per_s_64"] or 0, two[-1]["mixed_ops_per_s_64"] or 0
+                    )
+                )
+        finally:
+            a.stop()
+            b.stop()
+
+    def median(runs: list[Figures], key: str) -> float | None:
+        values = [v for r in runs if (v := r[key]) is not None]
+        return statistics.median(values) if values else None
+
+    out: Figures = {}
+    for key in one[0]:
+        out[f"one_{key}"] = median(one, key)
+        out[f"split_{key}"] = median(two, key)
+    return out
+
+
 async def bench_vs_peer(
     root: Path, peer_python: Path, n: int, queries: list[str]
 ) -> dict[str, float]:
@@ -566,6 +693,9 @@ KEYS = (
     "capture_acked_per_s_16",
     "capture_raw_per_s",
     "capture_vs_raw_ratio",
+    # The same 16 clients sending pings: the request limit, and captures/s as a share of it.
+    "ping_per_s_16",
+    "capture_vs_ping_ratio",
     "hybrid_p50_ms_10k",
     "hybrid_p99_ms_10k",
     "hybrid_first_p50_ms_10k",
@@ -597,6 +727,11 @@ KEYS = (
     "mixed_search_p50_ms_64",
     "mixed_search_p99_ms_64",
     "mixed_errors_64",
+    # A polite client's searches (the 100k store), alone and beside HOGS + HALF_FRAMES.
+    "polite_search_p50_ms_alone",
+    "polite_search_p99_ms_alone",
+    "polite_search_p50_ms_slow_clients",
+    "polite_search_p99_ms_slow_clients",
     *PEER_KEYS,
 )
 # Compared with PostgreSQL, the lexical p99 is kept too (for both backends).
@@ -608,6 +743,11 @@ PG_KEYS = (
     "capture_acked_per_s_16",
     "capture_raw_per_s",
     "capture_vs_raw_ratio",
+    "ping_per_s_16",
+    "capture_vs_ping_ratio",
+    # The same 16 clients sending pings: the request limit, and captures/s as a share of it.
+    "ping_per_s_16",
+    "capture_vs_ping_ratio",
     "hybrid_p50_ms_10k",
     "hybrid_p99_ms_10k",
     "lexical_p50_ms_10k",
@@ -627,6 +767,8 @@ CAPTURE_KEYS = (
     "capture_acked_per_s_16",
     "capture_raw_per_s",
     "capture_vs_raw_ratio",
+    "ping_per_s_16",
+    "capture_vs_ping_ratio",
     "daemon_accepting_s",
     "model_ready_s",
 )
@@ -720,13 +862,16 @@ async def _measure(args: argparse.Namespace, backends: list[Backend], out: Figur
             log(f"{b} start: accepting {accepting:.2f}s, model ready {ready:.1f}s")
             acked_1 = await bench_capture(d, texts[: n_cap // 4], 1)
             acked_16 = await bench_capture(d, texts[n_cap : n_cap * 2], 16)
+            pings = await bench_ping(d, n_cap * 2, 16)
             raw = out[key_of(b, "capture_raw_per_s")] or float("nan")
             put(out, b, "capture_acked_per_s_1", acked_1)
             put(out, b, "capture_acked_per_s_16", acked_16)
             put(out, b, "capture_vs_raw_ratio", acked_16 / raw)
+            put(out, b, "ping_per_s_16", pings)
+            put(out, b, "capture_vs_ping_ratio", acked_16 / pings)
             log(
                 f"{b} capture: 1 client {acked_1:.0f}/s, 16 clients {acked_16:.0f}/s,"
-                f" raw {raw:.0f}/s"
+                f" raw {raw:.0f}/s, pings (16 clients) {pings:.0f}/s"
             )
             if b == "sqlite" and args.only != "capture":
                 # The shim and the pipeline's embedding do not depend on the store's engine:
@@ -810,6 +955,14 @@ async def _measure(args: argparse.Namespace, backends: list[Backend], out: Figur
                                 *(float("nan") if mixed[k] is None else mixed[k] for k in mixed)
                             )
                         )
+                        polite = await bench_polite(d, queries[:200])
+                        out.update(polite)
+                        log(
+                            "polite client's search p50/p99: alone {:.1f}/{:.1f} ms, beside slow"
+                            " clients {:.1f}/{:.1f} ms".format(
+                                *(float("nan") if polite[k] is None else polite[k] for k in polite)
+                            )
+                        )
                 d.stop()
         rss, shim = out.get("rss_daemon_mb"), out.get("rss_shim_mb")
         if rss is not None and shim is not None:
@@ -821,9 +974,10 @@ async def _measure(args: argparse.Namespace, backends: list[Backend], out: Figur
             )
 
 
-# Issue 17's targets on this machine (2 cores).
+# Issue 17's and 33's targets on this machine (2 cores).
 TARGETS = {
-    "capture_vs_raw_ratio": (">=", 0.65),
+    # Captures against the daemon's own request limit (issue 33), not raw batched inserts.
+    "capture_vs_ping_ratio": (">=", 0.5),
     "lexical_p50_ms_100k": ("<=", 3),
     "hybrid_p50_ms_100k": ("<=", 10),
     "hybrid_p99_ms_100k": ("<=", 30),
@@ -913,20 +1067,30 @@ def main() -> None:
     )
     ap.add_argument(
         "--only",
-        choices=["capture", "shim"],
-        help="one step alone (capture: raw, start-up, capture; shim: its start-up and RSS)",
+        choices=["capture", "shim", "split"],
+        help="one step alone (capture: raw, start-up, capture; shim: its start-up and RSS;"
+        " split: the mixed load on one daemon and with its searches on a second)",
     )
-    ap.add_argument("--runs", type=int, default=7, help="shim spawns with --only shim (7)")
+    ap.add_argument(
+        "--runs", type=int, default=7, help="shim spawns with --only shim (7); split rounds"
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     if args.backend == "postgres" and (args.peer or args.large):
         ap.error("--peer and --large measure the SQLite store: use --backend sqlite or both")
     if args.only and (args.peer or args.large):
         ap.error("--peer and --large are steps of their own: leave out --only")
+    if args.only == "split" and args.backend != "sqlite":
+        ap.error("--only split runs on SQLite: no --backend")
     if args.only == "shim" and (args.quick or args.backend != "sqlite"):
         ap.error("--only shim runs the shim on SQLite: no --quick or --backend")
     try:
-        out = anyio.run(run_shim, args.runs) if args.only == "shim" else anyio.run(run, args)
+        if args.only == "shim":
+            out = anyio.run(run_shim, args.runs)
+        elif args.only == "split":
+            out = anyio.run(run_split, args.runs, args.quick)
+        else:
+            out = anyio.run(run, args)
     except PeerError as exc:
         sys.exit(f"scripts/bench: {exc}")
     if args.json:
