@@ -20,7 +20,7 @@ under OUT, the questions and their evidence unchanged unless said:
 - ``dropped`` (for training only, never scored: ``retrieval_lab.py --also-train``): every
   content word of five letters or more (not a stop word, not a name) loses one inner letter,
   which one chosen by the word's sha1 (:func:`drop_letter`): questions whose words the
-  lexical channel cannot find, with a noise unlike either scored variant's.
+  lexical channel cannot find, by a noise unlike the scored variants' synonyms.
 - ``single``: every turn a memory on its own: no ``session`` field, and the ``ts`` values
   permuted over the whole conversation, so neither sessions nor order carry anything.
 - ``oneworkspace``: all conversations in one workspace (scope ``all``): each question is
