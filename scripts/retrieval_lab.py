@@ -346,16 +346,20 @@ class Lab:
         return sorted(top, key=lambda r: (-final[r], r))[:10]
 
 
-def train_pairwise(lab: Lab, queries: Sequence[int], l2: float = 10.0) -> np.ndarray:
+def train_pairwise(
+    lab: Lab, queries: Sequence[int], l2: float = 10.0, *, also: Sequence[Lab] = ()
+) -> np.ndarray:
     """Weights of a pairwise logistic regression: every relevant candidate of a query
-    against every other candidate of it (Newton's method, L2 ``l2``)."""
+    against every other candidate of it (Newton's method, L2 ``l2``). ``also``: training
+    sets whose same-numbered queries (the same questions, reworded) join the fit."""
     diffs = []
-    for qi in queries:
-        _, X, _ = lab.first_stage(qi)
-        y = lab.labels(qi)
-        if 0 < y.sum() < len(y):
-            neg = X[y == 0]
-            diffs += [p - neg for p in X[y == 1]]
+    for source in (lab, *also):
+        for qi in queries:
+            _, X, _ = source.first_stage(qi)
+            y = source.labels(qi)
+            if 0 < y.sum() < len(y):
+                neg = X[y == 0]
+                diffs += [p - neg for p in X[y == 1]]
     D = np.concatenate(diffs)
     w = np.zeros(D.shape[1])
     for _ in range(50):
@@ -389,11 +393,12 @@ def evaluate(
     return summary(rows), by(rows, "category"), macro
 
 
-def loco_weights(lab: Lab, l2: float) -> dict[str, np.ndarray]:
-    """Per conversation: the weights fitted on the other conversations."""
+def loco_weights(lab: Lab, l2: float, also: Sequence[Lab] = ()) -> dict[str, np.ndarray]:
+    """Per conversation: the weights fitted on the other conversations (of ``lab`` and of
+    the training sets ``also``)."""
     convs = conversations(lab)
     return {
-        c: train_pairwise(lab, [i for d, ix in convs.items() if d != c for i in ix], l2)
+        c: train_pairwise(lab, [i for d, ix in convs.items() if d != c for i in ix], l2, also=also)
         for c in convs
     }
 
@@ -406,12 +411,27 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="retrieval_lab", description=__doc__.split("\n")[0])
     ap.add_argument("train", type=Path, help="the folder the ranking is fitted on (LoCoMo)")
     ap.add_argument("variants", type=Path, nargs="*", help="folders scored with its weights")
+    ap.add_argument(
+        "--also-train",
+        type=Path,
+        action="append",
+        default=[],
+        help="a variant of the training folder (its questions reworded) whose questions join"
+        " the fit; never one of the variants scored",
+    )
     ap.add_argument("--l2", type=float, default=10.0)
     ap.add_argument("--json", type=Path, help="write every figure here")
     args = ap.parse_args(argv)
+    if scored := set(args.also_train) & set(args.variants):
+        ap.error(f"a training set is scored too: {', '.join(map(str, scored))}")
     base = Lab.load(args.train)
-    folds = loco_weights(base, args.l2)
-    full_w = train_pairwise(base, range(len(base.st.data.queries)), args.l2)
+    also = [Lab.load(folder) for folder in args.also_train]
+    for extra in also:
+        if [q.qid for q in extra.st.data.queries] != [q.qid for q in base.st.data.queries]:
+            ap.error(f"{extra.st.data.name}: not the training folder's questions, reworded")
+    folds = loco_weights(base, args.l2, also)
+    full_w = train_pairwise(base, range(len(base.st.data.queries)), args.l2, also=also)
+    shipped = np.array(ranker.WEIGHTS)
     print("WEIGHTS = (" + ", ".join(f"{x:.4f}" for x in full_w) + ")")
     print(dict(zip(ranker.FEATURES, np.round(full_w, 3).tolist(), strict=True)))
     report: dict[str, Any] = {}
@@ -432,6 +452,9 @@ def main(argv: list[str] | None = None) -> None:
         def first(i: int, lab: Lab = lab) -> list[int]:
             return lab.ranked(i, None)
 
+        def in_package(i: int, lab: Lab = lab) -> list[int]:
+            return lab.ranked(i, shipped)
+
         def fitted(i: int, lab: Lab = lab) -> list[int]:
             return lab.ranked(i, full_w)
 
@@ -442,6 +465,7 @@ def main(argv: list[str] | None = None) -> None:
             "bm25 alone": lexical,
             "dense alone": dense,
             "fusion + context (old default)": first,
+            "learned ranking, WEIGHTS": in_package,
             "learned ranking, full-set fit": fitted,
             "learned ranking, LOCO": held_out,
         }

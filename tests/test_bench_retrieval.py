@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from recalld.retrieval.terms import fts_tokens
 from retrieval_bench import load_dataset, score
+from retrieval_variants import PARAPHRASES, SYNONYMS, drop_letter, paraphrase, write_variant
 
 from .conftest import REPO
 
@@ -131,3 +133,35 @@ def test_bench_retrieval_compares_both_backends_on_the_same_data() -> None:
     difference = result["difference"]
     assert abs(difference["overall"]["recall@10"]) <= 0.02, difference
     assert difference["recall@10_within_tolerance"] is True
+
+
+def test_the_paraphrased_variant_rewords_content_words_and_keeps_names_and_evidence(
+    tmp_path: Path,
+) -> None:
+    # "name" and "dog" have synonyms; "Ana" is a name, "what", "is", "the", "of" function words.
+    assert paraphrase("What is the name of Ana's dog?") == "What is the title of Ana's hound?"
+    # A word of the second map, capitalised at the start.
+    assert paraphrase("Sunrise photos") == "Daybreak snapshots"
+    # No word of the second map is replaced by one holding a token of it as FTS5 stems it
+    # (the lexical channel cannot match it through stemming), nor has an entry in both maps.
+    assert not set(SYNONYMS) & set(PARAPHRASES)
+    for word, repl in PARAPHRASES.items():
+        assert not set(fts_tokens(word)) & set(fts_tokens(repl)), (word, repl)
+    folder = write_variant(FIXTURE, tmp_path, "paraphrased")
+    source, variant = load_dataset(FIXTURE), load_dataset(folder)
+    assert variant.memories == source.memories
+    assert [(q.qid, q.relevant_ids) for q in variant.queries] == [
+        (q.qid, q.relevant_ids) for q in source.queries
+    ]
+    assert [q.query for q in variant.queries] == [paraphrase(q.query) for q in source.queries]
+    changed = [a.query != b.query for a, b in zip(variant.queries, source.queries, strict=True)]
+    assert sum(changed) >= 5
+
+
+def test_dropping_a_letter_keeps_the_word_s_ends_and_is_the_same_every_run() -> None:
+    assert drop_letter("dog") == "dog" and drop_letter("lake") == "lake"
+    for word in ("support", "group", "sunrise", "Caroline"):
+        dropped = drop_letter(word)
+        assert len(dropped) == len(word) - 1
+        assert dropped[0] == word[0] and dropped[-2:] == word[-2:]
+        assert dropped == drop_letter(word)
