@@ -536,7 +536,11 @@ def _open_store(s: Settings, data_dir: Path) -> Store:
         # Imported here: psycopg is loaded only by daemons that use team memory.
         from .store.postgres import PgStore
 
-        return PgStore(s.database_url)
+        return PgStore(
+            s.database_url,
+            connections=s.database_connection_limit,
+            prepare=s.database_prepare,
+        )
     return SqliteStore(data_dir, durability=s.durability)
 
 
