@@ -12,6 +12,8 @@ embedding, not the database. The output says so.
 
   scripts/bench_fleet                       N = 8, 16, 32; 20 s of load each
   scripts/bench_fleet --sizes 8,16 --seconds 10 --json
+  scripts/bench_fleet --pgbouncer           through PgBouncer in transaction mode (Debian's
+                                            pgbouncer), a pool of 2 per person
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import anyio
@@ -33,6 +36,7 @@ sys.path[:0] = [str(REPO / "daemon"), str(REPO / "clients"), str(REPO / "scripts
 
 from bench import Daemon, log, pct, synthetic_queries, synthetic_texts  # noqa: E402
 from bench_backends import PgBench  # noqa: E402
+from pooler import PgBouncer, installed  # noqa: E402
 from recall_client import protocol as p  # noqa: E402
 from recall_client.client import RemoteError, connect  # noqa: E402
 
@@ -41,10 +45,13 @@ PASSWORD = "fleet-password-1"
 # Search workers per daemon (the default) and so the default connection bound of each.
 SEARCH_WORKERS = 2
 CONNECTIONS_PER_DAEMON = SEARCH_WORKERS + 4
+# With --pgbouncer: the server connections of each person's pool.
+POOL_SIZE = 2
 
 
 class ConnectionSampler:
-    """The most backends of ``dbname`` that recalld holds, sampled every 0.2 s in a thread."""
+    """The most backends of ``dbname`` the daemons' roles hold, sampled every 0.2 s in a
+    thread."""
 
     def __init__(self, admin_url: str, dbname: str) -> None:
         self._admin_url = admin_url
@@ -67,8 +74,10 @@ class ConnectionSampler:
         with psycopg.connect(self._admin_url, autocommit=True) as conn:
             while not self._stop.wait(0.2):
                 (n,) = conn.execute(
+                    # The daemons' roles (through PgBouncer the backends' application_name
+                    # is what the pooler last set), not this sampler's.
                     "SELECT count(*) FROM pg_stat_activity"
-                    " WHERE datname = %s AND application_name = 'recalld'",
+                    " WHERE datname = %s AND usename <> current_user",
                     (self._dbname,),
                 ).fetchone() or (0,)
                 self.most = max(self.most, int(n))
@@ -128,20 +137,27 @@ def _missing(admin_url: str, ids: list[str]) -> int:
     return len(set(ids)) - int(found)
 
 
-async def run_fleet(pg: PgBench, root: Path, n: int, agents: int, seconds: float) -> Figures:
+def _people(n: int) -> dict[str, str]:
+    return {f"person{d}": PASSWORD for d in range(n)}
+
+
+async def run_fleet(
+    pg: PgBench, root: Path, n: int, agents: int, seconds: float, bouncer: PgBouncer | None
+) -> Figures:
     from recalld.store.postgres.schema import init_database
 
     dbname = f"fleet{n}"
     pg.server.create_database(dbname)
-    people = {f"person{d}": PASSWORD for d in range(n)}
     admin = pg.admin_url(dbname)
-    init_database(admin, people)
+    init_database(admin, _people(n))
+
+    def url(d: int) -> str:
+        if bouncer is not None:
+            return bouncer.url_for(f"person{d}", dbname)
+        return pg.server.url_for(f"person{d}", PASSWORD, dbname)
+
     daemons = [
-        Daemon(
-            root / f"n{n}-d{d}",
-            embedder="minilm" if d == 0 else "hash",
-            database_url=pg.server.url_for(f"person{d}", PASSWORD, dbname),
-        )
+        Daemon(root / f"n{n}-d{d}", embedder="minilm" if d == 0 else "hash", database_url=url(d))
         for d in range(n)
     ]
     texts, queries = synthetic_texts(4000, seed=5), synthetic_queries(64, seed=9)
@@ -175,7 +191,7 @@ async def run_fleet(pg: PgBench, root: Path, n: int, agents: int, seconds: float
         "search_p50_ms": round(statistics.median(searches), 1) if searches else None,
         "search_p99_ms": round(pct(searches, 0.99), 1) if searches else None,
         "connections_most": sampler.most,
-        "connections_bound": n * CONNECTIONS_PER_DAEMON,
+        "connections_bound": n * (POOL_SIZE if bouncer is not None else CONNECTIONS_PER_DAEMON),
         "errors": len(errors),
         "acknowledged": len(acknowledged),
         "lost": missing,
@@ -199,10 +215,16 @@ COLUMNS = [
 ]
 
 
-def render(rows: list[Figures], load: str) -> str:
+def render(rows: list[Figures], load: str, pooled: bool) -> str:
+    via = (
+        f"through PgBouncer (transaction mode, {POOL_SIZE} server connections per person)"
+        if pooled
+        else "directly"
+    )
     lines = [
-        "N daemons on one PostgreSQL 18 (pgvector), one person (role) each; daemon 0 embeds"
-        " with MiniLM, the others with the hashing embedder. Latencies in ms.",
+        "N daemons on one PostgreSQL 18 (pgvector), one person (role) each, connected"
+        f" {via}; daemon 0 embeds with MiniLM, the others with the hashing embedder."
+        " Latencies in ms; conns: the most server connections seen, bound: what they may reach.",
         f"load before the run: {load}",
         "  ".join(f"{title:>10}" for _, title in COLUMNS),
     ]
@@ -216,9 +238,16 @@ async def run(args: argparse.Namespace) -> list[Figures]:
     with (
         tempfile.TemporaryDirectory(prefix="recalld-fleet-") as tmp,
         PgBench(Path(tmp) / "pg") as pg,
+        ExitStack() as stack,
     ):
+        bouncer = None
+        if args.pgbouncer:
+            people = _people(max(args.sizes))
+            bouncer = stack.enter_context(PgBouncer(pg.server, people, pool_size=POOL_SIZE))
+            # PgBouncer 1.18 keeps no prepared statement between transactions.
+            os.environ["RECALLD_DATABASE_PREPARE"] = "false"
         for n in args.sizes:
-            row = await run_fleet(pg, Path(tmp), n, args.agents, args.seconds)
+            row = await run_fleet(pg, Path(tmp), n, args.agents, args.seconds, bouncer)
             log(json.dumps(row))
             rows.append(row)
     return rows
@@ -233,15 +262,18 @@ def main() -> None:
     ap.add_argument("--sizes", default="8,16,32", help="the N to run, comma separated")
     ap.add_argument("--agents", type=int, default=2, help="agents per daemon (half store)")
     ap.add_argument("--seconds", type=float, default=20.0, help="load per N (20)")
+    ap.add_argument("--pgbouncer", action="store_true", help="through PgBouncer")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
+    if args.pgbouncer and installed() is None:
+        ap.error("--pgbouncer: pgbouncer is not installed (Debian: apt-get install pgbouncer)")
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     load = Path("/proc/loadavg").read_text().strip() if os.path.exists("/proc/loadavg") else "?"
     rows = anyio.run(run, args)
     if args.json:
-        print(json.dumps({"load": load, "runs": rows}, indent=2))
+        print(json.dumps({"load": load, "pgbouncer": args.pgbouncer, "runs": rows}, indent=2))
     else:
-        print(render(rows, load))
+        print(render(rows, load, args.pgbouncer))
     if any(row["errors"] or row["lost"] for row in rows):
         sys.exit("scripts/bench_fleet: errors or lost acknowledged writes (see above)")
 

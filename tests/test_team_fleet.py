@@ -14,6 +14,7 @@ import pytest
 from pooler import PgBouncer, installed
 from recall_client import protocol as p
 from recall_client.client import RemoteError, connect
+from recall_client.ctl import render_status
 from recall_client.paths import read_admin_token
 
 from .conftest import ROLE_PASSWORDS, DaemonFactory, DaemonProcess, TeamDb
@@ -74,6 +75,7 @@ async def test_a_daemon_holds_at_most_its_connections_however_many_read_aside(
         assert report.database is not None
         assert report.database.connections is not None
         assert 0 < most <= report.database.connections <= 6, (most, report.database)
+        assert f"connections {report.database.connections}/6" in render_status(report)
 
 
 def test_a_bound_that_leaves_no_connection_aside_is_refused() -> None:
