@@ -41,7 +41,7 @@ from ..port import BatchJob, Reader, StorageFailure, StoreUnreachable
 from ..sql.sides import SqlReader, SqlWriteTx
 from .db import LOST, ConnectionState, PgDb, connect
 from .retrieval import RetrievalReads
-from .schema import MIGRATIONS, VECTOR_DIM, schema_version
+from .schema import MIGRATIONS, SEARCH_SETTINGS, VECTOR_DIM, schema_version
 
 __all__ = ["PgReader", "PgStore"]
 
@@ -147,6 +147,17 @@ class PgStore:
             "INSERT INTO daemon_keys (name, key) VALUES ('use_token', %s) ON CONFLICT DO NOTHING",
             (os.urandom(32),),
         )
+        name, value = "hnsw.ef_search", SEARCH_SETTINGS["hnsw.ef_search"]
+        row = conn.execute("SELECT current_setting(%s, true)", (name,)).fetchone()
+        if row is None or row[0] != value:
+            log.warning(
+                "database %s has %s = %s, not %s: vector searches miss neighbours; run"
+                " `recallctl db init --url ...` as its owner",
+                self.location,
+                name,
+                None if row is None else row[0],
+                value,
+            )
 
     # ------------------------------------------------------------------ readers
 
