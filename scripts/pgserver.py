@@ -47,7 +47,7 @@ def _bin_dir() -> Path:
     return Path(spec.origin).parent / "pginstall" / "bin"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     # Racy in principle: another process may take the port before postgres binds it; start()
     # then fails, and its log tail says "could not bind".
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -55,7 +55,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _ensure_user(name: str) -> pwd.struct_passwd:
+def ensure_user(name: str) -> pwd.struct_passwd:
     try:
         return pwd.getpwnam(name)
     except KeyError:
@@ -106,11 +106,11 @@ def _crash(proc: subprocess.Popen[bytes]) -> None:
 class PgServer:
     def __init__(self, base_dir: Path | str, *, port: int | None = None) -> None:
         self.base_dir = Path(base_dir)
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self._installed = _bin_dir()
         self.bin_dir = self._installed
         # Under root, run every PostgreSQL program as an unprivileged user.
-        self._pw = _ensure_user(PG_USER) if os.geteuid() == 0 else None
+        self._pw = ensure_user(PG_USER) if os.geteuid() == 0 else None
         self._workdir: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
 

@@ -16,7 +16,7 @@ from recalld.domain.principal import Principal
 from recalld.errors import RecallError
 from recalld.store.port import Store, WriteTx
 from recalld.store.postgres import PgStore
-from recalld.store.sql.sides import SqlReader
+from recalld.store.sql.sides import SqlReader, SqlWriteTx
 from recalld.store.sqlite import SqliteStore
 
 from .conftest import TeamDb
@@ -31,7 +31,7 @@ def store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Itera
     made: Store
     if backend == "postgres":
         db: TeamDb = request.getfixturevalue("team_db")
-        made = PgStore(db.url("alice"))
+        made = PgStore(db.url("alice"), connections=4)
     else:
         made = SqliteStore(tmp_path / "data")
     yield made
@@ -136,3 +136,25 @@ def test_failures_first_last_and_side_by_side_cost_only_themselves(store: Store)
     assert _texts(store) == {jobs[1].result: "one", jobs[4].result: "two", jobs[5].result: "three"}
     # Each job runs at most twice: once back to back, once alone after a failure.
     assert max(job.runs for job in jobs) == 2
+
+
+def _store_then_break_a_rule(text: str) -> Callable[[WriteTx, float], int]:
+    """Store, then send a statement the database refuses (NOT NULL), never reading its
+    answer: on PostgreSQL's pipeline the error comes back only with a later job's."""
+
+    def break_it(tx: WriteTx, now: float) -> int:
+        rowid = _store(text)(tx, now)
+        assert isinstance(tx, SqlWriteTx)
+        tx.read.db.execute("UPDATE records SET kind = NULL WHERE rowid = ?", (rowid,))
+        return rowid
+
+    return break_it
+
+
+def test_a_statement_the_database_refuses_fails_only_its_own_job(store: Store) -> None:
+    plan = [_store("first"), _store_then_break_a_rule("refused"), _store("third"), _store("4")]
+    jobs = [_Job(fn) for fn in plan]
+    store.apply_batch(jobs, time.time())
+    assert [job.error is None for job in jobs] == [True, False, True, True]
+    assert isinstance(jobs[1].error, RecallError) and jobs[1].error.code == "internal"
+    assert _texts(store) == {jobs[0].result: "first", jobs[2].result: "third", jobs[3].result: "4"}

@@ -40,6 +40,8 @@ def _database_lines(db: p.DatabaseStatus | None) -> list[str]:
     line = f"database {db.engine} {db.location}  {db.state}"
     if db.role:
         line += f"  as role {db.role}"
+    if db.connections_max is not None:
+        line += f"  connections {db.connections}/{db.connections_max}"
     if db.state != "ok" and db.since is not None:
         line += f" for {_duration(max(0.0, time.time() - db.since))}: {db.error or '-'}"
     return [line]

@@ -1943,6 +1943,9 @@ class DatabaseStatus(Struct, kw_only=True):
     # Records are visible to their owner only unless shared with the team (a shared
     # database); the role this daemon connects as.
     role: str | None = None
+    # A shared database: the connections this daemon holds to it now, and its bound.
+    connections: int | None = None
+    connections_max: int | None = None
 
 
 class StatusReport(Struct, kw_only=True):

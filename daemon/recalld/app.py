@@ -93,6 +93,7 @@ class Daemon:
         # Set once the model has loaded (or failed) and the vector index is open.
         self.warm = anyio.Event()
         self.settled = Settled()
+        self._aside: anyio.CapacityLimiter | None = None
         # The socket file this process created (None when systemd passed the socket).
         self._own_socket: tuple[int, int] | None = None
         # Until the start-up replay of the capture spool has run: not settled before that.
@@ -122,6 +123,11 @@ class Daemon:
             store = await _open_store_when_reachable(s, self.data_dir)
             stack.callback(store.close)
             self.store = store
+            if s.database_url:
+                # Reads aside wait here, in the event loop, for a connection left beside the
+                # long-lived readers' (the store's bound), not in threads the writer needs.
+                aside = s.database_connection_limit - s.search_workers - 3
+                self._aside = anyio.CapacityLimiter(aside)
             self.admin_token = ensure_admin_token(self.admin_token_path)
             startup = store.reader()
             try:
@@ -462,7 +468,9 @@ class Daemon:
             finally:
                 self.store.close_reader(reader)
 
-        return await anyio.to_thread.run_sync(run)
+        if self._aside is None:
+            return await anyio.to_thread.run_sync(run)
+        return await anyio.to_thread.run_sync(run, limiter=self._aside)
 
     async def _index_ids(self) -> np.ndarray:
         return await anyio.to_thread.run_sync(self.store.index_ids)
@@ -536,7 +544,11 @@ def _open_store(s: Settings, data_dir: Path) -> Store:
         # Imported here: psycopg is loaded only by daemons that use team memory.
         from .store.postgres import PgStore
 
-        return PgStore(s.database_url)
+        return PgStore(
+            s.database_url,
+            connections=s.database_connection_limit,
+            prepare=s.database_prepare,
+        )
     return SqliteStore(data_dir, durability=s.durability)
 
 

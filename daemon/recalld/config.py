@@ -80,6 +80,26 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             shown="empty",
         ),
     ] = ""
+    database_connections: Annotated[
+        int,
+        _key(
+            "the most connections this daemon opens to database_url: the writer, the "
+            "evaluation and embedding readers and one per search worker hold search_workers + 3 "
+            "for good, the rest serve reads aside (status, export, doctor); at least "
+            "search_workers + 4; 0: exactly that",
+            shown="0 (search_workers + 4)",
+            ge=0,
+            le=100,
+        ),
+    ] = 0
+    database_prepare: Annotated[
+        bool,
+        _key(
+            "prepare the statements that repeat on the server; `false` behind a pooler in "
+            "transaction mode that does not keep prepared statements (PgBouncer before 1.21, "
+            "or its max_prepared_statements = 0)"
+        ),
+    ] = True
     visibility: Annotated[
         Literal["private", "team"],
         _key(
@@ -228,6 +248,19 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir) if self.data_dir else paths.data_dir()
+
+    @property
+    def database_connection_limit(self) -> int:
+        """database_connections, or what the search workers need plus one for reads aside."""
+        return self.database_connections or self.search_workers + 4
+
+    def __post_init__(self) -> None:
+        if self.database_connection_limit < self.search_workers + 4:
+            raise ValueError(
+                f"database_connections = {self.database_connections} leaves no connection for"
+                f" reads aside: {self.search_workers} search workers need at least"
+                f" {self.search_workers + 4} (or 0, which is that)"
+            )
 
 
 def _declared() -> dict[str, dict[str, Any]]:

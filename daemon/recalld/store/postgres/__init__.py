@@ -18,6 +18,9 @@ What SQLite's single writer gave for free, many writers must earn:
 - **Decisions hold.** A fact's supersession and an episode's chain are decided under an
   advisory lock on their subject or session, taken in the transaction that stores them.
   A deadlock between two daemons' batches rolls one back whole; it is run again.
+- **A daemon's share of the server is bounded.** Many laptops share one server's
+  ``max_connections``, so a daemon opens at most ``connections`` (the writer's one and its
+  readers'); a reader asked for while all are out waits for one, then answers ``busy``.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from ..port import BatchJob, Reader, StorageFailure, StoreUnreachable
 from ..sql.sides import SqlReader, SqlWriteTx
 from .db import LOST, ConnectionState, PgDb, connect
 from .retrieval import RetrievalReads
-from .schema import MIGRATIONS, VECTOR_DIM, schema_version
+from .schema import MIGRATIONS, SEARCH_SETTINGS, VECTOR_DIM, schema_version
 
 __all__ = ["PgReader", "PgStore"]
 
@@ -52,6 +55,9 @@ _BATCH_CONFLICTS = (psycopg.errors.SerializationFailure, psycopg.errors.Deadlock
 
 # A reader of the shared SQL on a PostgreSQL connection.
 PgReader = SqlReader[PgDb]
+
+# How long a read waits for one of the daemon's connections before it answers busy.
+READER_WAIT_S = 10.0
 
 
 class PgLessons:
@@ -89,14 +95,32 @@ def _reader(db: PgDb, store: PgStore) -> PgReader:
 class PgStore:
     """The storage port on a shared PostgreSQL."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, connections: int, prepare: bool = True) -> None:
+        """Open the writer's connection (of at most ``connections``); ``prepare``: let
+        psycopg prepare the statements that repeat (off behind a pooler that does not keep
+        prepared statements).
+
+        Raises:
+            StoreUnreachable: the server does not answer.
+            RuntimeError: the database's schema is not the one this recalld needs.
+        """
+        if connections < 2:
+            raise ValueError("a store needs its writer's connection and a reader's")
         self.url = url
         self.state = ConnectionState(url)
         self.location = self.state.url
         self.model: str | None = None
         self._size = 0
         self._size_lock = threading.Lock()
-        self._writer = PgDb(lambda: connect(url, autocommit=True), self.state, reconnect=False)
+        self._open = lambda: connect(url, autocommit=True, prepare=prepare)
+        self.connections_max = connections
+        # The readers' share (the writer holds one for good); idle ones are kept open for
+        # the next read aside (status, export), so a busy page does not connect each time.
+        self._reader_slots = threading.BoundedSemaphore(connections - 1)
+        self._idle: list[PgDb] = []
+        self._readers_lock = threading.Lock()
+        self._readers_open = 0
+        self._writer = PgDb(self._open, self.state, reconnect=False)
         try:
             self._check(self._writer.conn)
         except RecallError as exc:
@@ -123,17 +147,52 @@ class PgStore:
             "INSERT INTO daemon_keys (name, key) VALUES ('use_token', %s) ON CONFLICT DO NOTHING",
             (os.urandom(32),),
         )
+        name, value = "hnsw.ef_search", SEARCH_SETTINGS["hnsw.ef_search"]
+        row = conn.execute("SELECT current_setting(%s, true)", (name,)).fetchone()
+        if row is None or row[0] != value:
+            log.warning(
+                "database %s has %s = %s, not %s: vector searches miss neighbours; run"
+                " `recallctl db init --url ...` as its owner",
+                self.location,
+                name,
+                None if row is None else row[0],
+                value,
+            )
 
     # ------------------------------------------------------------------ readers
 
     def reader(self) -> PgReader:
-        return _reader(
-            PgDb(lambda: connect(self.url, autocommit=True), self.state, reconnect=True), self
-        )
+        """A reader on one of the daemon's connections (an idle one, else a new one).
+
+        Raises:
+            RecallError: ``busy`` (retryable) when all of them stay in use for
+                :data:`READER_WAIT_S`.
+        """
+        if not self._reader_slots.acquire(timeout=READER_WAIT_S):
+            raise RecallError(
+                "busy",
+                f"all {self.connections_max} connections of this daemon to the database are"
+                " in use; retry shortly",
+                retryable=True,
+            )
+        with self._readers_lock:
+            db = self._idle.pop() if self._idle else None
+            if db is None:
+                self._readers_open += 1
+        if db is None:
+            db = PgDb(self._open, self.state, reconnect=True)
+        return _reader(db, self)
 
     def close_reader(self, reader: Reader) -> None:
         assert isinstance(reader, SqlReader), "a reader of another store"
-        reader.db.close()
+        with self._readers_lock:
+            self._idle.append(reader.db)
+        self._reader_slots.release()
+
+    def connections_open(self) -> int:
+        """Connections this daemon holds now: the writer's and every reader's, idle or not."""
+        with self._readers_lock:
+            return 1 + self._readers_open
 
     # ------------------------------------------------------------------ writes
 
@@ -161,12 +220,15 @@ class PgStore:
 
     def _batch(self, jobs: Sequence[BatchJob], now: float) -> None:
         db = self._writer
-        db.execute("BEGIN")
         try:
-            start = 0
-            while start < len(jobs):
-                start = self._run(db, jobs, start, now)
-            db.execute("COMMIT")
+            # One pipeline for the transaction: a statement whose answer no one reads (an
+            # insert of a child row, a savepoint, a lock) costs no round trip of its own.
+            with db.pipelined():
+                db.execute("BEGIN")
+                start = 0
+                while start < len(jobs):
+                    start = self._run(db, jobs, start, now)
+                db.execute("COMMIT")
         except BaseException:
             db.abandon()
             raise
@@ -175,15 +237,19 @@ class PgStore:
         """Apply ``jobs[start:]`` back to back under one savepoint; returns where the next
         run starts (the end, or just past the first job that failed).
 
-        Not a savepoint per job: two round trips each, and most batches hold no failing
-        job. When one fails (or meets another daemon's row), the run rolls back to its
-        savepoint and the jobs since then are applied again, each in a savepoint of its own
-        (:meth:`_apply`), the failing one last.
+        Not a savepoint per job: most batches hold no failing job. When one fails (or
+        meets another daemon's row), the run rolls back to its savepoint and the jobs since
+        then are applied again, each in a savepoint of its own (:meth:`_apply`), the
+        failing one last. In the pipeline a statement's error is raised where a later
+        result is read, by the same job or one after it, at the latest by the sync after the
+        last job: the jobs applied again cover the one whose statement failed.
         """
         db.execute("SAVEPOINT run")
         for i in range(start, len(jobs)):
             try:
                 jobs[i].result = jobs[i].apply(self._tx, now)
+                if i == len(jobs) - 1:
+                    db.sync()
             except (*_BATCH_CONFLICTS, *LOST):
                 raise
             except Exception:
@@ -191,6 +257,7 @@ class PgStore:
         else:
             db.execute("RELEASE SAVEPOINT run")
             return len(jobs)
+        db.recover()
         db.execute("ROLLBACK TO SAVEPOINT run")
         db.execute("RELEASE SAVEPOINT run")
         for job in jobs[start : i + 1]:
@@ -205,9 +272,11 @@ class PgStore:
             db.execute("SAVEPOINT job")
             try:
                 job.result = job.apply(self._tx, now)
+                db.sync()  # its statements' errors are its own
             except psycopg.errors.UniqueViolation:
                 # Another daemon committed the same record (or key) first: run the job again
                 # and it finds it.
+                db.recover()
                 db.execute("ROLLBACK TO SAVEPOINT job")
                 db.execute("RELEASE SAVEPOINT job")
                 job.rolled_back()
@@ -225,6 +294,7 @@ class PgStore:
                 log.exception("write job %s failed", type(job).__name__)
                 job.error = RecallError("internal", f"write failed: {type(exc).__name__}")
             if job.error is not None:
+                db.recover()
                 db.execute("ROLLBACK TO SAVEPOINT job")
                 job.rolled_back()
             db.execute("RELEASE SAVEPOINT job")
@@ -302,10 +372,16 @@ class PgStore:
             since=s.since,
             error=s.error,
             role=self.role,
+            connections=self.connections_open(),
+            connections_max=self.connections_max,
         )
 
     def close(self) -> None:
         self._writer.close()
+        with self._readers_lock:
+            idle, self._idle = self._idle, []
+        for db in idle:
+            db.close()
 
 
 def _reset(jobs: Sequence[BatchJob]) -> None:

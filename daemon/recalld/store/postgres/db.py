@@ -19,7 +19,8 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -80,13 +81,25 @@ def redacted_url(url: str) -> str:
     return f"postgresql://{user}@{host}:{port}/{dbname}"
 
 
-def connect(url: str, *, autocommit: bool) -> psycopg.Connection[Any]:
+def connect(url: str, *, autocommit: bool, prepare: bool = True) -> psycopg.Connection[Any]:
+    """A connection with the vector type registered; ``prepare``: psycopg prepares a
+    statement on the server once it repeats (off behind a pooler in transaction mode that
+    does not keep prepared statements: the next transaction may run on another server
+    connection).
+
+    Nothing is set for the session: behind such a pooler a ``SET`` stays on whichever server
+    connection ran it. The search settings (``hnsw.*``) are the database's own, made by
+    ``recallctl db init`` (:func:`~recalld.store.postgres.schema.init_database`), so every
+    session has them, pooled or not.
+    """
     conn = psycopg.connect(
         url,
         autocommit=autocommit,
         connect_timeout=CONNECT_TIMEOUT_S,
         application_name="recalld",
     )
+    if not prepare:
+        conn.prepare_threshold = None
     info = TypeInfo.fetch(conn, "vector")
     if info is None:
         conn.close()
@@ -96,14 +109,6 @@ def connect(url: str, *, autocommit: bool) -> psycopg.Connection[Any]:
         )
     dumper = type("VectorDumper", (_VectorDumper,), {"oid": info.oid})
     conn.adapters.register_dumper(PgVector, dumper)
-    conn.execute("SET hnsw.ef_search = 100")
-    try:
-        # HNSW searches under a filter keep scanning until enough rows pass it (pgvector
-        # 0.8; before it a filtered search may return fewer neighbours than asked).
-        conn.execute("SET hnsw.iterative_scan = relaxed_order")
-    except psycopg.errors.UndefinedObject:
-        if not autocommit:
-            conn.rollback()
     return conn
 
 
@@ -152,6 +157,7 @@ class PgDb:
         self._state = state
         self._reconnect = reconnect
         self._conn: psycopg.Connection[Any] | None = None
+        self._pipeline: tuple[psycopg.Connection[Any], psycopg.Pipeline] | None = None
         try:
             self._conn = open_conn()
         except LOST as exc:
@@ -197,7 +203,42 @@ class PgDb:
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
         statement = psycopg_sql(sql)
+        if self._pipeline is not None:
+            # The pipeline's own connection: a new one would run outside its transaction.
+            conn, pipeline = self._pipeline
+            return _Queued(conn.execute(statement, parameters), pipeline)
         return self.run(lambda conn: conn.execute(statement, parameters))
+
+    @contextmanager
+    def pipelined(self) -> Iterator[None]:
+        """Statements sent without waiting for their answers (psycopg's pipeline mode), so
+        a write costs a round trip only where its caller reads a result, and at
+        :meth:`sync`. An error of a statement is raised where a later one's result is read,
+        or at :meth:`sync`: the writer syncs after each job, so it stays that job's error.
+        Not for a reader (whose lost connection is retried statement by statement)."""
+        assert not self._reconnect, "pipelines are the writer's"
+        conn = self.conn
+        with conn.pipeline() as pipeline:
+            self._pipeline = (conn, pipeline)
+            try:
+                yield
+            finally:
+                self._pipeline = None
+
+    def sync(self) -> None:
+        """Wait for every statement sent so far (raising the first one's error)."""
+        if self._pipeline is not None:
+            self._pipeline[1].sync()
+
+    def recover(self) -> None:
+        """After a statement's error: end the pipeline's aborted state (the server skips
+        every statement after an error until a sync) so the caller can roll back to its
+        savepoint. The skipped statements' results say only that; a lost connection raises.
+        """
+        try:
+            self.sync()
+        except psycopg.errors.PipelineAborted:
+            pass
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> None:
         rows = list(seq_of_parameters)
@@ -272,6 +313,31 @@ class PgDb:
             "SELECT coalesce(max(version), 0) FROM schema_migrations"
         ).fetchone()
         return int(version), len(MIGRATIONS)
+
+
+class _Queued:
+    """A statement's cursor in a pipeline: its rows are fetched when read, and its row
+    count (which the server sends with its answer) waits for that answer."""
+
+    __slots__ = ("_cursor", "_pipeline")
+
+    def __init__(self, cursor: psycopg.Cursor[Any], pipeline: psycopg.Pipeline) -> None:
+        self._cursor = cursor
+        self._pipeline = pipeline
+
+    @property
+    def rowcount(self) -> int:
+        self._pipeline.sync()
+        return self._cursor.rowcount
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._cursor)
 
 
 def _unavailable(exc: BaseException) -> RecallError:

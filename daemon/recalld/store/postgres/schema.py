@@ -32,6 +32,7 @@ import logging
 from typing import Any
 
 import psycopg
+import psycopg.errors
 from psycopg import sql
 
 from .textsearch import DOCLEN_EXPR, TEXT_SEARCH_DDL, TSV_EXPR, access_ddl, access_ddl_v1
@@ -39,11 +40,13 @@ from .textsearch import DOCLEN_EXPR, TEXT_SEARCH_DDL, TSV_EXPR, access_ddl, acce
 __all__ = [
     "MEMBER_ROLE",
     "MIGRATIONS",
+    "SEARCH_SETTINGS",
     "VECTOR_DIM",
     "add_role",
     "init_database",
     "migrate",
     "schema_version",
+    "set_search_settings",
 ]
 
 log = logging.getLogger(__name__)
@@ -542,6 +545,33 @@ def init_database(admin_url: str, roles: dict[str, str]) -> int:
     re-password a login role for each of ``roles`` (name -> password); the schema version."""
     with psycopg.connect(admin_url, autocommit=True) as conn:
         version = migrate(conn)
+        set_search_settings(conn)
         for role, password in roles.items():
             add_role(conn, role, password)
     return version
+
+
+# The database's own settings for every session in it: a daemon sets nothing per session,
+# since behind a pooler in transaction mode a session's SET stays on one server connection.
+# ef_search: the HNSW candidates a search visits (pgvector's default of 40 misses
+# neighbours at our depths); iterative_scan (pgvector 0.8): a filtered search keeps
+# scanning until enough rows pass the filter.
+SEARCH_SETTINGS = {"hnsw.ef_search": "100", "hnsw.iterative_scan": "relaxed_order"}
+
+
+def set_search_settings(conn: psycopg.Connection[Any]) -> None:
+    """Make :data:`SEARCH_SETTINGS` the database's defaults (as its owner); one this
+    pgvector does not know is left out."""
+    # Load pgvector in this session, so the settings are checked as its own (a placeholder
+    # for a library not loaded may be refused to a non-superuser owner).
+    conn.execute("SELECT '[1]'::vector")
+    (dbname,) = conn.execute("SELECT current_database()").fetchone() or ("",)
+    for name, value in SEARCH_SETTINGS.items():
+        try:
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+                    sql.Identifier(dbname), sql.Identifier(*name.split(".")), sql.Literal(value)
+                )
+            )
+        except (psycopg.errors.UndefinedObject, psycopg.errors.InvalidParameterValue) as exc:
+            log.warning("pgvector here has no %s (%s); searching without it", name, exc)
