@@ -352,8 +352,12 @@ async def _reindex(args: argparse.Namespace) -> int:
 
 
 def _workspace_path(path: str, exact: bool) -> str:
-    """The workspace a path names: like recall-mcp, the git root above it (unless exact)."""
+    """The workspace a path names: like recall-mcp, the git root above it (unless exact);
+    the daemon derives its identity. A name that is no path here and starts with none of
+    ``/ . ~`` is an identity already (``github.com/acme/app``, ``git-root:<commit>``)."""
     given = Path(path).expanduser()
+    if not given.exists() and not path.startswith(("/", ".", "~")):
+        return path
     if exact or not given.exists():
         return os.path.abspath(given)
     return paths.find_workspace(given)

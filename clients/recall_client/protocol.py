@@ -337,6 +337,9 @@ class Hello(Request, tag="hello"):
 
     version: int
     agent: Name
+    # An absolute path in the workspace; the daemon derives the workspace's identity from
+    # the repository there (Welcome.workspace). Only a hello with the admin token may name
+    # an identity itself.
     workspace: Path | None = None
     client: Annotated[str, Meta(max_length=64)] = ""
     # The writer's declared model (e.g. "claude-opus-4"); memory_search can filter on it.
@@ -1310,9 +1313,12 @@ class Welcome(Reply, tag="welcome"):
     version: int
     server: str
     agent: str
+    # The workspace's identity: the normalised origin remote, git-root:<commit>, or a path.
     workspace: str
     uid: int
     pid: int
+    # The workspace's local alias: the checkout's top level the hello's path is in.
+    workspace_path: str | None = None
     # What this connection may do: read:workspace and write:workspace for every peer of
     # the daemon's uid, plus admin:workspace for one that presented the admin token.
     scopes: list[str] = []
@@ -1911,6 +1917,8 @@ class ConnectedAgent(Struct, kw_only=True):
     pid: int
     connected_s: float
     requests: int
+    # The workspace's local alias (the checkout it connected from).
+    workspace_path: str | None = None
 
 
 class Latency(Struct, kw_only=True):

@@ -35,6 +35,7 @@ from recall_client.spool import default_spool
 
 from . import systemd
 from .config import RELOADABLE, Settings
+from .domain import workspace_identity
 from .domain.approvals import Approvals
 from .domain.credentials import AgentCredentials
 from .domain.principal import Principal
@@ -53,6 +54,7 @@ from .pipeline.writer import IndexChange, WriteJob, WriteQueue, WriterActor
 from .retrieval.memory_reader import MemoryReader, MemorySearchConfig
 from .retrieval.search_actor import SearchActor
 from .store.port import Reader, Store
+from .store.rekey import rekey_workspaces
 from .store.sqlite import SqliteStore
 
 __all__ = ["Daemon", "SocketInUse"]
@@ -122,6 +124,7 @@ class Daemon:
             store = await anyio.to_thread.run_sync(_open_store, s, self.data_dir)
             stack.callback(store.close)
             self.store = store
+            await anyio.to_thread.run_sync(rekey_workspaces, store, workspace_identity.identify)
             self.admin_token = ensure_admin_token(self.admin_token_path)
             startup = store.reader()
             try:

@@ -137,7 +137,9 @@ class MemoryRow:
 
     @property
     def path_base(self) -> str | None:
-        return self.origin_repo or self.origin
+        # The origin is a path only for a workspace keyed by its path (not a repository's).
+        origin = self.origin if self.origin and self.origin.startswith("/") else None
+        return self.origin_repo or origin
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +275,15 @@ class ApprovalRow:
     workspace: str
     approved_at: float
     approved_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class AliasRow:
+    """A path a workspace was seen at here (its local alias), and when last."""
+
+    path: str
+    workspace: str
+    seen_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,6 +476,15 @@ class OperationReads(Protocol):
     def doctor_figures(self, model: str | None) -> DoctorFigures: ...
     def approvals(self) -> list[ApprovalRow]: ...
     def credentials(self) -> list[CredentialRow]: ...
+    def rekey_pending(self) -> list[str]:
+        """The paths this install's rows are still keyed by and that have no alias yet,
+        while the re-keying by identity (schema 12 / 3) is unfinished; else none."""
+        ...
+
+    def aliases(self) -> list[AliasRow]: ...
+    def workspace_records(self) -> dict[str, int]:
+        """Live records per workspace this caller may read."""
+        ...
 
 
 class Reader(Protocol):
@@ -575,6 +595,13 @@ class OperationWrites(Protocol):
     ) -> tuple[list[p.ImportOutcome], list[int]]: ...
     def approve(self, workspace: str, by: str, now: float) -> ApprovalRow | None: ...
     def revoke_approval(self, workspace: str) -> bool: ...
+    def rekey(self, path: str, workspace: str, now: float) -> int:
+        """File this install's rows keyed by ``path`` under ``workspace`` and note the path
+        as its alias; how many records moved."""
+        ...
+
+    def rekey_done(self) -> None: ...
+    def note_alias(self, path: str, workspace: str, now: float) -> None: ...
     def enroll_agent(self, agent: str, token_digest: bytes, now: float) -> bool: ...
     def enrolled(self, agent: str) -> bool: ...
     def revoke_agent(self, agent: str) -> bool: ...

@@ -262,6 +262,21 @@ END $do$;""",
 
 _OWNER = "owner text NOT NULL DEFAULT current_user"
 
+
+def _owned_table(table: str, *, written: bool = True) -> str:
+    """A table of rows their owner's alone, with version 2's policy and grants (a member
+    only reads and deletes those not ``written``)."""
+    out = [
+        f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;",
+        f"CREATE POLICY {table}_own ON {table} USING (owner = current_user)"
+        " WITH CHECK (owner = current_user);",
+        f"GRANT SELECT, DELETE ON {table} TO {MEMBER_ROLE};",
+    ]
+    if written:
+        out += [_grant_columns("INSERT", table, ()), _grant_columns("UPDATE", table, ())]
+    return "\n".join(out)
+
+
 # Numbered migrations: version = index + 1, recorded in schema_migrations. Never edit one
 # that has shipped; append.
 MIGRATIONS: list[str] = [
@@ -466,6 +481,23 @@ MIGRATIONS: list[str] = [
     f"""
     {_policies_v2()}
     {access_ddl(MEMBER_ROLE)}
+    """,
+    # 3: workspaces by repository identity, as SQLite's 12: each member's paths are its own
+    # aliases, and each member re-keys its own rows (from its own checkouts) at its start.
+    f"""
+    CREATE TABLE workspace_aliases (
+        {_OWNER},
+        path      text NOT NULL,
+        workspace text NOT NULL,
+        seen_at   double precision NOT NULL,
+        PRIMARY KEY (owner, path)
+    );
+    CREATE INDEX workspace_aliases_workspace ON workspace_aliases (workspace);
+    CREATE TABLE workspace_rekey ({_OWNER}, PRIMARY KEY (owner));
+    INSERT INTO workspace_rekey (owner)
+        SELECT owner FROM records UNION SELECT owner FROM workspace_approvals;
+    {_owned_table("workspace_aliases")}
+    {_owned_table("workspace_rekey", written=False)}
     """,
 ]
 

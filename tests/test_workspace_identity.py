@@ -1,0 +1,166 @@
+"""A workspace is the repository, not the path: checkouts of one origin at different paths, a
+git worktree, and clones of a repository without a remote share memories through recall-mcp;
+unrelated repositories with the same directory name, and plain directories, do not.
+
+Every repository is made by the git program with commits, in the test's tmp dir; every
+memory is stored and searched through recall-mcp with the MCP SDK's client.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from recall_client import protocol as p
+from recall_client.client import RemoteError
+
+from .conftest import DaemonProcess
+from .test_mcp_shim import shim
+from .test_memories import git
+
+pytestmark = pytest.mark.both_backends
+
+
+def checkout(path: Path, origin: str | None = None) -> Path:
+    """A repository at ``path`` with two commits, and ``origin`` as its origin remote."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q")
+    (path / "README.md").write_text("app\n")
+    git(path, "add", ".")
+    git(path, "commit", "-qm", "one")
+    (path / "README.md").write_text("app, two\n")
+    git(path, "commit", "-qam", "two")
+    if origin is not None:
+        git(path, "remote", "add", "origin", origin)
+    return path
+
+
+async def call(client: Client, name: str, **args: Any) -> dict[str, Any]:
+    result = await client.call_tool(name, args)
+    assert not result.is_error, (name, args, result.content)
+    content = result.structured_content
+    assert isinstance(content, dict), content
+    return content
+
+
+async def store_in(d: DaemonProcess, workspace: Path, text: str) -> str:
+    async with Client(shim(str(d.socket), "--workspace", str(workspace))) as client:
+        stored = await call(client, "memory_store", text=text)
+    record_id = stored["id"]
+    assert isinstance(record_id, str)
+    return record_id
+
+
+async def found_in(d: DaemonProcess, workspace: Path, query: str) -> list[str]:
+    """Ids memory_search finds from ``workspace`` (auto_scope: its own and global ones)."""
+    async with Client(shim(str(d.socket), "--workspace", str(workspace))) as client:
+        found = await call(client, "memory_search", query=query, mode="bm25")
+    return [e["id"] for e in found["entries"]]
+
+
+async def welcome(d: DaemonProcess, workspace: Path) -> p.Welcome:
+    async with d.client(workspace=str(workspace)) as rc:
+        assert rc.welcome is not None
+        return rc.welcome
+
+
+async def test_two_checkouts_of_one_origin_share_memories(
+    running_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    alice = checkout(tmp_path / "home" / "alice" / "src" / "app", "git@github.com:Acme/App.git")
+    bob = checkout(tmp_path / "Users" / "bob" / "work" / "shop", "https://github.com/acme/app.git")
+    carol = checkout(tmp_path / "carol", "ssh://git@github.com/acme/app")
+    memory = await store_in(running_daemon, alice, "Release builds need the arm64 runner.")
+    assert memory in await found_in(running_daemon, bob, "arm64 runner release")
+    assert memory in await found_in(running_daemon, carol, "arm64 runner release")
+    # The identity is the normalised remote; the path stays the local alias.
+    (bob / "docs").mkdir()
+    seen = await welcome(running_daemon, bob / "docs")  # a directory inside the checkout
+    assert (seen.workspace, seen.workspace_path) == ("github.com/acme/app", str(bob))
+
+
+async def test_a_worktree_is_its_repository_s_workspace(
+    running_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    main = checkout(tmp_path / "main")  # no remote: the root commit is the identity
+    tree = tmp_path / "feature-tree"
+    git(main, "worktree", "add", "-q", "-b", "feature", str(tree))
+    memory = await store_in(running_daemon, main, "The flaky test is test_sockets_reconnect.")
+    assert memory in await found_in(running_daemon, tree, "flaky sockets reconnect")
+    root = git(main, "rev-list", "--max-parents=0", "HEAD")
+    seen = await welcome(running_daemon, tree)
+    assert (seen.workspace, seen.workspace_path) == (f"git-root:{root}", str(tree))
+    async with running_daemon.client(workspace=str(tree)) as rc:
+        status = (await rc.call(p.Status(), p.StatusResult)).report
+    mine = [a for a in status.agents if a.workspace_path == str(tree)]
+    assert mine and mine[0].workspace == f"git-root:{root}"
+
+
+async def test_unrelated_repositories_of_one_directory_name_do_not_share(
+    running_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    ours = checkout(tmp_path / "a" / "app", "git@github.com:acme/app.git")
+    theirs = checkout(tmp_path / "b" / "app", "git@github.com:other/app.git")
+    plain = checkout(tmp_path / "c" / "app")  # no remote, its own root commit
+    memory = await store_in(running_daemon, ours, "Staging deploys go through the bastion host.")
+    assert memory in await found_in(running_daemon, ours, "staging bastion deploys")
+    assert memory not in await found_in(running_daemon, theirs, "staging bastion deploys")
+    assert memory not in await found_in(running_daemon, plain, "staging bastion deploys")
+
+
+async def test_clones_of_a_repository_without_remote_share_its_root_commit(
+    running_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    first = checkout(tmp_path / "first")
+    second = tmp_path / "second"
+    git(tmp_path, "clone", "-q", str(first), str(second))
+    git(second, "remote", "remove", "origin")
+    (second / "NOTES").write_text("more\n")
+    git(second, "add", ".")
+    git(second, "commit", "-qm", "three")  # histories differ; the root is the same
+    memory = await store_in(running_daemon, second, "Vendored protobuf lives in third_party.")
+    assert memory in await found_in(running_daemon, first, "vendored protobuf third_party")
+    assert (await welcome(running_daemon, first)).workspace.startswith("git-root:")
+
+
+async def test_a_plain_directory_is_keyed_by_its_path(
+    running_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    one, two = tmp_path / "one" / "notes", tmp_path / "two" / "notes"
+    one.mkdir(parents=True)
+    two.mkdir(parents=True)
+    memory = await store_in(running_daemon, one, "The wiki export runs on Sundays.")
+    assert memory in await found_in(running_daemon, one, "wiki export sundays")
+    assert memory not in await found_in(running_daemon, two, "wiki export sundays")
+    seen = await welcome(running_daemon, one)
+    assert (seen.workspace, seen.workspace_path) == (str(one), str(one))
+
+
+async def test_a_hostile_repository_config_runs_nothing_and_blocks_nothing(
+    running_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    """A config naming commands (fsmonitor, sshCommand, a pager) is only read; a config that
+    is a FIFO (which would block a reader for ever) is refused, and the hello is answered."""
+    marker = tmp_path / "PWNED"
+    evil = checkout(tmp_path / "evil", "git@github.com:acme/evil.git")
+    for key in ("core.fsmonitor", "core.sshCommand", "core.pager", "core.hooksPath"):
+        git(evil, "config", key, f"touch {marker}")
+    assert (await welcome(running_daemon, evil)).workspace == "github.com/acme/evil"
+    blocked = checkout(tmp_path / "blocked")
+    config = blocked / ".git" / "config"
+    config.unlink()
+    os.mkfifo(config)
+    seen = await welcome(running_daemon, blocked)
+    assert seen.workspace == str(blocked)  # refused as a repository: keyed by its path
+    assert not marker.exists()
+
+
+async def test_an_identity_is_not_taken_from_a_hello_without_the_admin_token(
+    running_daemon: DaemonProcess,
+) -> None:
+    with pytest.raises(RemoteError, match="absolute path"):
+        async with running_daemon.client(workspace="github.com/acme/app"):
+            pass
