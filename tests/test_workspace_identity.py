@@ -8,6 +8,7 @@ memory is stored and searched through recall-mcp with the MCP SDK's client.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from recall_client.client import RemoteError
 from .conftest import DaemonProcess
 from .test_mcp_shim import shim
 from .test_memories import git
+from .test_recallctl import ctl
 
 pytestmark = pytest.mark.both_backends
 
@@ -97,6 +99,27 @@ async def test_a_worktree_is_its_repository_s_workspace(
         status = (await rc.call(p.Status(), p.StatusResult)).report
     mine = [a for a in status.agents if a.workspace_path == str(tree)]
     assert mine and mine[0].workspace == f"git-root:{root}"
+
+
+async def test_recallctl_workspaces_lists_identities_with_their_aliases(
+    running_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    one = checkout(tmp_path / "one" / "app", "git@github.com:Acme/App.git")
+    two = checkout(tmp_path / "two" / "app", "https://github.com/acme/app")
+    tree = tmp_path / "app-hotfix"
+    git(one, "worktree", "add", "-q", "-b", "hotfix", str(tree))
+    await store_in(running_daemon, one, "The hotfix branch ships from CI only.")
+    for path in (two, tree):
+        await welcome(running_daemon, path)
+    await running_daemon.settled()  # the aliases are noted by background writes
+    out = ctl(running_daemon, "workspaces", "--json")
+    assert out.returncode == 0, out.stderr
+    listed = {w["workspace"]: w for w in json.loads(out.stdout)}
+    app = listed["github.com/acme/app"]
+    assert sorted(app["aliases"]) == sorted([str(one), str(two), str(tree)])
+    assert app["records"] == 1
+    text = ctl(running_daemon, "workspaces").stdout
+    assert f"github.com/acme/app  1 records\n  at {tree}" in text
 
 
 async def test_unrelated_repositories_of_one_directory_name_do_not_share(

@@ -395,6 +395,25 @@ async def _workspace(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _workspaces(args: argparse.Namespace) -> int:
+    """recallctl workspaces: every workspace by identity, with the paths it was seen at."""
+    async with _connect(args) as rc:
+        listing = await rc.call(p.WorkspaceList(), p.WorkspaceListResult)
+    if args.json:
+        _print_json(listing.workspaces)
+        return 0
+    approved = {a.workspace for a in listing.approved}
+    for ws in listing.workspaces:
+        mark = "  (approved)" if ws.workspace in approved else ""
+        print(f"{ws.workspace}  {ws.records} records{mark}")
+        for path in ws.aliases:
+            if path != ws.workspace:
+                print(f"  at {path}")
+    if not listing.workspaces:
+        print("no workspaces yet")
+    return 0
+
+
 # --------------------------------------------------------------------------- agent credentials
 
 _AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -691,6 +710,15 @@ def add_commands(sub: Any) -> None:
     )
     ls.add_argument("--json", action="store_true", help="print JSON")
     ws.set_defaults(local=_workspace)
+    known = sub.add_parser(
+        "workspaces",
+        help="list workspaces by identity, with the paths they were seen at",
+        description="A workspace is its repository: the normalised origin remote, else "
+        "git-root:<root commit>, else the directory's path. Each is listed with its records "
+        "and the local paths (checkouts, worktrees) it was seen at.",
+    )
+    known.add_argument("--json", action="store_true", help="print JSON")
+    known.set_defaults(local=_workspaces)
 
     ag = sub.add_parser(
         "agent",

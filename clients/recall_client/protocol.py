@@ -2659,11 +2659,24 @@ class RefusedWorkspace(Struct, kw_only=True):
     last_refused_at: float
 
 
+class KnownWorkspace(Struct, kw_only=True):
+    """A workspace this install holds records of or has seen a checkout of."""
+
+    # The identity (see Welcome.workspace).
+    workspace: str
+    # The local paths it was seen at here (checkouts, worktrees), newest first.
+    aliases: list[str] = []
+    # Live records filed under it that this install may read.
+    records: int = 0
+
+
 class WorkspaceListResult(Reply, tag="workspace_list_result"):
     require_approval: bool
     approved: list[WorkspaceApproval]
     # Workspaces whose requests were refused since the daemon started (not approved yet).
     refused: list[RefusedWorkspace] = []
+    # Every workspace by identity, with its aliases (recallctl workspaces).
+    workspaces: list[KnownWorkspace] = []
 
 
 class AgentEnrolled(Reply, tag="agent_enrolled"):

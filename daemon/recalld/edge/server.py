@@ -33,6 +33,7 @@ from ..config import Settings
 from ..domain import scopes
 from ..domain.principal import Principal
 from ..errors import RecallError
+from ..handlers import workspaces
 from ..handlers.services import Services
 from ..ingest.sanitize import check_identifiers
 from ..pipeline.intake import RequestJob
@@ -462,6 +463,7 @@ class Server:
                 scopes=sorted(granted),
             ),
         )
+        await workspaces.seen(self._services, ws)
         return True
 
     def _begin(self, conn: Connection) -> None:
