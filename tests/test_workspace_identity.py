@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from mcp import Client
 from recall_client import protocol as p
 from recall_client.client import RemoteError
 
-from .conftest import DaemonProcess
+from .conftest import DaemonFactory, DaemonProcess, TeamDb
 from .test_mcp_shim import shim
 from .test_memories import git
 from .test_recallctl import ctl
@@ -187,3 +188,58 @@ async def test_an_identity_is_not_taken_from_a_hello_without_the_admin_token(
     with pytest.raises(RemoteError, match="absolute path"):
         async with running_daemon.client(workspace="github.com/acme/app"):
             pass
+
+
+async def test_two_people_at_different_paths_share_team_memories_through_recall_mcp(
+    daemon_factory: DaemonFactory, team_db: TeamDb, tmp_path: Path
+) -> None:
+    """Alice and Bob, each with a daemon of their own on one PostgreSQL, each with a checkout
+    of one repository at a path of their own (and Bob with a worktree too): a team memory
+    Alice stores is found by Bob's agent, with its visibility and owner; her private one is
+    not."""
+    alice_repo = checkout(tmp_path / "home" / "alice" / "src" / "app", "git@github.com:Acme/App")
+    bob_repo = checkout(tmp_path / "Users" / "bob" / "work" / "app", "https://github.com/acme/app")
+    bob_tree = tmp_path / "Users" / "bob" / "work" / "app-review"
+    git(bob_repo, "worktree", "add", "-q", "-b", "review", str(bob_tree))
+    alice = daemon_factory("alice", extra_env={"RECALLD_DATABASE_URL": team_db.url("alice")})
+    bob = daemon_factory("bob", extra_env={"RECALLD_DATABASE_URL": team_db.url("bob")})
+    await alice.start()
+    await bob.start()
+    try:
+        async with Client(shim(str(alice.socket), "--workspace", str(alice_repo))) as client:
+            team = await call(
+                client,
+                "memory_store",
+                text="The payments service retries webhooks three times.",
+                visibility="team",
+            )
+            private = await call(
+                client, "memory_store", text="Alice's payments webhook scratch notes."
+            )
+        for where in (bob_repo, bob_tree):
+            async with Client(shim(str(bob.socket), "--workspace", str(where))) as client:
+                found = await call(client, "memory_search", query="payments webhooks", mode="bm25")
+                entries = {e["id"]: e for e in found["entries"]}
+                assert team["id"] in entries and private["id"] not in entries
+                assert entries[team["id"]]["visibility"] == "team"
+                assert entries[team["id"]]["owner"] == "alice"
+                shown = await call(client, "memory_show", id=team["id"])
+                assert (shown["visibility"], shown["owner"]) == ("team", "alice")
+                assert shown["workspace"] == "github.com/acme/app"
+    finally:
+        await alice.stop()
+        await bob.stop()
+
+
+async def test_every_hit_and_memory_show_say_visibility_and_owner(
+    running_daemon: DaemonProcess, tmp_path: Path, backend: str
+) -> None:
+    repo = checkout(tmp_path / "repo", "git@github.com:acme/fields.git")
+    async with Client(shim(str(running_daemon.socket), "--workspace", str(repo))) as client:
+        mine = await call(client, "memory_store", text="Cache keys include the tenant id.")
+        found = await call(client, "memory_search", query="cache keys tenant", mode="bm25")
+        shown = await call(client, "memory_show", id=mine["id"])
+    (hit,) = [e for e in found["entries"] if e["id"] == mine["id"]]
+    owner = "alice" if backend == "postgres" else pwd.getpwuid(os.getuid()).pw_name
+    assert (hit["visibility"], hit["owner"]) == ("private", owner)
+    assert (shown["visibility"], shown["owner"]) == ("private", owner)

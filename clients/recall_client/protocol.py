@@ -1495,6 +1495,14 @@ class NegativeOutcome(Struct, kw_only=True, omit_defaults=True):
     note: str | None = None
 
 
+# A hit's and memory_show's sharing: who sees a memory, and whose it is.
+VISIBILITY_SHOWN = "private: its owner's alone; team: every member of the shared database reads it."
+OWNER_SHOWN = (
+    "Whose it is: the database role that wrote it (team memory), else the user this recalld "
+    "runs as."
+)
+
+
 class MemoryHit(Struct, kw_only=True, omit_defaults=True):
     """One ranked memory. Compact fields always; the rest when set, or when verbose."""
 
@@ -1519,6 +1527,8 @@ class MemoryHit(Struct, kw_only=True, omit_defaults=True):
         str | None, Meta(description="Who or what the memory came from, when declared.")
     ]
     tags: Annotated[list[str], Meta(description="Tags stored with the memory.")]
+    visibility: Annotated[Visibility, Meta(description=VISIBILITY_SHOWN)]
+    owner: Annotated[str, Meta(description=OWNER_SHOWN)]
     score: Annotated[
         float,
         Meta(
@@ -1823,6 +1833,8 @@ class MemoryDetail(Struct, kw_only=True):
     last_verified_at: float
     expires_at: float | None
     workspace: str
+    visibility: Annotated[Visibility, Meta(description=VISIBILITY_SHOWN)]
+    owner: Annotated[str, Meta(description=OWNER_SHOWN)]
     origin: Annotated[
         str | None, Meta(description="Workspace it was written in; null for a global memory.")
     ]

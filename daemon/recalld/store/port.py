@@ -127,6 +127,8 @@ class MemoryRow:
     writer_model: str | None
     superseded_by: str | None
     visibility: p.Visibility
+    # The database role that wrote it; None where the database is one user's.
+    owner: str | None = None
     labels: dict[str, list[str]] = field(default_factory=dict)
     # (path, anchored) of every cited path.
     paths: list[tuple[str, bool]] = field(default_factory=list)

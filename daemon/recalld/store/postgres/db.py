@@ -252,6 +252,9 @@ class PgDb:
     def by_rowid(self, alias: str) -> str:
         return f"records {alias}"  # PostgreSQL's planner has statistics
 
+    def owner(self, table: str) -> str:
+        return f"{table}.owner"
+
     def owned(self, table: str) -> str:
         return f"{table}.owner = current_user"
 

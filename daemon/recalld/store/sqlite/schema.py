@@ -359,6 +359,9 @@ class SqliteDb(sqlite3.Connection):
         # NOT INDEXED leaves it the rowid lookups alone.
         return f"records {alias} NOT INDEXED"
 
+    def owner(self, table: str) -> str:
+        return "NULL"
+
     def owned(self, table: str) -> str:
         return "1 = 1"
 
