@@ -123,6 +123,34 @@ async def test_recallctl_workspaces_lists_identities_with_their_aliases(
     assert f"github.com/acme/app  1 records\n  at {tree}" in text
 
 
+async def test_approving_one_checkout_approves_its_repository_everywhere(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """The approval gate works on the identity: an unapproved checkout is told the identity
+    to approve, approving another checkout's path lets it in, a different repository of the
+    same directory name stays out; revoking by identity closes both checkouts."""
+    mine = checkout(tmp_path / "me" / "app", "git@github.com:acme/app.git")
+    elsewhere = checkout(tmp_path / "elsewhere" / "app", "https://github.com/acme/app")
+    other = checkout(tmp_path / "other" / "app", "git@github.com:someone/app.git")
+    d = daemon_factory(extra_env={"RECALLD_REQUIRE_APPROVAL": "1"})
+    await d.start()
+    async with d.client(workspace=str(elsewhere)) as rc:
+        with pytest.raises(RemoteError, match="recallctl workspace approve github.com/acme/app"):
+            await rc.call(p.MemoryStore(text="refused"))
+    approved = ctl(d, "workspace", "approve", str(mine))
+    assert approved.returncode == 0 and "approved github.com/acme/app" in approved.stdout
+    async with d.client(workspace=str(elsewhere)) as rc:
+        await rc.call(p.MemoryStore(text="Served once its repository is approved."), p.Stored)
+    async with d.client(workspace=str(other)) as rc:
+        with pytest.raises(RemoteError, match="not approved"):
+            await rc.call(p.MemorySearch(query="served"))
+    assert ctl(d, "workspace", "revoke", "github.com/acme/app").returncode == 0
+    async with d.client(workspace=str(mine)) as rc:
+        with pytest.raises(RemoteError, match="not approved"):
+            await rc.call(p.MemorySearch(query="served"))
+    assert await d.stop() == 0
+
+
 async def test_unrelated_repositories_of_one_directory_name_do_not_share(
     running_daemon: DaemonProcess, tmp_path: Path
 ) -> None:
