@@ -135,7 +135,7 @@ async def test_approving_one_checkout_approves_its_repository_everywhere(
     d = daemon_factory(extra_env={"RECALLD_REQUIRE_APPROVAL": "1"})
     await d.start()
     async with d.client(workspace=str(elsewhere)) as rc:
-        with pytest.raises(RemoteError, match="recallctl workspace approve github.com/acme/app"):
+        with pytest.raises(RemoteError, match=r"recallctl workspace approve github\.com/acme/app"):
             await rc.call(p.MemoryStore(text="refused"))
     approved = ctl(d, "workspace", "approve", str(mine))
     assert approved.returncode == 0 and "approved github.com/acme/app" in approved.stdout
