@@ -207,6 +207,14 @@ async def test_a_hostile_repository_config_runs_nothing_and_blocks_nothing(
     os.mkfifo(config)
     seen = await welcome(running_daemon, blocked)
     assert seen.workspace == str(blocked)  # refused as a repository: keyed by its path
+    included = checkout(tmp_path / "included", "git@github.com:acme/included.git")
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    git(included, "config", "include.path", str(fifo))
+    async with Client(shim(str(running_daemon.socket), "--workspace", str(included))) as client:
+        stored = await call(client, "memory_store", text="Stored although its repo is refused.")
+    assert stored.get("origin_repo") is None  # no repository read: no origin, no drift
+    assert (await welcome(running_daemon, included)).workspace == str(included)
     assert not marker.exists()
 
 

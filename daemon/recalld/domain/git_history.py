@@ -26,6 +26,7 @@ import itertools
 import logging
 import math
 import os
+import re
 import stat
 import threading
 import time
@@ -39,6 +40,7 @@ from pygit2.enums import ObjectType, RepositoryOpenFlag
 
 __all__ = [
     "LRU",
+    "MAX_CONFIG_BYTES",
     "MAX_PARENTS",
     "MAX_WALK",
     "Count",
@@ -77,6 +79,12 @@ TIME_SLOP = 8
 MAX_ROOT_WALK = 100_000
 ROOT_CACHE = 256
 MAX_POINTER_BYTES = 4096
+# A repository's own config read at most (real ones are a few KiB; one with thousands of
+# branches a few hundred).
+MAX_CONFIG_BYTES = 256 * 1024
+_CONFIGS = ("config", "config.worktree")
+# An [include] or [includeIf "..."] section: a line start, so linear in the config.
+_INCLUDE = re.compile(rb"^[ \t]*\[[ \t]*include", re.MULTILINE | re.IGNORECASE)
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
 
@@ -201,8 +209,9 @@ def common_dir(gitdir: str) -> str:
 
 def _plain_configs(path: str) -> bool:
     """Whether the repository config files at ``path`` (a top level or a git dir) are
-    regular files or absent: libgit2 reads them whole and would block for ever on a FIFO
-    (or on a symlink to one), holding a worker thread."""
+    absent, or regular files of at most :data:`MAX_CONFIG_BYTES` that include no other
+    file: libgit2 reads each whole, and would block for ever on a FIFO (or a symlink to
+    one, or an ``include.path`` naming one), holding a worker thread."""
     try:
         gitdir = pygit2.discover_repository(path, False, path)
     except (pygit2.GitError, ValueError, OSError):
@@ -210,15 +219,17 @@ def _plain_configs(path: str) -> bool:
     if gitdir is None:
         return True
     gitdir = gitdir.rstrip("/")
-    for config in {os.path.join(gitdir, "config"), os.path.join(common_dir(gitdir), "config")}:
-        try:
-            st = os.stat(config)
-        except FileNotFoundError:
+    common = common_dir(gitdir)
+    configs = {os.path.join(d, name) for d in (gitdir, common) for name in _CONFIGS}
+    for config in sorted(configs):
+        if not os.path.lexists(config):
             continue
-        except OSError:
+        data = read_bounded(config, MAX_CONFIG_BYTES)
+        if data is None:
+            log.warning("refusing %s: its config %s is not a small regular file", path, config)
             return False
-        if not stat.S_ISREG(st.st_mode):
-            log.warning("refusing %s: its config %s is not a regular file", path, config)
+        if _INCLUDE.search(data):
+            log.warning("refusing %s: its config %s includes other files", path, config)
             return False
     return True
 

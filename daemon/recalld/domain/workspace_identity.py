@@ -47,9 +47,6 @@ __all__ = [
 # What an identity was derived from; "named": given by a client trusted to name one.
 Basis = Literal["origin", "root_commit", "path", "named"]
 
-# The config's bytes read at most: real ones are a few KiB (one with thousands of branches
-# a few hundred); past this the remote is not looked for.
-MAX_CONFIG_BYTES = 256 * 1024
 MAX_URL = 2048
 TTL = 30.0
 CACHE = 1024
@@ -162,7 +159,7 @@ def _common_dir(top: str) -> str | None:
 def _origin_url(config: str) -> str | None:
     """``remote.origin.url`` as the repository's own config file records it (the last one,
     as git takes). Sections are matched case-insensitively, the subsection exactly."""
-    data = git_history.read_bounded(config, MAX_CONFIG_BYTES)
+    data = git_history.read_bounded(config, git_history.MAX_CONFIG_BYTES)
     if data is None:
         return None
     text = data.decode("utf-8", errors="replace")
