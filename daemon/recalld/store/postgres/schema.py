@@ -263,18 +263,18 @@ END $do$;""",
 _OWNER = "owner text NOT NULL DEFAULT current_user"
 
 
-def _owned_table(table: str, *, written: bool = True) -> str:
-    """A table of rows their owner's alone, with version 2's policy and grants (a member
-    only reads and deletes those not ``written``)."""
-    out = [
-        f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;",
-        f"CREATE POLICY {table}_own ON {table} USING (owner = current_user)"
-        " WITH CHECK (owner = current_user);",
-        f"GRANT SELECT, DELETE ON {table} TO {MEMBER_ROLE};",
-    ]
-    if written:
-        out += [_grant_columns("INSERT", table, ()), _grant_columns("UPDATE", table, ())]
-    return "\n".join(out)
+def _owned_table(table: str) -> str:
+    """A table of rows their owner's alone, with version 2's policy and grants."""
+    return "\n".join(
+        [
+            f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;",
+            f"CREATE POLICY {table}_own ON {table} USING (owner = current_user)"
+            " WITH CHECK (owner = current_user);",
+            f"GRANT SELECT, DELETE ON {table} TO {MEMBER_ROLE};",
+            _grant_columns("INSERT", table, ()),
+            _grant_columns("UPDATE", table, ()),
+        ]
+    )
 
 
 # Numbered migrations: version = index + 1, recorded in schema_migrations. Never edit one
@@ -493,11 +493,16 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (owner, path)
     );
     CREATE INDEX workspace_aliases_workspace ON workspace_aliases (workspace);
-    CREATE TABLE workspace_rekey ({_OWNER}, PRIMARY KEY (owner));
+    -- Whose rows are still to be re-keyed, for which schema version.
+    CREATE TABLE workspace_rekey (
+        {_OWNER},
+        since integer NOT NULL DEFAULT 3,
+        PRIMARY KEY (owner, since)
+    );
     INSERT INTO workspace_rekey (owner)
         SELECT owner FROM records UNION SELECT owner FROM workspace_approvals;
     {_owned_table("workspace_aliases")}
-    {_owned_table("workspace_rekey", written=False)}
+    {_owned_table("workspace_rekey")}
     """,
 ]
 
