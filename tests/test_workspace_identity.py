@@ -18,6 +18,7 @@ import pytest
 from mcp import Client
 from recall_client import protocol as p
 from recall_client.client import RemoteError
+from recalld.domain import workspace_identity
 
 from .conftest import DaemonFactory, DaemonProcess, TeamDb
 from .test_mcp_shim import shim
@@ -279,3 +280,22 @@ async def test_every_hit_and_memory_show_say_visibility_and_owner(
     owner = "alice" if backend == "postgres" else pwd.getpwuid(os.getuid()).pw_name
     assert (hit["visibility"], hit["owner"]) == ("private", owner)
     assert (shown["visibility"], shown["owner"]) == ("private", owner)
+
+
+@pytest.mark.parametrize(
+    ("url", "identity"),
+    [
+        ("git@github.com:Acme/App.git", "github.com/acme/app"),
+        ("ssh://git@github.com/acme/app", "github.com/acme/app"),
+        ("https://github.com/acme/app.git", "github.com/acme/app"),
+        ("HTTPS://user:token@GitHub.com:443/acme/app/", "github.com/acme/app"),
+        ("ssh://git@gitlab.example.org:2222/group/sub/app.git", "gitlab.example.org/group/sub/app"),
+        ("/srv/git/App.git", "file:/srv/git/app"),
+        ("file:///srv/git/app.git", "file:/srv/git/app"),
+        ("../sibling.git", None),
+        ("", None),
+    ],
+)
+def test_remote_urls_fold_to_one_identity(url: str, identity: str | None) -> None:
+    """Scheme, user and password (a token never reaches the store), port, .git and case."""
+    assert workspace_identity.normalise_remote(url) == identity

@@ -66,9 +66,10 @@ _workspaces: git_history.LRU[str, tuple[float, Workspace]] = git_history.LRU(CAC
 # identity -> the path it was last derived from here
 _aliases: git_history.LRU[str, str] = git_history.LRU(CACHE)
 
-_SCP = re.compile(r"^(?:[^@/]*@)?([^:/]+):(.*)$")
-_URL = re.compile(r"^([a-z][a-z0-9+.-]*)://([^/?#]*)([^?#]*)")
-_SECTION = re.compile(r'^\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]\s*(.*)$')
+# Each is anchored and its runs possessive or disjoint: linear in the line, however hostile.
+_SCP = re.compile(r"^(?:[^@/]*+@)?([^:/]++):(.*)$")
+_URL = re.compile(r"^([a-z][a-z0-9+.-]*+)://([^/?#]*+)([^?#]*+)", re.IGNORECASE)
+_SECTION = re.compile(r'^\[\s*+([A-Za-z0-9.-]++)(?:\s++"((?:[^"\\]|\\.)*+)")?\s*+\](.*)$')
 
 
 def normalise_remote(url: str) -> str | None:
