@@ -45,6 +45,7 @@ TABLES = (
     "memory_events",
     "experience_rollups",
     "agent_credentials",
+    "workspace_aliases",
 )
 
 

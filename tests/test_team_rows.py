@@ -110,6 +110,12 @@ TABLES: dict[str, Table] = {
     "agent_credentials": Table(
         lambda r, t: [{"agent": t, "token_digest": t.encode(), "created_at": 1.0}]
     ),
+    "workspace_aliases": Table(
+        lambda r, t: [{"path": f"/ws/{t}", "workspace": f"example.com/{t}", "seen_at": 1.0}]
+    ),
+    "workspace_rekey": Table(
+        lambda r, t: [{"since": int(hashlib.blake2b(t.encode(), digest_size=3).hexdigest(), 16)}]
+    ),
 }
 
 # Every function of the schema (not an extension's), and calls of it; {b}, {t}, {p} are the
@@ -160,8 +166,9 @@ def _insert(conn: psycopg.Connection[Any], table: str, row: Row, returning: str 
 
 def _add_record(conn: psycopg.Connection[Any], tag: str, visibility: str, rows: bool) -> int:
     rowid = int(_insert(conn, "records", _record(tag, visibility), "rowid"))
+    present = set(_tables(conn))  # a database made at version 1 lacks later tables
     for name, table in TABLES.items():
-        for row in table.rows(rowid, tag) if rows else ():
+        for row in table.rows(rowid, tag) if rows and name in present else ():
             _insert(conn, name, row)
     return rowid
 

@@ -97,6 +97,11 @@ def render_status(report: p.StatusReport) -> str:
         lines.append(
             f"  {agent.agent:<20} {agent.client or '-':<12} pid {agent.pid:<8} "
             f"{agent.requests} requests  {agent.workspace}"
+            + (
+                f" (at {agent.workspace_path})"
+                if agent.workspace_path not in (None, agent.workspace)
+                else ""
+            )
         )
     return "\n".join(lines)
 

@@ -352,8 +352,12 @@ async def _reindex(args: argparse.Namespace) -> int:
 
 
 def _workspace_path(path: str, exact: bool) -> str:
-    """The workspace a path names: like recall-mcp, the git root above it (unless exact)."""
+    """The workspace a path names: like recall-mcp, the git root above it (unless exact);
+    the daemon derives its identity. A name that is no path here and starts with none of
+    ``/ . ~`` is an identity already (``github.com/acme/app``, ``git-root:<commit>``)."""
     given = Path(path).expanduser()
+    if not given.exists() and not path.startswith(("/", ".", "~")):
+        return path
     if exact or not given.exists():
         return os.path.abspath(given)
     return paths.find_workspace(given)
@@ -388,6 +392,25 @@ async def _workspace(args: argparse.Namespace) -> int:
         print(f"approved {changed.workspace}" + ("" if changed.changed else " (already approved)"))
     else:
         print(f"revoked {changed.workspace}" + ("" if changed.changed else " (was not approved)"))
+    return 0
+
+
+async def _workspaces(args: argparse.Namespace) -> int:
+    """recallctl workspaces: every workspace by identity, with the paths it was seen at."""
+    async with _connect(args) as rc:
+        listing = await rc.call(p.WorkspaceList(), p.WorkspaceListResult)
+    if args.json:
+        _print_json(listing.workspaces)
+        return 0
+    approved = {a.workspace for a in listing.approved}
+    for ws in listing.workspaces:
+        mark = "  (approved)" if ws.workspace in approved else ""
+        print(f"{ws.workspace}  {ws.records} records{mark}")
+        for path in ws.aliases:
+            if path != ws.workspace:
+                print(f"  at {path}")
+    if not listing.workspaces:
+        print("no workspaces yet")
     return 0
 
 
@@ -687,6 +710,15 @@ def add_commands(sub: Any) -> None:
     )
     ls.add_argument("--json", action="store_true", help="print JSON")
     ws.set_defaults(local=_workspace)
+    known = sub.add_parser(
+        "workspaces",
+        help="list workspaces by identity, with the paths they were seen at",
+        description="A workspace is its repository: the normalised origin remote, else "
+        "git-root:<root commit>, else the directory's path. Each is listed with its records "
+        "and the local paths (checkouts, worktrees) it was seen at.",
+    )
+    known.add_argument("--json", action="store_true", help="print JSON")
+    known.set_defaults(local=_workspaces)
 
     ag = sub.add_parser(
         "agent",

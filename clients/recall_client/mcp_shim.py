@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> None:
 
     config = ShimConfig(
         agent=args.agent or "agent",
-        workspace=args.workspace or find_workspace(),
+        # A path: the daemon derives the workspace's identity from the repository there.
+        workspace=os.path.abspath(args.workspace) if args.workspace else find_workspace(),
         model=args.model,
         socket=args.socket,
         admin=args.admin,

@@ -346,6 +346,9 @@ class Hello(Request, tag="hello"):
 
     version: int
     agent: Name
+    # An absolute path in the workspace; the daemon derives the workspace's identity from
+    # the repository there (Welcome.workspace). Only a hello with the admin token may name
+    # an identity itself.
     workspace: Path | None = None
     client: Annotated[str, Meta(max_length=64)] = ""
     # The writer's declared model (e.g. "claude-opus-4"); memory_search can filter on it.
@@ -1319,9 +1322,12 @@ class Welcome(Reply, tag="welcome"):
     version: int
     server: str
     agent: str
+    # The workspace's identity: the normalised origin remote, git-root:<commit>, or a path.
     workspace: str
     uid: int
     pid: int
+    # The workspace's local alias: the checkout's top level the hello's path is in.
+    workspace_path: str | None = None
     # What this connection may do: read:workspace and write:workspace for every peer of
     # the daemon's uid, plus admin:workspace for one that presented the admin token.
     scopes: list[str] = []
@@ -1498,6 +1504,14 @@ class NegativeOutcome(Struct, kw_only=True, omit_defaults=True):
     note: str | None = None
 
 
+# A hit's and memory_show's sharing: who sees a memory, and whose it is.
+VISIBILITY_SHOWN = "private: its owner's alone; team: every member of the shared database reads it."
+OWNER_SHOWN = (
+    "Whose it is: the database role that wrote it (team memory), else the user this recalld "
+    "runs as."
+)
+
+
 class MemoryHit(Struct, kw_only=True, omit_defaults=True):
     """One ranked memory. Compact fields always; the rest when set, or when verbose."""
 
@@ -1522,6 +1536,8 @@ class MemoryHit(Struct, kw_only=True, omit_defaults=True):
         str | None, Meta(description="Who or what the memory came from, when declared.")
     ]
     tags: Annotated[list[str], Meta(description="Tags stored with the memory.")]
+    visibility: Annotated[Visibility, Meta(description=VISIBILITY_SHOWN)]
+    owner: Annotated[str, Meta(description=OWNER_SHOWN)]
     score: Annotated[
         float,
         Meta(
@@ -1826,6 +1842,8 @@ class MemoryDetail(Struct, kw_only=True):
     last_verified_at: float
     expires_at: float | None
     workspace: str
+    visibility: Annotated[Visibility, Meta(description=VISIBILITY_SHOWN)]
+    owner: Annotated[str, Meta(description=OWNER_SHOWN)]
     origin: Annotated[
         str | None, Meta(description="Workspace it was written in; null for a global memory.")
     ]
@@ -1920,6 +1938,8 @@ class ConnectedAgent(Struct, kw_only=True):
     pid: int
     connected_s: float
     requests: int
+    # The workspace's local alias (the checkout it connected from).
+    workspace_path: str | None = None
 
 
 class Latency(Struct, kw_only=True):
@@ -2663,11 +2683,24 @@ class RefusedWorkspace(Struct, kw_only=True):
     last_refused_at: float
 
 
+class KnownWorkspace(Struct, kw_only=True):
+    """A workspace this install holds records of or has seen a checkout of."""
+
+    # The identity (see Welcome.workspace).
+    workspace: str
+    # The local paths it was seen at here (checkouts, worktrees), newest first.
+    aliases: list[str] = []
+    # Live records filed under it that this install may read.
+    records: int = 0
+
+
 class WorkspaceListResult(Reply, tag="workspace_list_result"):
     require_approval: bool
     approved: list[WorkspaceApproval]
     # Workspaces whose requests were refused since the daemon started (not approved yet).
     refused: list[RefusedWorkspace] = []
+    # Every workspace by identity, with its aliases (recallctl workspaces).
+    workspaces: list[KnownWorkspace] = []
 
 
 class AgentEnrolled(Reply, tag="agent_enrolled"):

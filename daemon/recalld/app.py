@@ -35,6 +35,7 @@ from recall_client.spool import default_spool
 
 from . import systemd
 from .config import RELOADABLE, Settings
+from .domain import workspace_identity
 from .domain.approvals import Approvals
 from .domain.credentials import AgentCredentials
 from .domain.principal import Principal
@@ -53,6 +54,7 @@ from .pipeline.writer import IndexChange, WriteJob, WriteQueue, WriterActor
 from .retrieval.memory_reader import MemoryReader, MemorySearchConfig
 from .retrieval.search_actor import SearchActor
 from .store.port import Reader, Store, StoreUnreachable
+from .store.rekey import rekey_workspaces
 from .store.sqlite import SqliteStore
 
 __all__ = ["Daemon", "SocketInUse"]
@@ -128,6 +130,7 @@ class Daemon:
                 # long-lived readers' (the store's bound), not in threads the writer needs.
                 aside = s.database_connection_limit - s.search_workers - 3
                 self._aside = anyio.CapacityLimiter(aside)
+            await anyio.to_thread.run_sync(rekey_workspaces, store, workspace_identity.identify)
             self.admin_token = ensure_admin_token(self.admin_token_path)
             startup = store.reader()
             try:

@@ -68,6 +68,11 @@ class DaemonLink:
             RemoteError: the daemon refused or failed the request.
         """
         where = workspace or self.home
+        home = self._clients.get(self.home)
+        if home is not None and home.welcome is not None and home.welcome.workspace == where:
+            # The home checkout's identity (as the page lists it): its own connection, whose
+            # hello named the path (only the admin token may name an identity).
+            where = self.home
         rc = await self._client(where)
         try:
             return await rc.call(request, reply_type)

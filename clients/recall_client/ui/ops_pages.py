@@ -45,8 +45,12 @@ def routes(ui: UI) -> list[Route]:
     async def approval(request: Request) -> Response:
         form = await read_form(request, ui.guard)
         workspace = form.get("workspace").strip()
-        if not workspace.startswith("/"):
-            raise FormError(HTTPStatus.BAD_REQUEST, "a workspace is an absolute path")
+        # A checkout's absolute path (the daemon derives its identity) or an identity as
+        # listed (github.com/acme/app); never a path relative to wherever the page runs.
+        if not workspace or workspace.startswith("."):
+            raise FormError(
+                HTTPStatus.BAD_REQUEST, "a workspace is an absolute path or an identity"
+            )
         action = request.path_params["action"]
         if action not in ("approve", "revoke"):
             raise FormError(HTTPStatus.NOT_FOUND, f"no action {action!r}")

@@ -26,6 +26,8 @@ import itertools
 import logging
 import math
 import os
+import re
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -37,13 +39,19 @@ import pygit2
 from pygit2.enums import ObjectType, RepositoryOpenFlag
 
 __all__ = [
+    "LRU",
+    "MAX_CONFIG_BYTES",
     "MAX_PARENTS",
     "MAX_WALK",
     "Count",
     "WalkBudget",
     "cached_top_level",
+    "common_dir",
     "count_commits",
+    "git_dir",
     "head",
+    "read_bounded",
+    "root_commit",
     "top_level",
 ]
 
@@ -66,6 +74,17 @@ COUNT_CACHE = 4096
 # time") stops after this many commits in a row older than that time, and a count from a
 # base commit follows this many hidden commits past the oldest one it took.
 TIME_SLOP = 8
+# First parents followed at most to a root commit (a workspace's identity when it has no
+# remote): a count, not a time, so every clone of one history answers alike.
+MAX_ROOT_WALK = 100_000
+ROOT_CACHE = 256
+MAX_POINTER_BYTES = 4096
+# A repository's own config read at most (real ones are a few KiB; one with thousands of
+# branches a few hundred).
+MAX_CONFIG_BYTES = 256 * 1024
+_CONFIGS = ("config", "config.worktree")
+# An [include] or [includeIf "..."] section: a line start, so linear in the config.
+_INCLUDE = re.compile(rb"^[ \t]*\[[ \t]*include", re.MULTILINE | re.IGNORECASE)
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
 
@@ -112,7 +131,7 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
-class _LRU(Generic[K, V]):
+class LRU(Generic[K, V]):
     """A small thread-safe LRU map (the search workers share these caches)."""
 
     def __init__(self, size: int) -> None:
@@ -136,11 +155,13 @@ class _LRU(Generic[K, V]):
 
 
 # workspace -> (when looked up, top level or None)
-_tops: _LRU[str, tuple[float, str | None]] = _LRU(TOP_CACHE)
+_tops: LRU[str, tuple[float, str | None]] = LRU(TOP_CACHE)
 # top level -> (reflog stamp, when read, git dir, HEAD or None)
-_heads: _LRU[str, tuple[tuple[int, int] | None, float, str, str | None]] = _LRU(HEAD_CACHE)
+_heads: LRU[str, tuple[tuple[int, int] | None, float, str, str | None]] = LRU(HEAD_CACHE)
 # (repo, base, head, digest of the paths) -> Count, or None when the base is unknown
-_counts: _LRU[tuple[str, str, str, bytes], tuple[Count | None]] = _LRU(COUNT_CACHE)
+_counts: LRU[tuple[str, str, str, bytes], tuple[Count | None]] = LRU(COUNT_CACHE)
+# (git dir, HEAD) -> the root commit of HEAD's first-parent chain, or None
+_roots: LRU[tuple[str, str], tuple[str | None]] = LRU(ROOT_CACHE)
 
 
 def _lazy_fetching(repo: pygit2.Repository) -> bool:
@@ -155,9 +176,69 @@ def _lazy_fetching(repo: pygit2.Repository) -> bool:
     return False
 
 
+def read_bounded(path: str, limit: int) -> bytes | None:
+    """The bytes of the regular file at ``path``, read without following a symlink; None
+    when it is missing, a symlink, not a regular file (a FIFO would block the read), or
+    longer than ``limit``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        data = os.read(fd, limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= limit else None
+
+
+def common_dir(gitdir: str) -> str:
+    """git's common dir of ``gitdir``: itself, or in a linked worktree the directory its
+    ``commondir`` file names (relative to it, as git writes it)."""
+    pointer = read_bounded(os.path.join(gitdir, "commondir"), MAX_POINTER_BYTES)
+    try:
+        target = pointer.decode().strip() if pointer is not None else ""
+    except UnicodeDecodeError:
+        target = ""
+    return os.path.normpath(os.path.join(gitdir, target)) if target else gitdir
+
+
+def _plain_configs(path: str) -> bool:
+    """Whether the repository config files at ``path`` (a top level or a git dir) are
+    absent, or regular files of at most :data:`MAX_CONFIG_BYTES` that include no other
+    file: libgit2 reads each whole, and would block for ever on a FIFO (or a symlink to
+    one, or an ``include.path`` naming one), holding a worker thread."""
+    try:
+        gitdir = pygit2.discover_repository(path, False, path)
+    except (pygit2.GitError, ValueError, OSError):
+        return True  # not a repository: opening it fails without reading a config
+    if gitdir is None:
+        return True
+    gitdir = gitdir.rstrip("/")
+    common = common_dir(gitdir)
+    configs = {os.path.join(d, name) for d in (gitdir, common) for name in _CONFIGS}
+    for config in sorted(configs):
+        if not os.path.lexists(config):
+            continue
+        data = read_bounded(config, MAX_CONFIG_BYTES)
+        if data is None:
+            log.warning("refusing %s: its config %s is not a small regular file", path, config)
+            return False
+        if _INCLUDE.search(data):
+            log.warning("refusing %s: its config %s includes other files", path, config)
+            return False
+    return True
+
+
 def _open(path: str) -> pygit2.Repository | None:
     """The non-bare repository at ``path`` (a top level or a git dir), or None (and why, in
     the debug log) when it is not one or is refused."""
+    if not _plain_configs(path):
+        return None
     try:
         repo = pygit2.Repository(path, RepositoryOpenFlag.NO_SEARCH)
     except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
@@ -243,6 +324,43 @@ def head(top: str) -> str | None:
         value = None
     _heads.put(top, (stamp, time.monotonic(), gitdir, value))
     return value
+
+
+def git_dir(top: str) -> str | None:
+    """The git dir of the work tree at ``top`` (a linked worktree's own), as libgit2 opens
+    it; None when refused."""
+    repo = _open(top)
+    return repo.path.rstrip("/") if repo is not None else None
+
+
+def root_commit(top: str) -> str | None:
+    """The root of HEAD's first-parent chain at ``top``; None without commits, when an
+    object is missing (a shallow clone), or past :data:`MAX_ROOT_WALK` commits. Cached per
+    git dir and HEAD: an unchanged HEAD keeps its root."""
+    start = head(top)
+    repo = _open(top) if start is not None else None
+    if repo is None or start is None:
+        return None
+    key = (repo.path, start)
+    cached = _roots.get(key)
+    if cached is not None:
+        return cached[0]
+    root: str | None = None
+    try:
+        oid = pygit2.Oid(hex=start)
+        for _ in range(MAX_ROOT_WALK):
+            commit = repo.get(oid)
+            if not isinstance(commit, pygit2.Commit):
+                break
+            parents = commit.parent_ids
+            if not parents:
+                root = str(oid)
+                break
+            oid = parents[0]
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        log.debug("no root commit in %s: %s", top, exc)
+    _roots.put(key, (root,))
+    return root
 
 
 class _Spent(Exception):

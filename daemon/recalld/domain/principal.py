@@ -10,6 +10,7 @@ __all__ = ["Principal"]
 @dataclass(frozen=True, slots=True)
 class Principal:
     agent: str
+    # The workspace's identity (recalld.domain.workspace_identity): what records file under.
     workspace: str
     uid: int
     pid: int
@@ -19,3 +20,6 @@ class Principal:
     scopes: frozenset[str] = frozenset()
     # The hello's session, else one made for the connection.
     session: str = ""
+    # The workspace's local alias, where its git repository and files are read; "" when the
+    # workspace was named by identity (an admin client) and has no path here.
+    path: str = ""

@@ -33,11 +33,12 @@ from ..config import Settings
 from ..domain import scopes
 from ..domain.principal import Principal
 from ..errors import RecallError
+from ..handlers import workspaces
 from ..handlers.services import Services
 from ..ingest.sanitize import check_identifiers
 from ..pipeline.intake import RequestJob
 from ..pipeline.writer import WriteJob
-from . import authorization
+from . import authorization, workspace
 from .frames import FrameReader
 from .registry import ROUTES, Route, route_of
 from .slots import Slots
@@ -431,13 +432,16 @@ class Server:
             self._services.credentials.check(
                 req.agent, req.agent_token, admin=scopes.ADMIN in granted
             )
+            ws = await anyio.to_thread.run_sync(
+                workspace.of_hello, req.workspace, scopes.ADMIN in granted
+            )
         except RecallError as exc:
             await self._reply(out, p.Error(id=req.id, code=exc.code, message=exc.message))
             return False
-        workspace = req.workspace or "/"
         conn.principal = Principal(
             agent=req.agent,
-            workspace=workspace,
+            workspace=ws.id,
+            path=ws.path,
             uid=conn.uid,
             pid=conn.pid,
             client=req.client,
@@ -452,12 +456,14 @@ class Server:
                 version=p.PROTOCOL_VERSION,
                 server=f"recalld {self._version}",
                 agent=req.agent,
-                workspace=workspace,
+                workspace=ws.id,
+                workspace_path=ws.path or None,
                 uid=conn.uid,
                 pid=conn.pid,
                 scopes=sorted(granted),
             ),
         )
+        await workspaces.seen(self._services, ws)
         return True
 
     def _begin(self, conn: Connection) -> None:
@@ -540,13 +546,14 @@ class Server:
         who = conn.principal
         assert who is not None
         route = route_of(req)
+        aimed = await workspace.aim(who, req)
         self._admit(route, who, req)
         if named := route.rule.named(who, req):
             await services.read(lambda reader: authorization.owned_ids(reader, who, named))
         if route.read:
             async with conn.reads:
-                return await route.handler(services, who, req)
-        return await route.handler(services, who, req)
+                return await route.handler(services, aimed, req)
+        return await route.handler(services, aimed, req)
 
     def _write_now(
         self, out: _Out, inflight: anyio.Semaphore, conn: Connection, req: p.Request, held: int
@@ -566,10 +573,13 @@ class Server:
         who = conn.principal
         assert who is not None
         try:
+            aimed = workspace.aim_now(who, req)
+            if aimed is None:
+                return False
             self._admit(route, who, req)
             if route.rule.named(who, req):
                 return False
-            job = route.job(self._services, who, req)
+            job = route.job(self._services, aimed, req)
             if job is None:
                 return False
 

@@ -43,8 +43,11 @@ __all__ = [
 
 def project_file(workspace: str, name: str) -> str | None:
     """``name`` as a normalised project-relative path; None when it is outside the workspace
-    or is the workspace itself."""
+    or is the workspace itself. ``workspace`` is its path here ("" when it has none: then no
+    absolute path is inside it)."""
     path = posixpath.normpath(name)
+    if posixpath.isabs(path) and not workspace:
+        return None
     if posixpath.isabs(path):
         rel = posixpath.relpath(path, posixpath.normpath(workspace))
         path = path if rel == ".." or rel.startswith("../") else rel
@@ -103,7 +106,7 @@ class ExperienceJob(RequestJob):
         self.plan = ExperienceWrite(
             description=req.description,
             strategy=req.strategy,
-            files=_project_files(self.principal.workspace, req.files),
+            files=_project_files(self.principal.path, req.files),
             lessons=lessons,
             trust=self.clean.trust,
             lesson_trust=trust,

@@ -157,14 +157,14 @@ def store_job(services: Services, who: Principal, req: p.MemoryStore) -> Request
     """
     if req.global_scope:
         return _store_job(services, who, req, None)
-    known, origin = cached_origin(req.workspace or who.workspace)
+    known, origin = cached_origin(who.path)
     return _store_job(services, who, req, origin) if known else None
 
 
 def _store_job(
     services: Services, who: Principal, req: p.MemoryStore, origin: GitOrigin | None
 ) -> _Store:
-    _check_origin_repo(req, req.workspace or who.workspace, origin)
+    _check_origin_repo(req, who.path or who.workspace, origin)
     req = msgspec.structs.replace(req, visibility=services.visibility(req.visibility))
     return _Store(who, req, origin)
 
@@ -177,7 +177,7 @@ async def store(services: Services, who: Principal, req: p.MemoryStore) -> p.Mem
     """
     job = store_job(services, who, req)
     if job is None:
-        origin = await anyio.to_thread.run_sync(git_origin, req.workspace or who.workspace)
+        origin = await anyio.to_thread.run_sync(git_origin, who.path)
         job = _store_job(services, who, req, origin)
     result: p.MemoryStored = await services.write(job)
     return result

@@ -236,7 +236,7 @@ class _RollUp(ExperienceJob):
         self.plan = ExperienceWrite(
             description=description,
             strategy=strategy,
-            files=_files(self.principal.workspace, episodes),
+            files=_files(self.principal.path, episodes),
             lessons=lessons,
             trust=score(f"{description}\n{strategy or ''}"),
             lesson_trust=lesson_trust,

@@ -98,6 +98,7 @@ async def build_report(parts: StatusParts, who: Principal) -> p.StatusReport:
             agent=c.principal.agent,
             client=c.principal.client,
             workspace=c.principal.workspace,
+            workspace_path=c.principal.path or None,
             pid=c.pid,
             connected_s=round(max(0.0, time.time() - c.connected_at), 1),
             requests=c.requests,

@@ -1,15 +1,52 @@
-"""Workspace approval requests (recallctl workspace approve / revoke / list)."""
+"""Workspace requests (recallctl workspace approve / revoke / list, recallctl workspaces),
+and the aliases a workspace is seen at."""
 
 from __future__ import annotations
 
+import logging
+
 from recall_client import protocol as p
 
+from ..domain.git_history import LRU
 from ..domain.principal import Principal
+from ..domain.workspace_identity import Workspace
+from ..errors import RecallError
 from ..pipeline.intake import RequestJob
-from ..store.port import ApprovalRow, WriteTx
+from ..pipeline.writer import WriteJob
+from ..store.port import ApprovalRow, Reader, WriteTx
 from .services import Services
 
-__all__ = ["approve", "listing", "revoke"]
+__all__ = ["approve", "listing", "revoke", "seen"]
+
+log = logging.getLogger(__name__)
+
+# (path, identity) pairs noted since start: a hello notes its checkout's once.
+_noted: LRU[tuple[str, str], bool] = LRU(1024)
+
+
+class _NoteAlias(WriteJob):
+    __slots__ = ("path", "workspace")
+    background = True
+
+    def __init__(self, path: str, workspace: str) -> None:
+        super().__init__()
+        self.path, self.workspace = path, workspace
+
+    def apply(self, tx: WriteTx, now: float) -> None:
+        tx.ops.note_alias(self.path, self.workspace, now)
+
+
+async def seen(services: Services, ws: Workspace) -> None:
+    """Note the checkout a hello came from as an alias of its workspace (queued, not
+    awaited: a hello never waits for a write)."""
+    if not ws.path or _noted.get((ws.path, ws.id)):
+        return
+    try:
+        await services.submit(_NoteAlias(ws.path, ws.id))
+    except RecallError as exc:  # busy: the next hello from there notes it
+        log.debug("alias %s of %s not noted: %s", ws.path, ws.id, exc.message)
+        return
+    _noted.put((ws.path, ws.id), True)
 
 
 class _Approve(RequestJob):
@@ -51,4 +88,21 @@ async def revoke(services: Services, who: Principal, req: p.WorkspaceRevoke) -> 
 async def listing(
     services: Services, who: Principal, req: p.WorkspaceList
 ) -> p.WorkspaceListResult:
-    return services.approvals.listing(services.settings().require_approval)
+    result = services.approvals.listing(services.settings().require_approval)
+    result.workspaces = await services.read_aside(_known)
+    return result
+
+
+def _known(reader: Reader) -> list[p.KnownWorkspace]:
+    counts = reader.ops.workspace_records()
+    aliases: dict[str, list[tuple[float, str]]] = {}
+    for row in reader.ops.aliases():
+        aliases.setdefault(row.workspace, []).append((row.seen_at, row.path))
+    return [
+        p.KnownWorkspace(
+            workspace=ws,
+            aliases=[path for _, path in sorted(aliases.get(ws, []), reverse=True)],
+            records=counts.get(ws, 0),
+        )
+        for ws in sorted(counts.keys() | aliases.keys())
+    ]

@@ -29,7 +29,10 @@ first whatever their score.
 from __future__ import annotations
 
 import calendar
+import functools
 import math
+import os
+import pwd
 import re
 import time
 from collections.abc import Iterable, Sequence
@@ -56,6 +59,7 @@ __all__ = [
     "Staleness",
     "contested_slots",
     "memory_filter",
+    "owner_of",
     "staleness",
     "use_outcomes",
 ]
@@ -94,6 +98,20 @@ class MemorySearchConfig:
 
 
 # --------------------------------------------------------------------------- words
+
+
+@functools.cache
+def _local_user() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a uid without a passwd entry (a container)
+        return str(os.getuid())
+
+
+def owner_of(row: MemoryRow) -> str:
+    """Whose a memory is: its database role, or where the database is one user's (SQLite),
+    the user this daemon runs as (only that user's peers reach it)."""
+    return row.owner or _local_user()
 
 
 def _names(query_tokens: set[str], subject: str | None) -> bool:
@@ -582,6 +600,8 @@ class MemoryReader:
                 text=row.text if full else make_snippet(row.text, terms, COMPACT_TEXT),
                 truncated=not full,
                 tags=row.tags,
+                visibility=row.visibility,
+                owner=owner_of(row),
                 source=row.source,
                 kind=row.kind,
                 subject=row.subject,
@@ -736,6 +756,8 @@ class MemoryReader:
             last_verified_at=row.last_verified_at,
             expires_at=row.expires_at,
             workspace=row.workspace,
+            visibility=row.visibility,
+            owner=owner_of(row),
             origin=row.origin,
             origin_repo=row.origin_repo,
             origin_commit=row.origin_commit,

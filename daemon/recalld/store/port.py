@@ -134,6 +134,8 @@ class MemoryRow:
     writer_model: str | None
     superseded_by: str | None
     visibility: p.Visibility
+    # The database role that wrote it; None where the database is one user's.
+    owner: str | None = None
     labels: dict[str, list[str]] = field(default_factory=dict)
     # (path, anchored) of every cited path.
     paths: list[tuple[str, bool]] = field(default_factory=list)
@@ -144,7 +146,9 @@ class MemoryRow:
 
     @property
     def path_base(self) -> str | None:
-        return self.origin_repo or self.origin
+        # The origin is a path only for a workspace keyed by its path (not a repository's).
+        origin = self.origin if self.origin and self.origin.startswith("/") else None
+        return self.origin_repo or origin
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +284,15 @@ class ApprovalRow:
     workspace: str
     approved_at: float
     approved_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class AliasRow:
+    """A path a workspace was seen at here (its local alias), and when last."""
+
+    path: str
+    workspace: str
+    seen_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,6 +485,15 @@ class OperationReads(Protocol):
     def doctor_figures(self, model: str | None) -> DoctorFigures: ...
     def approvals(self) -> list[ApprovalRow]: ...
     def credentials(self) -> list[CredentialRow]: ...
+    def rekey_pending(self) -> list[str]:
+        """The paths this install's rows are still keyed by and that have no alias yet,
+        while the re-keying by identity (schema 12 / 3) is unfinished; else none."""
+        ...
+
+    def aliases(self) -> list[AliasRow]: ...
+    def workspace_records(self) -> dict[str, int]:
+        """Live records per workspace this caller may read."""
+        ...
 
 
 class Reader(Protocol):
@@ -582,6 +604,13 @@ class OperationWrites(Protocol):
     ) -> tuple[list[p.ImportOutcome], list[int]]: ...
     def approve(self, workspace: str, by: str, now: float) -> ApprovalRow | None: ...
     def revoke_approval(self, workspace: str) -> bool: ...
+    def rekey(self, path: str, workspace: str, now: float) -> int:
+        """File this install's rows keyed by ``path`` under ``workspace`` and note the path
+        as its alias; how many records moved."""
+        ...
+
+    def rekey_done(self) -> None: ...
+    def note_alias(self, path: str, workspace: str, now: float) -> None: ...
     def enroll_agent(self, agent: str, token_digest: bytes, now: float) -> bool: ...
     def enrolled(self, agent: str) -> bool: ...
     def revoke_agent(self, agent: str) -> bool: ...

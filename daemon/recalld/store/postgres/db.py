@@ -299,6 +299,12 @@ class PgDb:
     def by_rowid(self, alias: str) -> str:
         return f"records {alias}"  # PostgreSQL's planner has statistics
 
+    def owner(self, table: str) -> str:
+        return f"{table}.owner"
+
+    def owned(self, table: str) -> str:
+        return f"{table}.owner = current_user"
+
     def lock(self, *key: str) -> None:
         self.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", ("\x1f".join(key),))
 

@@ -42,7 +42,7 @@ _CHILDREN = (
     "memory_meta memory_labels memory_paths memory_uses episodes experiences experience_rollups"
 ).split()
 # The owner's tables, not attached to a record's rowid: copied at the end.
-_OWNED = ("idempotency", "workspace_approvals", "agent_credentials")
+_OWNED = ("idempotency", "workspace_approvals", "workspace_aliases", "agent_credentials")
 # Columns PostgreSQL numbers itself (identities); everything else is copied as stored. The
 # schema versions are checked on both sides, so both tables have the same columns.
 _GENERATED = {"records": {"rowid"}, "memory_uses": {"id"}, "memory_events": {"id"}}

@@ -265,6 +265,21 @@ END $do$;""",
 
 _OWNER = "owner text NOT NULL DEFAULT current_user"
 
+
+def _owned_table(table: str) -> str:
+    """A table of rows their owner's alone, with version 2's policy and grants."""
+    return "\n".join(
+        [
+            f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;",
+            f"CREATE POLICY {table}_own ON {table} USING (owner = current_user)"
+            " WITH CHECK (owner = current_user);",
+            f"GRANT SELECT, DELETE ON {table} TO {MEMBER_ROLE};",
+            _grant_columns("INSERT", table, ()),
+            _grant_columns("UPDATE", table, ()),
+        ]
+    )
+
+
 # Numbered migrations: version = index + 1, recorded in schema_migrations. Never edit one
 # that has shipped; append.
 MIGRATIONS: list[str] = [
@@ -469,6 +484,28 @@ MIGRATIONS: list[str] = [
     f"""
     {_policies_v2()}
     {access_ddl(MEMBER_ROLE)}
+    """,
+    # 3: workspaces by repository identity, as SQLite's 12: each member's paths are its own
+    # aliases, and each member re-keys its own rows (from its own checkouts) at its start.
+    f"""
+    CREATE TABLE workspace_aliases (
+        {_OWNER},
+        path      text NOT NULL,
+        workspace text NOT NULL,
+        seen_at   double precision NOT NULL,
+        PRIMARY KEY (owner, path)
+    );
+    CREATE INDEX workspace_aliases_workspace ON workspace_aliases (workspace);
+    -- Whose rows are still to be re-keyed, for which schema version.
+    CREATE TABLE workspace_rekey (
+        {_OWNER},
+        since integer NOT NULL DEFAULT 3,
+        PRIMARY KEY (owner, since)
+    );
+    INSERT INTO workspace_rekey (owner)
+        SELECT owner FROM records UNION SELECT owner FROM workspace_approvals;
+    {_owned_table("workspace_aliases")}
+    {_owned_table("workspace_rekey")}
     """,
 ]
 

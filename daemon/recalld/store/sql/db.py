@@ -67,6 +67,16 @@ class Db(Protocol):
         lookups are always the cheapest way in, whatever else the statement asks."""
         ...
 
+    def owner(self, table: str) -> str:
+        """An expression for who owns a row of ``table``: its database role, or NULL where
+        the database is one user's."""
+        ...
+
+    def owned(self, table: str) -> str:
+        """A condition true for the rows of ``table`` (named so in the statement) that this
+        connection's own: all of them where the database is one user's."""
+        ...
+
     def lock(self, *key: str) -> None:
         """Keep other writers off ``key`` until this transaction ends: what a write reads
         before it decides (a subject's current facts, a session's last episode) stays true

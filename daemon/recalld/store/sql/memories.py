@@ -39,7 +39,7 @@ _ROW_SQL = (
     " m.distortion_tolerance, CASE WHEN m.rowid IS NULL THEN r.workspace ELSE m.origin END,"
     " m.origin_repo, m.origin_commit, m.verified_commit,"
     " coalesce(m.last_verified_at, r.created_at),"
-    " m.writer_client, m.writer_model, m.superseded_by, r.visibility"
+    " m.writer_client, m.writer_model, m.superseded_by, r.visibility, {owner}"
     " FROM {records} LEFT JOIN memory_meta m ON m.rowid = r.rowid"
 )
 
@@ -62,7 +62,7 @@ class MemoryReads:
         """Memory rows where ``condition``; ``keyed``: it names them by rowid (Db.by_rowid)."""
         records = self._conn.by_rowid("r") if keyed else "records r"
         rows = []
-        sql = _ROW_SQL.format(records=records)
+        sql = _ROW_SQL.format(records=records, owner=self._conn.owner("r"))
         for r in self._conn.execute(f"{sql} WHERE {condition}{tail}", params):
             values: list[Any] = [*r[:4], _tags.decode(r[4]), *r[5:]]
             rows.append(MemoryRow(*values))

@@ -25,7 +25,8 @@ from ...domain.dedup import (
 )
 from ...domain.policy import confidence, subject_key
 from ...errors import RecallError
-from ..port import ApprovalRow, CredentialRow, DoctorFigures
+from ..port import AliasRow, ApprovalRow, CredentialRow, DoctorFigures
+from . import workspaces
 from .db import Db
 from .experiences import lesson_stats
 from .filters import marks
@@ -105,6 +106,8 @@ INSTALL_TABLES = {
     "vector_changes": "the vector index snapshot's bookkeeping",
     "idempotency": "a client's retry keys against this install",
     "workspace_approvals": "the install's configuration (recallctl workspace)",
+    "workspace_aliases": "the paths of this install's checkouts",
+    "workspace_rekey": "the schema's bookkeeping (re-keying by identity)",
     "agent_credentials": "the install's secrets (recallctl agent)",
     "daemon_keys": "the install's secrets (the use-token key)",
     "schema_migrations": "the schema's version",
@@ -350,6 +353,15 @@ class OperationReads:
             )
         ]
 
+    def rekey_pending(self) -> list[str]:
+        return workspaces.rekey_pending(self._conn)
+
+    def aliases(self) -> list[AliasRow]:
+        return workspaces.aliases(self._conn)
+
+    def workspace_records(self) -> dict[str, int]:
+        return workspaces.workspace_records(self._conn)
+
     def credentials(self) -> list[CredentialRow]:
         return [
             CredentialRow(agent, bytes(digest), created)
@@ -521,6 +533,15 @@ class OperationWrites:
             "DELETE FROM workspace_approvals WHERE workspace = ?", (workspace,)
         )
         return cur.rowcount > 0
+
+    def rekey(self, path: str, workspace: str, now: float) -> int:
+        return workspaces.rekey(self._conn, path, workspace, now)
+
+    def rekey_done(self) -> None:
+        workspaces.rekey_done(self._conn)
+
+    def note_alias(self, path: str, workspace: str, now: float) -> None:
+        workspaces.note_alias(self._conn, path, workspace, now)
 
     def enroll_agent(self, agent: str, token_digest: bytes, now: float) -> bool:
         """Store the digest of a new token for ``agent``; True when it replaced one."""

@@ -278,6 +278,20 @@ MIGRATIONS: list[str] = [
         INSERT INTO vector_changes (record) VALUES (old.rowid);
     END;
     """,
+    # 12: workspaces are keyed by their repository's identity, not a path (see
+    # recalld.domain.workspace_identity); the paths a workspace is seen at are its local
+    # aliases. Rows keyed by a path are re-keyed at start (recalld.store.rekey), a path per
+    # transaction, while workspace_rekey holds a row: a start cut short resumes there.
+    """
+    CREATE TABLE workspace_aliases (
+        path      TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        seen_at   REAL NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX workspace_aliases_workspace ON workspace_aliases(workspace);
+    CREATE TABLE workspace_rekey (owner TEXT PRIMARY KEY) WITHOUT ROWID;
+    INSERT INTO workspace_rekey (owner) VALUES ('local');
+    """,
 ]
 
 
@@ -352,6 +366,12 @@ class SqliteDb(sqlite3.Connection):
         # for 100 rowids at 100k records in one workspace, against 0.06 ms by rowid.
         # NOT INDEXED leaves it the rowid lookups alone.
         return f"records {alias} NOT INDEXED"
+
+    def owner(self, table: str) -> str:
+        return "NULL"
+
+    def owned(self, table: str) -> str:
+        return "1 = 1"
 
     def lock(self, *key: str) -> None:
         """One writer connection, in BEGIN IMMEDIATE: every write is serialised already."""

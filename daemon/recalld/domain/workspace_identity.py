@@ -1,0 +1,201 @@
+"""A workspace's identity: the repository it is a checkout of, not the path it sits at.
+
+Records are filed under a workspace, and two checkouts of one project (two people's
+``/home/alice/src/app`` and ``/Users/bob/work/app``, or one person's git worktrees) must file
+under the same one. The identity is, in order:
+
+1. the normalised URL of the ``origin`` remote: scheme, user and password, port, a ``.git``
+   suffix and case folded, so ``git@github.com:Acme/App.git``,
+   ``ssh://git@github.com/acme/app`` and ``https://github.com/acme/app.git`` are all
+   ``github.com/acme/app`` (a local remote ``/srv/git/App.git`` is ``file:/srv/git/app``);
+2. else the repository's root commit, ``git-root:<id>`` (the first-parent chain's root from
+   HEAD): every clone of a repository without a remote agrees on it;
+3. else the path itself (not in a repository, or one refused): an absolute path, and no
+   other identity starts with ``/``.
+
+Every worktree of a repository reads the same config and history (git's common dir), so
+they are one workspace. The path stays the workspace's local alias.
+
+The repository is data, never instructions: nothing here runs git or anything its config
+names. libgit2 (:mod:`.git_history`, which runs nothing) finds the git dir and reads the
+history; this module reads ``commondir`` and ``config`` itself, each opened without
+following a symlink, refused unless a regular file (a FIFO would block the read), and read
+only up to a bound.
+``include`` and ``url.*.insteadOf`` of the config are not followed: the remote's URL as the
+repository records it is the identity.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from . import git_history
+
+__all__ = [
+    "Workspace",
+    "alias",
+    "cached",
+    "identify",
+    "named",
+    "normalise_remote",
+]
+
+# What an identity was derived from; "named": given by a client trusted to name one.
+Basis = Literal["origin", "root_commit", "path", "named"]
+
+MAX_URL = 2048
+TTL = 30.0
+CACHE = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """Where a request files: ``id`` (the identity records are keyed by) and ``path`` (the
+    local alias: the checkout's top level, or the path given)."""
+
+    id: str
+    path: str
+    basis: Basis
+
+
+_workspaces: git_history.LRU[str, tuple[float, Workspace]] = git_history.LRU(CACHE)
+# identity -> the path it was last derived from here
+_aliases: git_history.LRU[str, str] = git_history.LRU(CACHE)
+
+# Each is anchored and its runs possessive or disjoint: linear in the line, however hostile.
+_SCP = re.compile(r"^(?:[^@/]*+@)?([^:/]++):(.*)$")
+_URL = re.compile(r"^([a-z][a-z0-9+.-]*+)://([^/?#]*+)([^?#]*+)", re.IGNORECASE)
+_SECTION = re.compile(r'^\[\s*+([A-Za-z0-9.-]++)(?:\s++"((?:[^"\\]|\\.)*+)")?\s*+\](.*)$')
+
+
+def normalise_remote(url: str) -> str | None:
+    """The identity a remote URL names; None for one that names no place (empty, relative,
+    overlong). Linear in the URL."""
+    url = url.strip()
+    if not url or len(url) > MAX_URL:
+        return None
+    host: str
+    path: str
+    match = _URL.match(url)
+    if match is not None:
+        scheme, authority, path = match.groups()
+        host = authority.rsplit("@", 1)[-1]
+        if host.startswith("["):  # [v6]:port
+            host = host.split("]", 1)[0] + "]"
+        else:
+            host = host.split(":", 1)[0]
+        if scheme.lower() == "file":
+            host = ""
+    elif url.startswith("/"):
+        host, path = "", url
+    elif (scp := _SCP.match(url)) is not None and "/" not in scp.group(1):
+        host, path = scp.group(1), scp.group(2)
+    else:
+        return None  # a relative path: it names a place only from where it was cloned
+    path = path.strip("/")
+    while path.endswith(".git") or path.endswith("/"):
+        path = path.removesuffix(".git").rstrip("/")
+    if not path:
+        return None
+    if host:
+        return f"{host}/{path}".lower()
+    return f"file:/{path}".lower()
+
+
+def cached(path: str) -> Workspace | None:
+    """The identity of ``path`` when :func:`identify` would answer from its cache."""
+    hit = _workspaces.get(path)
+    if hit is None or time.monotonic() - hit[0] >= TTL:
+        return None
+    return hit[1]
+
+
+def identify(path: str) -> Workspace:
+    """The workspace ``path`` (absolute) is in. Cached for :data:`TTL` seconds."""
+    hit = cached(path)
+    if hit is not None:
+        return hit
+    given = os.path.normpath(path)
+    found = _identify(given)
+    _workspaces.put(path, (time.monotonic(), found))
+    _aliases.put(found.id, found.path)
+    return found
+
+
+def alias(identity: str) -> str:
+    """The path ``identity`` was last derived from here; "" when none was."""
+    return _aliases.get(identity) or ""
+
+
+def named(identity: str) -> Workspace:
+    """A workspace named by its identity (by a client that may), at its last known path."""
+    return Workspace(id=identity, path=alias(identity), basis="named")
+
+
+def _identify(path: str) -> Workspace:
+    top = git_history.top_level(path)
+    if top is None:
+        return Workspace(id=path, path=path, basis="path")
+    common = _common_dir(top)
+    if common is not None:
+        remote = _origin_url(os.path.join(common, "config"))
+        identity = normalise_remote(remote) if remote is not None else None
+        if identity is not None:
+            return Workspace(id=identity, path=top, basis="origin")
+    root = git_history.root_commit(top)
+    if root is not None:
+        return Workspace(id=f"git-root:{root}", path=top, basis="root_commit")
+    return Workspace(id=top, path=top, basis="path")
+
+
+def _common_dir(top: str) -> str | None:
+    gitdir = git_history.git_dir(top)
+    return git_history.common_dir(gitdir) if gitdir is not None else None
+
+
+def _origin_url(config: str) -> str | None:
+    """``remote.origin.url`` as the repository's own config file records it (the last one,
+    as git takes). Sections are matched case-insensitively, the subsection exactly."""
+    data = git_history.read_bounded(config, git_history.MAX_CONFIG_BYTES)
+    if data is None:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    in_origin = False
+    url: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = _SECTION.match(line)
+            in_origin = (
+                section is not None
+                and section.group(1).lower() == "remote"
+                and section.group(2) == "origin"
+            )
+            if section is None or not section.group(3):
+                continue
+            line = section.group(3).strip()  # [remote "origin"] url = ... on one line
+        if not in_origin:
+            continue
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() == "url":
+            url = _value(value)
+    return url
+
+
+def _value(raw: str) -> str:
+    """A config value: quotes removed, a comment outside quotes cut (escapes kept as is:
+    a URL has none that matter)."""
+    out: list[str] = []
+    quoted = False
+    for ch in raw.strip():
+        if ch == '"':
+            quoted = not quoted
+        elif ch in "#;" and not quoted:
+            break
+        else:
+            out.append(ch)
+    return "".join(out).strip()
