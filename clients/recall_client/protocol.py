@@ -2643,7 +2643,7 @@ class Imported(Reply, tag="imported"):
     # "new", "present" (its id is there already), or "duplicate" (the same live content
     # under another id: left alone).
     outcomes: list[ImportOutcome]
-    # Rows the ingest stage changed (a secret redacted, a NUL replaced).
+    # Rows the ingest stage changed (a secret redacted).
     redacted: int = 0
 
 
