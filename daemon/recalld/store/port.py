@@ -155,7 +155,7 @@ class Fact:
 @dataclass(frozen=True, slots=True)
 class UseRow:
     rowid: int
-    outcome: p.Outcome
+    outcome: p.StoredOutcome
     ts: float
     note: str | None
 
@@ -394,6 +394,10 @@ class MemoryReads(Protocol):
     def depended_on_by(self, memory_id: str) -> list[tuple[str, str, str | None]]: ...
     def depends_on(self, rowids: Sequence[int]) -> dict[int, list[tuple[str, str | None]]]: ...
     def prior_session_boundary(self, session: str) -> float | None: ...
+    def citing(self, paths: Sequence[str], f: Filter, limit: int) -> list[MemoryRow]:
+        """Up to ``limit`` memories under ``f`` citing one of ``paths``, newest first."""
+        ...
+
     def origin_repo(self, memory_id: str) -> str | None: ...
     def use_token_key(self) -> bytes: ...
     def newest_page(
@@ -423,6 +427,24 @@ class EpisodeReads(Protocol):
     def refs(
         self, workspace: str, session: str, agent: str | None, now: float, limit: int
     ) -> list[tuple[str, float, str]]: ...
+    def last_session(
+        self, workspace: str, uid: int, agent: str, session: str
+    ) -> tuple[str, float] | None:
+        """An agent's newest other session of the workspace, and its last episode's ts."""
+        ...
+
+    def unresolved(
+        self,
+        workspace: str,
+        uid: int,
+        agent: str,
+        session: str,
+        min_trust: float,
+        now: float,
+        limit: int,
+    ) -> list[EpisodeRow]:
+        """A session's failed steps no verdict has judged, newest first."""
+        ...
 
 
 class ExperienceReads(Protocol):
@@ -528,7 +550,7 @@ class MemoryWrites(Protocol):
         self,
         who: Principal,
         targets: Sequence[tuple[str, str | None]],
-        outcome: p.Outcome,
+        outcome: p.StoredOutcome,
         note: str | None,
         now: float,
     ) -> p.UseRecorded: ...
