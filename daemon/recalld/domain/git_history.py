@@ -527,7 +527,8 @@ class Changes:
 
 def changes_since(top: str, since_ts: float | None, budget: WalkBudget | None = None) -> Changes:
     """The branch of the repository at ``top`` and the paths changed by its first-parent
-    commits at or after ``since_ts`` (git's whole seconds; None: no paths): at most
+    commits after ``since_ts`` (None: no paths; git's times are whole seconds, so a commit in
+    the second of ``since_ts`` but after it is missed rather than an earlier one taken): at most
     :data:`CHANGED_COMMITS` commits and :data:`CHANGED_PATHS` paths, under ``budget``."""
     repo = _open(top)
     if repo is None:
@@ -542,9 +543,8 @@ def changes_since(top: str, since_ts: float | None, budget: WalkBudget | None = 
         return Changes(None, ())
     paths: dict[str, None] = {}
     if since_ts is not None:
-        since = math.floor(since_ts)
         for _ in range(CHANGED_COMMITS):
-            if not isinstance(commit, pygit2.Commit) or commit.commit_time < since:
+            if not isinstance(commit, pygit2.Commit) or commit.commit_time <= since_ts:
                 break
             if not budget.take(1 + len(paths) // 64):
                 break

@@ -1,8 +1,8 @@
 """What a context hook injects, gathered on a search worker and packed to a token budget.
 
 At a session's start: the workspace's current facts, its last session's failed steps no
-verdict has judged, the memories citing files that commits changed since that session, the
-lessons for the branch and those files, and the memories memory_search ranks for them. At
+verdict has judged, the memories citing files that commits changed since that session, and
+the lessons for the branch and those files. At
 a prompt: the facts, memories and lessons relevant to it. Memories are ranked by
 memory_search itself (:class:`MemoryReader`, the same reader contract and scores), lessons
 by get_execution_context; :mod:`.context_pack` dedupes and fits them.
@@ -54,8 +54,8 @@ HEADINGS = {
 PER_SECTION = 20
 # A line carries at most this much of an item's text (memory_show has the rest).
 LINE_CHARS = 300
-# Changed files named in a session start's query, at most.
-QUERY_FILES = 20
+# Lesson look-ups a session start makes at most (the branch, then changed files' names).
+START_QUERIES = 6
 SESSIONS = 4096
 IDS_PER_SESSION = 4096
 
@@ -197,9 +197,14 @@ def _failures(rows: Sequence[EpisodeRow]) -> list[Candidate]:
     ]
 
 
-def _changed_query(branch: str | None, paths: Sequence[str]) -> str:
-    names = [os.path.basename(path) for path in paths[:QUERY_FILES]]
-    return " ".join([*([branch] if branch else []), *names])[:4_000]
+def _start_queries(changes: git_history.Changes | None) -> list[str]:
+    """What a session start looks lessons up by: the branch, and each changed file's name
+    without its extension (``total`` for services/cart/total.py)."""
+    if changes is None:
+        return []
+    names = [os.path.splitext(os.path.basename(path))[0] for path in changes.paths]
+    queries = [changes.branch, *names] if changes.branch else names
+    return list(dict.fromkeys(q for q in queries if q.strip()))[:START_QUERIES]
 
 
 def gather(
@@ -250,10 +255,13 @@ def gather(
         add("facts", facts)
         add("failures", failures)
         add("changed", changed)
-        query = _changed_query(*((changes.branch, changes.paths) if changes else (None, ())))
-        if query.strip():
-            add("lessons", lessons(query, None))
-            add("memories", _hits(search(query, None))[1])
+        # One short query each (a long one would need three of its words in a lesson): the
+        # branch, and the names of the files changed.
+        found: dict[str, Candidate] = {}
+        for query in _start_queries(changes):
+            for lesson in lessons(query, None):
+                found.setdefault(lesson.id, lesson)
+        add("lessons", list(found.values()))
     else:
         assert req.prompt is not None
         cortex, memories = _hits(search(req.prompt, qvec))
