@@ -39,10 +39,7 @@ from .memory_reader import LOW_TRUST, MemoryReader, contested_slots, memory_filt
 
 __all__ = ["Injection", "SessionLog", "gather"]
 
-PREAMBLE = (
-    "recalld memory for this workspace: [id] before each item (memory_show for the whole "
-    "item; memory_record_use with the item's id records whether it helped)."
-)
+PREAMBLE = "recalld memory ([id]: memory_show has it whole; memory_record_use says if it helped):"
 HEADINGS = {
     "facts": "Current facts:",
     "failures": "Unresolved failures of the last session:",
