@@ -135,8 +135,7 @@ def test_bench_retrieval_compares_both_backends_on_the_same_data() -> None:
 
 def test_bench_retrieval_inject_reports_evidence_recall_at_each_budget() -> None:
     proc = subprocess.run(
-        [sys.executable, BENCH, str(FIXTURE), "--embedder", "hash", "--inject", "60,300"]
-        + ["--json", "--quiet"],
+        [sys.executable, BENCH, str(FIXTURE), "--embedder", "hash", "--inject", "60,300", "--json"],
         capture_output=True,
         text=True,
         timeout=120,
