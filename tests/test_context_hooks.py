@@ -229,6 +229,9 @@ async def test_each_injected_memory_is_a_use_its_token_settles(
     memories = {i.id: i for i in reply.items if i.id.startswith("mem_")}
     assert ids["total"] in memories and all(i.use_token for i in memories.values())
     assert all(i.drift == "fresh" for i in memories.values())  # no commit since they were made
+    # The uses are queued before the hook's answer: any write after it commits after them.
+    async with d.client(agent=AGENT, workspace=str(shop)) as rc:
+        await rc.call(p.CaptureEpisode(summary="a later step", session_id="s-uses"))
     uses = (
         "SELECT r.id, u.outcome, u.session, u.note"
         " FROM memory_uses u JOIN records r ON r.rowid = u.rowid"

@@ -9,6 +9,7 @@ id, says what became of it.
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 
 import anyio
@@ -23,6 +24,8 @@ from ..store.port import WriteTx
 from .services import Services
 
 __all__ = ["block"]
+
+log = logging.getLogger(__name__)
 
 
 class _Injected(WriteJob):
@@ -47,7 +50,7 @@ def _budget(services: Services, req: p.ContextBlock) -> int:
 
 
 async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.ContextInjected:
-    """context_block, on a search worker; durable uses when it returns.
+    """context_block, on a search worker; its uses are queued for the writer when it returns.
 
     Raises:
         RecallError: ``invalid_request`` for a prompt event without a prompt; ``busy`` /
@@ -91,9 +94,11 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
     assert found is not None
     log.add(workspace, req.session_id, [item.id for item in found.items])
     if found.uses:
+        # Queued, not waited for: the hook's answer does not wait for an fsync (the uses
+        # commit in the writer's next batch, before any later write of this connection).
         job = _Injected(who, req.event, found.uses)
+        job.on_done = _logged
         await services.submit(job)
-        await job.wait()
     return p.ContextInjected(
         id=0,
         event=req.event,
@@ -105,6 +110,11 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
         left_out=found.packed.left_out,
         given_before=found.packed.given_before,
     )
+
+
+def _logged(job: WriteJob) -> None:
+    if job.error is not None:
+        log.error("the uses of a context block were not recorded: %s", job.error)
 
 
 async def _embed_into(services: Services, query: str, into: PendingVector) -> None:

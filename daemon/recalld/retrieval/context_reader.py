@@ -137,10 +137,7 @@ def _rows_as_candidates(reader: Reader, rows: Sequence[MemoryRow], now: float) -
 
 def _facts(reader: Reader, workspace: str, now: float) -> list[MemoryRow]:
     """Current facts of the workspace: constraints first, then the newest."""
-    visible = memory_filter(now, workspace)
-    rows = reader.memories.newest_page(
-        visible, before=None, limit=PER_SECTION, kind="fact", current_only=True
-    )
+    rows = reader.memories.newest_facts(memory_filter(now, workspace), PER_SECTION)
     return sorted(rows, key=lambda r: not r.pinned)
 
 

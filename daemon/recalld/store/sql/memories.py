@@ -177,6 +177,18 @@ class MemoryReads:
         ).fetchone()
         return None if row[0] is None else float(row[0])
 
+    def newest_facts(self, f: Filter, limit: int) -> list[MemoryRow]:
+        """Up to ``limit`` current facts under ``f``, newest first: found from the subject
+        index, so a workspace's other records are not read."""
+        clause, params = where(self._conn, f)
+        return self._rows(
+            "r.rowid IN (SELECT rowid FROM memory_meta WHERE subject_key IS NOT NULL"
+            f" AND kind = 'fact' AND superseded_by IS NULL) AND {clause}",
+            [*params, limit],
+            " ORDER BY r.ts DESC, r.id DESC LIMIT ?",
+            keyed=True,
+        )
+
     def citing(self, paths: Sequence[str], f: Filter, limit: int) -> list[MemoryRow]:
         """Up to ``limit`` memories under ``f`` that cite one of ``paths``, newest first."""
         if not paths:
