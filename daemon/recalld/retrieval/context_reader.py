@@ -24,6 +24,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 import numpy as np
 from recall_client import protocol as p
@@ -35,12 +36,21 @@ from ..store.port import EpisodeRow, MemoryRow, Reader
 from . import experience_reader
 from .context_pack import Candidate, Packed, Section, TokenCounter, pack
 from .fusion import PendingVector
-from .memory_reader import LOW_TRUST, MemoryReader, contested_slots, memory_filter, staleness
+from .memory_reader import (
+    LOW_TRUST,
+    MemoryReader,
+    contested_slots,
+    memory_filter,
+    staleness,
+    use_outcomes,
+)
 
 __all__ = ["Injection", "SessionLog", "gather"]
 
 PREAMBLE = "recalld memory ([id]: memory_show has it whole; memory_record_use says if it helped):"
-HEADINGS = {
+_SECTIONS: dict[str, p.ContextSection] = {s: s for s in get_args(p.ContextSection)}
+_VERDICTS: dict[str, p.StalenessVerdict] = {v: v for v in get_args(p.StalenessVerdict)}
+HEADINGS: dict[p.ContextSection, str] = {
     "facts": "Current facts:",
     "failures": "Unresolved failures of the last session:",
     "changed": "Memories citing files changed since the last session:",
@@ -118,10 +128,12 @@ def _rows_as_candidates(reader: Reader, rows: Sequence[MemoryRow], now: float) -
     """Memory rows (current facts, memories citing changed files), judged like hits are."""
     rows = [r for r in rows if r.superseded_by is None and r.trust >= LOW_TRUST]
     contested = contested_slots(reader, list(rows), now)
+    outcomes = use_outcomes(reader, rows, now)
     budget = git_history.WalkBudget()
     out = []
     for row in rows:
-        verdict = staleness(row, now, unresolved_contradiction=False, budget=budget).verdict
+        contradicted = outcomes[row.rowid].unresolved_contradiction
+        verdict = staleness(row, now, unresolved_contradiction=contradicted, budget=budget).verdict
         disputed = (row.subject_key, row.origin) in contested
         out.append(
             Candidate(
@@ -141,18 +153,15 @@ def _facts(reader: Reader, workspace: str, now: float) -> list[MemoryRow]:
     return sorted(rows, key=lambda r: not r.pinned)
 
 
-def _hits(result: p.MemorySearchResult) -> tuple[list[Candidate], list[Candidate]]:
-    """(facts, memories) of a memory_search answer, in its order, without what a block never
+def _cortex(reader: Reader, result: p.MemorySearchResult, now: float) -> list[Candidate]:
+    """The current facts of a memory_search answer, in its order, judged as rows are."""
+    rows = reader.memories.live([c.id for c in result.cortex])
+    return _rows_as_candidates(reader, [rows[c.id] for c in result.cortex if c.id in rows], now)
+
+
+def _hits(result: p.MemorySearchResult) -> list[Candidate]:
+    """The memories of a memory_search answer, in its order, without what a block never
     carries (superseded, low trust)."""
-    facts = [
-        Candidate(
-            id=c.id,
-            line=_memory_line(c.id, c.text, c.subject, None, c.contested),
-            contested=c.contested,
-            memory_id=c.id,
-        )
-        for c in result.cortex
-    ]
     memories = []
     for h in result.hits:
         if h.superseded or h.low_trust:
@@ -167,7 +176,7 @@ def _hits(result: p.MemorySearchResult) -> tuple[list[Candidate], list[Candidate
                 memory_id=h.id,
             )
         )
-    return facts, memories
+    return memories
 
 
 def _lessons(lessons: Sequence[p.LessonInfo]) -> list[Candidate]:
@@ -251,16 +260,16 @@ def gather(
         add("changed", changed)
         # One short query each (a long one would need three of its words in a lesson): the
         # branch, and the names of the files changed.
-        found: dict[str, Candidate] = {}
+        applying: dict[str, Candidate] = {}
         for query in _start_queries(changes):
             for lesson in lessons(query, None):
-                found.setdefault(lesson.id, lesson)
-        add("lessons", list(found.values()))
+                applying.setdefault(lesson.id, lesson)
+        add("lessons", list(applying.values()))
     else:
         assert req.prompt is not None
-        cortex, memories = _hits(search(req.prompt, qvec))
-        add("facts", cortex)
-        add("memories", memories)
+        found = search(req.prompt, qvec)
+        add("facts", _cortex(reader, found, now))
+        add("memories", _hits(found))
         add("lessons", lessons(req.prompt, qvec))
     packed = pack(PREAMBLE, sections, budget, given, count)
     key = reader.memories.use_token_key()
@@ -273,9 +282,9 @@ def gather(
         items.append(
             p.ContextItem(
                 id=cand.id,
-                section=section,  # type: ignore[arg-type]
+                section=_SECTIONS[section],
                 tokens=tokens,
-                drift=cand.drift,  # type: ignore[arg-type]
+                drift=None if cand.drift is None else _VERDICTS[cand.drift],
                 contested=cand.contested,
                 use_token=token,
             )
