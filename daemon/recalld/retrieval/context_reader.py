@@ -233,7 +233,11 @@ def gather(
         ask = p.MemorySearch(query=query, limit=PER_SECTION, workspace=workspace)
         return memory.search(reader, who, ask, vec)
 
+    any_lessons = experience_reader.has_lessons(reader, workspace)
+
     def lessons(task: str, vec: np.ndarray | PendingVector | None) -> list[Candidate]:
+        if not any_lessons:
+            return []
         if isinstance(vec, PendingVector):
             vec = vec.wait()  # done: the memory search waited for it already
         found, _ = experience_reader.context(reader, workspace, task, vec, 3)
