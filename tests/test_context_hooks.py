@@ -303,3 +303,13 @@ async def test_budget_zero_in_the_config_turns_the_hook_off(
     assert out.returncode == 0 and out.stdout == "", out.stderr
     start = context_hook(d, hook_payload("claude_code_session_start.json", shop))
     assert additional_context(start, "SessionStart")  # the other budget still applies
+
+
+@pytest.mark.sqlite_only
+async def test_gemini_clis_before_agent_payload_gets_its_own_event_name_back(
+    running_daemon: DaemonProcess, shop: Path
+) -> None:
+    ids = await previous_session(running_daemon, shop)
+    out = context_hook(running_daemon, hook_payload("gemini_cli_before_agent.json", shop))
+    block = additional_context(out, "BeforeAgent")
+    assert ids["total"] in item_ids(block) and count([block])[0] <= 600
