@@ -391,8 +391,10 @@ async def bench_context(d: Daemon, queries: list[str]) -> Figures:
     """Context hook requests as ``recallctl context`` sends them (its hello, its request),
     one connection each as a hook makes: each query a prompt of a session of its own (so
     nothing was given before and the whole budget is packed), and a session start per
-    session. p50 and p99 in ms of each event, the connection included."""
-    lat: dict[str, list[float]] = {"prompt": [], "session_start": []}
+    session; beside them, on the same connections, the memory_search the prompt's block is
+    ranked by (20 hits: the block's depth), for what the block adds to it under the same
+    load. p50 and p99 in ms of each, the connection included."""
+    lat: dict[str, list[float]] = {"prompt": [], "session_start": [], "search": []}
     for i, q in enumerate([*queries[:10], *queries]):
         events: tuple[p.ContextEvent, ...] = ("session_start", "prompt")
         for event in events:
@@ -411,7 +413,14 @@ async def bench_context(d: Daemon, queries: list[str]) -> Figures:
                 await rc.call(req, p.ContextInjected)
             if i >= 10:  # the first ten warm the caches
                 lat[event].append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        async with connect(agent="claude-code", workspace="/bench/search", path=d.socket) as rc:
+            await rc.call(p.MemorySearch(query=q, limit=20), p.MemorySearchResult)
+        if i >= 10:
+            lat["search"].append((time.perf_counter() - t) * 1000)
     return {
+        "search_p50": statistics.median(lat["search"]),
+        "search_p99": pct(lat["search"], 0.99),
         "prompt_p50": statistics.median(lat["prompt"]),
         "prompt_p99": pct(lat["prompt"], 0.99),
         "start_p50": statistics.median(lat["session_start"]),
@@ -446,7 +455,8 @@ async def run_context(args: argparse.Namespace) -> Figures:
             log(
                 f"context {label}: prompt p50 {figures['prompt_p50']:.1f} ms p99 "
                 f"{figures['prompt_p99']:.1f} ms, session start p50 {figures['start_p50']:.1f}"
-                f" ms p99 {figures['start_p99']:.1f} ms"
+                f" ms p99 {figures['start_p99']:.1f} ms; memory_search (20) p50"
+                f" {figures['search_p50']:.1f} ms p99 {figures['search_p99']:.1f} ms"
             )
     return out
 
