@@ -313,3 +313,25 @@ async def test_gemini_clis_before_agent_payload_gets_its_own_event_name_back(
     out = context_hook(running_daemon, hook_payload("gemini_cli_before_agent.json", shop))
     block = additional_context(out, "BeforeAgent")
     assert ids["total"] in item_ids(block) and count([block])[0] <= 600
+
+
+@pytest.mark.real_model
+@pytest.mark.sqlite_only
+async def test_with_the_real_model_the_budget_is_its_tokenizers(
+    daemon_factory: Any, shop: Path
+) -> None:
+    from recalld.pipeline.bundled_model import bundled_model_path
+    from tokenizers import Tokenizer
+
+    d = daemon_factory(embedder="minilm")
+    await d.start()
+    await previous_session(d, shop)
+    prompt = hook_payload("claude_code_user_prompt_submit.json", shop)
+    reply = json.loads(context_hook(d, prompt, "--budget", "80", "--json").stdout)
+    wordpiece = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
+    wordpiece.no_truncation()
+    wordpiece.no_padding()
+    counted = len(wordpiece.encode(reply["text"], add_special_tokens=False).ids)
+    assert reply["tokenizer"] == "all-MiniLM-L6-v2"
+    assert reply.get("items"), reply
+    assert reply["tokens"] == counted <= 80
