@@ -14,6 +14,8 @@ over its socket, with the real bundled model, on this machine, in this run.
   --only split    the mixed load on one daemon against its searches on a second daemon over
                   a copy of the store, --runs times alternated (median): the most search
                   worker processes could give on this machine (with --quick: 10k, 15 s)
+  --only context  only the context hook: p50/p99 of context_block requests (a prompt, a
+                  session start) on a warm daemon at 10k and 100k records (1M with --large)
 
   --backend sqlite    the embedded store (the default)
   --backend postgres  team memory: PostgreSQL 18 + pgvector on a throwaway local server
@@ -399,6 +401,80 @@ async def bench_search(
                 asked.add(q)
                 first.append(lat[-1])
     return statistics.median(lat), pct(lat, 0.99), statistics.median(first)
+
+
+async def bench_context(d: Daemon, queries: list[str]) -> Figures:
+    """Context hook requests as ``recallctl context`` sends them (its hello, its request),
+    one connection each as a hook makes: each query a prompt of a session of its own (so
+    nothing was given before and the whole budget is packed), and a session start per
+    session; beside them, on the same connections, the memory_search the prompt's block is
+    ranked by (20 hits: the block's depth), for what the block adds to it under the same
+    load. p50 and p99 in ms of each, the connection included."""
+    lat: dict[str, list[float]] = {"prompt": [], "session_start": [], "search": []}
+    for i, q in enumerate([*queries[:10], *queries]):
+        events: tuple[p.ContextEvent, ...] = ("session_start", "prompt")
+        for event in events:
+            req = p.ContextBlock(
+                event=event,
+                session_id=f"bench-{i}",
+                prompt=q if event == "prompt" else None,
+            )
+            t = time.perf_counter()
+            async with connect(
+                agent="claude-code",
+                workspace="/bench/search",
+                path=d.socket,
+                session=req.session_id,
+            ) as rc:
+                await rc.call(req, p.ContextInjected)
+            if i >= 10:  # the first ten warm the caches
+                lat[event].append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        async with connect(agent="claude-code", workspace="/bench/search", path=d.socket) as rc:
+            await rc.call(p.MemorySearch(query=q, limit=20), p.MemorySearchResult)
+        if i >= 10:
+            lat["search"].append((time.perf_counter() - t) * 1000)
+    return {
+        "search_p50": statistics.median(lat["search"]),
+        "search_p99": pct(lat["search"], 0.99),
+        "prompt_p50": statistics.median(lat["prompt"]),
+        "prompt_p99": pct(lat["prompt"], 0.99),
+        "start_p50": statistics.median(lat["session_start"]),
+        "start_p99": pct(lat["session_start"], 0.99),
+    }
+
+
+async def run_context(args: argparse.Namespace) -> Figures:
+    """The context hook's figures alone: the search corpora (10k, 100k unless --quick, 1M
+    with --large), a warm daemon on each, :func:`bench_context`'s requests."""
+    out: Figures = {}
+    model = bare_model()
+    basis = model.encode(synthetic_texts(2000, seed=5))
+    del model
+    queries = synthetic_queries(300)
+    sizes = [("10k", 10_000)] + ([] if args.quick else [("100k", 100_000)])
+    sizes += [("1m", 1_000_000)] if args.large else []
+    with tempfile.TemporaryDirectory(prefix="recalld-bench-") as tmp:
+        for label, n in sizes:
+            corpus = Path(tmp) / f"context-{label}"
+            corpus.mkdir()
+            build_corpus(corpus / "data", n, basis.shape[1], basis)
+            d = Daemon(corpus)
+            await d.start()
+            try:
+                await d.wait_embedded()
+                figures = await bench_context(d, queries)
+            finally:
+                d.stop()
+            for name, value in figures.items():
+                out[f"context_{name}_ms_{label}"] = value
+            log(
+                f"context {label}: prompt p50 {figures['prompt_p50']:.1f} ms p99 "
+                f"{figures['prompt_p99']:.1f} ms, session start p50 {figures['start_p50']:.1f}"
+                f" ms p99 {figures['start_p99']:.1f} ms; memory_search (20) p50"
+                f" {figures['search_p50']:.1f} ms p99 {figures['search_p99']:.1f} ms"
+            )
+    return out
 
 
 # The mixed load's searches: two words that each match about one record in ten of the
@@ -986,6 +1062,8 @@ TARGETS = {
     "rss_daemon_plus_8_shims_mb": ("<=", 900),
     "shim_initialize_s": ("<=", 0.8),
     "mixed_ops_per_s_64": (">=", 1500),
+    "context_prompt_p99_ms_100k": ("<=", 150),
+    "context_start_p99_ms_100k": ("<=", 150),
     "mixed_search_p99_ms_64": ("<=", 150),
     "daemon_accepting_s": ("<=", 1.0),
 }
@@ -1067,9 +1145,10 @@ def main() -> None:
     )
     ap.add_argument(
         "--only",
-        choices=["capture", "shim", "split"],
+        choices=["capture", "shim", "split", "context"],
         help="one step alone (capture: raw, start-up, capture; shim: its start-up and RSS;"
-        " split: the mixed load on one daemon and with its searches on a second)",
+        " split: the mixed load on one daemon and with its searches on a second;"
+        " context: the context hook's latency)",
     )
     ap.add_argument(
         "--runs", type=int, default=7, help="shim spawns with --only shim (7); split rounds"
@@ -1078,7 +1157,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.backend == "postgres" and (args.peer or args.large):
         ap.error("--peer and --large measure the SQLite store: use --backend sqlite or both")
-    if args.only and (args.peer or args.large):
+    if (args.only and args.peer) or (args.large and args.only not in (None, "context")):
         ap.error("--peer and --large are steps of their own: leave out --only")
     if args.only == "split" and args.backend != "sqlite":
         ap.error("--only split runs on SQLite: no --backend")
@@ -1089,6 +1168,8 @@ def main() -> None:
             out = anyio.run(run_shim, args.runs)
         elif args.only == "split":
             out = anyio.run(run_split, args.runs, args.quick)
+        elif args.only == "context":
+            out = anyio.run(run_context, args)
         else:
             out = anyio.run(run, args)
     except PeerError as exc:

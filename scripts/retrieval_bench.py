@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 import anyio
 from bench_backends import PgBench, backends_of, daemon_env
+from inject_bench import inject_all, parse_budgets, print_table
 from recall_client import protocol as p
 from recall_client.client import RecallClient, connect
 from recall_client.launch import daemon_command, start_daemon
@@ -351,6 +352,8 @@ class BackendRun:
 
     results: dict[str, dict[str, Any]]
     tops: dict[str, list[list[str]]]
+    # With --inject: evidence recall at each budget (inject_bench.inject_all).
+    inject: dict[str, Any] | None = None
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -379,6 +382,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     say(f"backend {b}")
                     runs[b] = await _run_backend(args, data, where, url)
     out: dict[str, Any] = {b: r.results for b, r in runs.items()}
+    if args.inject:
+        out["inject"] = {b: r.inject for b, r in runs.items()}
     if len(runs) > 1:
         sq, pg_run = runs["sqlite"], runs["postgres"]
         out["difference"] = {
@@ -436,6 +441,10 @@ async def _run_backend(
                 )
                 run.results[mode] = _report(rows, latencies)
                 run.tops[mode] = tops
+            if args.inject:
+                run.inject = await inject_all(
+                    rc, data.queries, loaded.ids, args.inject, args.modes[0]
+                )
     except BaseException:
         if daemon.log.exists():
             sys.stderr.write(daemon.log.read_text(errors="replace")[-4000:])
@@ -574,8 +583,21 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         " PostgreSQL 18 with pgvector, a fresh database) or both, one after the other, with"
         " the difference; --json then prints {sqlite, postgres, difference}",
     )
+    ap.add_argument(
+        "--inject",
+        nargs="?",
+        const="300,600,1200",
+        metavar="BUDGETS",
+        help="also each query as a context hook's prompt: the share of its evidence in the"
+        " injected block at each token budget (default 300,600,1200), beside top-k search cut"
+        " to the same budget (first --mode); --json then prints {search, inject}",
+    )
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = ap.parse_args(argv)
+    try:
+        args.inject = parse_budgets(args.inject) if args.inject else None
+    except ValueError as exc:
+        ap.error(str(exc))
     args.modes = list(dict.fromkeys(m.strip() for m in args.mode.split(",")))
     if unknown := [m for m in args.modes if m not in ("keyword", "bm25", "hybrid")]:
         ap.error(f"unknown --mode {', '.join(unknown)} (keyword, bm25, hybrid)")
@@ -594,7 +616,17 @@ def main(argv: list[str] | None = None) -> None:
     name = args.dataset.resolve().name
     backends = backends_of(args.backend)
     if args.json:
-        shown = one(out[backends[0]]) if len(backends) == 1 else {k: one(v) for k, v in out.items()}
+        shown = (
+            one(out[backends[0]])
+            if len(backends) == 1
+            else {k: one(v) for k, v in out.items() if k != "inject"}
+        )
+        if args.inject:
+            inject = out["inject"]
+            shown = {
+                "search": shown,
+                "inject": inject[backends[0]] if len(backends) == 1 else inject,
+            }
         print(json.dumps(shown, indent=1))
         return
     for b in backends:
@@ -605,6 +637,8 @@ def main(argv: list[str] | None = None) -> None:
             _print_difference(
                 name, mode, out["sqlite"][mode], out["postgres"][mode], out["difference"][mode]
             )
+    for b in backends if args.inject else ():
+        print_table(name if len(backends) == 1 else f"{name} on {b}", out["inject"][b])
 
 
 if __name__ == "__main__":

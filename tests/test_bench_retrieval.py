@@ -165,3 +165,37 @@ def test_dropping_a_letter_keeps_the_word_s_ends_and_is_the_same_every_run() -> 
         assert len(dropped) == len(word) - 1
         assert dropped[0] == word[0] and dropped[-2:] == word[-2:]
         assert dropped == drop_letter(word)
+
+
+def test_bench_retrieval_inject_reports_evidence_recall_at_each_budget() -> None:
+    proc = subprocess.run(
+        [sys.executable, BENCH, str(FIXTURE), "--embedder", "hash", "--inject", "60,300", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert set(result) == {"search", "inject"} and result["search"]["overall"]["n"] == 7
+    inject = result["inject"]
+    assert set(inject) == {"60", "300", "latency_ms"}
+    for budget in (60, 300):
+        at = inject[str(budget)]
+        assert at["n"] == 7 and set(at["by_category"]) == {"multi-hop", "single-hop"}
+        for side in ("injected", "top_k"):
+            assert 0 <= at[side]["evidence_recall"] <= 1
+            assert 0 <= at[side]["tokens_mean"] <= budget
+    # A tighter budget holds fewer memories, on both sides; the loose one finds evidence.
+    assert inject["60"]["injected"]["items_mean"] < inject["300"]["injected"]["items_mean"]
+    assert inject["60"]["top_k"]["items_mean"] < inject["300"]["top_k"]["items_mean"]
+    assert inject["300"]["injected"]["evidence_recall"] > 0.5
+
+
+def test_bench_retrieval_refuses_a_budget_that_is_not_a_positive_number() -> None:
+    proc = subprocess.run(
+        [sys.executable, BENCH, str(FIXTURE), "--inject", "0,abc"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "--inject" in proc.stderr

@@ -29,7 +29,13 @@ def test_the_table_has_a_row_per_key_saying_whether_sighup_applies_it() -> None:
     keys = [row.split("|")[1].strip().strip("`") for row in rows]
     assert keys == list(Settings.__struct_fields__)
     applied = {k for k, row in zip(keys, rows, strict=True) if "| applied |" in row}
-    assert applied == RELOADABLE == {"log_level", "require_approval"}
+    assert applied == RELOADABLE
+    assert RELOADABLE == {
+        "log_level",
+        "require_approval",
+        "context_session_budget",
+        "context_prompt_budget",
+    }
 
 
 def test_every_key_is_read_from_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:

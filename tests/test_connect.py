@@ -17,11 +17,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from recall_client.ctl_context import CONTEXT_HOOK_TIMEOUT_S
 from recall_client.jsonc_edit import JsonDocument, JsonSyntaxError
 
 from .conftest import BIN, DaemonProcess
 from .episode_helpers import search
 from .test_episodes_hooks import payload, readme_hook_command, run_hook
+
+CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
 
 MCP = str(BIN / "recall-mcp")
 CTL = str(BIN / "recallctl")
@@ -305,7 +308,14 @@ def test_claude_code_gets_the_documented_capture_hooks_beside_its_own(home: Path
     expected = json.loads(
         json.dumps(readme["hooks"]).replace(json.dumps(command)[1:-1], shlex.join(argv))
     )
-    assert {e: g for e, g in ours.items() if g} == expected
+    assert {e: g for e, g in ours.items() if g and e in readme["hooks"]} == expected
+    # And the context hooks: a session's start and each prompt run `recallctl context`.
+    assert {e for e, g in ours.items() if g} == {*readme["hooks"], *CONTEXT_EVENTS}
+    for event in CONTEXT_EVENTS:
+        [group] = ours[event]
+        [hook] = group["hooks"]
+        assert shlex.split(hook["command"]) == [CTL, "--agent", "claude-code", "context"]
+        assert hook["timeout"] == CONTEXT_HOOK_TIMEOUT_S and "matcher" not in group
     # The user's own hooks and settings are untouched, their bytes too.
     original = json.loads(CLAUDE_SETTINGS)
     assert hooks["PostToolUse"][0] == original["hooks"]["PostToolUse"][0]

@@ -15,6 +15,7 @@ from . import (
     __version__,
     ctl_capture,
     ctl_connect,
+    ctl_context,
     ctl_db,
     ctl_experience,
     ctl_memories,
@@ -204,6 +205,11 @@ def _utf8(raw: bytes) -> str:
 def _read_episodes(args: argparse.Namespace) -> None:
     """``capture``'s stdin, read as UTF-8. Raises UsageError: it is not."""
     args.stdin_text = _utf8(sys.stdin.buffer.read())
+
+
+def _read_payload(args: argparse.Namespace) -> None:
+    """``context``'s stdin, as bytes (the payload is JSON, read under a bound)."""
+    args.stdin_bytes = sys.stdin.buffer.read(ctl_context.MAX_PAYLOAD + 1)
 
 
 async def _store(rc: RecallClient, args: argparse.Namespace) -> int:
@@ -408,6 +414,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     ca.add_argument("--json", action="store_true", help="one JSON reply per episode")
     ca.set_defaults(local=ctl_capture.capture, prepare=_read_episodes)
+
+    cx = sub.add_parser(
+        "context",
+        help="print the context a host's hook injects (for agent hooks)",
+        description="Read a host's context hook payload from stdin (Claude Code and Codex: "
+        "SessionStart, UserPromptSubmit; Gemini CLI: SessionStart, BeforeAgent) and print "
+        "the block recalld builds for it, within a token budget, as the host's "
+        "hookSpecificOutput.additionalContext. Never blocks the host: with no daemon, a bad "
+        "payload or any error it prints nothing on stdout, one line on stderr, and exits 0.",
+    )
+    cx.add_argument(
+        "--budget",
+        type=int,
+        metavar="TOKENS",
+        help="the block's size in tokens (default: the daemon's context_session_budget or "
+        "context_prompt_budget; 0: nothing)",
+    )
+    cx.add_argument("--json", action="store_true", help="print the daemon's whole reply")
+    cx.set_defaults(local=ctl_context.context, prepare=_read_payload)
 
     ws = sub.add_parser(
         "work-search",

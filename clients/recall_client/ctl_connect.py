@@ -3,10 +3,10 @@ agent host's own config files.
 
 Each host keeps its MCP servers in a file of its own shape (:data:`HOSTS`); connect writes
 the ``recalld`` server there (this install's ``recall-mcp``, ``--agent`` named after the
-host) and, where the host runs hook commands, the capture hooks (this install's
-``recallctl ... capture``). Files are edited in place: JSON and JSONC through
-:mod:`.jsonc_edit` (other members, comments and layout untouched), TOML through tomlkit
-(likewise). Every file is parsed before any is written, so a file that does not parse
+host) and, where the host runs hook commands, the capture and context hooks (this install's
+``recallctl ... capture`` and ``recallctl ... context``). Files are edited in place: JSON and
+JSONC through :mod:`.jsonc_edit` (other members, comments and layout untouched), TOML through
+tomlkit (likewise). Every file is parsed before any is written, so a file that does not parse
 changes nothing; a changed file is backed up beside itself first; a second run finds nothing
 to change and says so.
 """
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .ctl_capture import HOOK_TIMEOUT_S
+from .ctl_context import CONTEXT_HOOK_TIMEOUT_S
 from .jsonc_edit import JsonDocument, JsonSyntaxError
 
 __all__ = ["HOSTS", "SERVER_NAME", "HookSpec", "Host", "add_commands", "hook_command", "plan"]
@@ -40,11 +41,12 @@ Format = Literal["json", "jsonc", "toml"]
 @dataclass(frozen=True)
 class HookSpec:
     """One hook a host runs: on ``event`` (for tools matching ``matcher``), this recallctl
-    with ``argv`` (``capture --quiet``; a ``context`` hook is one more spec)."""
+    with ``argv`` (``capture --quiet``, ``context``), given ``timeout`` seconds."""
 
     event: str
     matcher: str | None
     argv: tuple[str, ...]
+    timeout: int = HOOK_TIMEOUT_S
 
 
 # The capture hooks, as docs/usage.md's "Capturing episodes with hooks" shows them.
@@ -52,6 +54,11 @@ CAPTURE_HOOKS = (
     HookSpec("PostToolUse", "*", ("capture", "--quiet")),
     HookSpec("PostToolUseFailure", "*", ("capture", "--quiet")),
     HookSpec("Stop", None, ("capture", "--quiet")),
+)
+# The context hooks: a session's start (new, resumed, cleared or compacted) and each prompt.
+CONTEXT_HOOKS = (
+    HookSpec("SessionStart", None, ("context",), CONTEXT_HOOK_TIMEOUT_S),
+    HookSpec("UserPromptSubmit", None, ("context",), CONTEXT_HOOK_TIMEOUT_S),
 )
 
 
@@ -106,7 +113,7 @@ HOSTS: dict[str, Host] = {
             installed=lambda: (_home() / ".claude").is_dir() or (_home() / ".claude.json").exists(),
             hooks_user_file=lambda: _home() / ".claude" / "settings.json",
             hooks_project_file=".claude/settings.json",
-            hooks=CAPTURE_HOOKS,
+            hooks=CAPTURE_HOOKS + CONTEXT_HOOKS,
         ),
         Host(
             "codex",
@@ -339,7 +346,7 @@ def _is_recalld_group(group: Any) -> bool:
 def _hook_group(host: Host, spec: HookSpec) -> dict[str, Any]:
     group: dict[str, Any] = {} if spec.matcher is None else {"matcher": spec.matcher}
     group["hooks"] = [
-        {"type": "command", "command": hook_command(host, spec), "timeout": HOOK_TIMEOUT_S}
+        {"type": "command", "command": hook_command(host, spec), "timeout": spec.timeout}
     ]
     return group
 

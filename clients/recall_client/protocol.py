@@ -40,6 +40,9 @@ __all__ = [
     "CommitDrift",
     "ConnectedAgent",
     "Contender",
+    "ContextBlock",
+    "ContextInjected",
+    "ContextItem",
     "CortexFact",
     "DatabaseStatus",
     "DependsOn",
@@ -194,6 +197,9 @@ Authority = Literal["first-party", "quoted"]
 Visibility = Literal["private", "team"]
 DistortionTolerance = Literal["constraint"]
 Outcome = Literal["used", "ignored", "contradicted", "corrected"]
+# A use as stored: an outcome, or "injected" (a context hook put the memory in a prompt; a
+# memory_record_use of the token it was injected with replaces it with the outcome).
+StoredOutcome = Literal["used", "ignored", "contradicted", "corrected", "injected"]
 Relevance = Literal["high", "medium", "low"]
 StalenessVerdict = Literal["fresh", "spot_check_recommended", "spot_check_required"]
 
@@ -1006,6 +1012,26 @@ class Forget(Request, tag="forget"):
     ]
 
 
+# ---- context injection (the hosts' context hooks)
+
+ContextEvent = Literal["session_start", "prompt"]
+
+
+class ContextBlock(Request, tag="context_block"):
+    """The context a host's hook injects: at a session's start the workspace's current
+    facts, the lessons for its branch, the last session's unresolved failures and the
+    memories citing files changed since; at a prompt what is relevant to it that this
+    session was not given yet. Within ``budget`` tokens of the model's tokenizer; every
+    memory injected is recorded as a use of the token it carries."""
+
+    event: ContextEvent
+    session_id: SessionId
+    prompt: Query | None = None
+    workspace: Path | None = None
+    # Tokens; None: the daemon's context_session_budget / context_prompt_budget; 0: nothing.
+    budget: Annotated[int, Meta(ge=0, le=20_000)] | None = None
+
+
 # ---- experiences and lessons (seed 000)
 
 ExperienceStatus = Literal["success", "failure", "unknown"]
@@ -1295,6 +1321,7 @@ Requests = (
     | ForgetExperience
     | GetExecutionContext
     | RollUpExperience
+    | ContextBlock
     | OpsRequests
 )
 
@@ -2490,7 +2517,7 @@ class ExportedPath(_Checked, kw_only=True, forbid_unknown_fields=True):
 class ExportedUse(_Checked, kw_only=True, forbid_unknown_fields=True):
     """A ``memory_uses`` row: what became of the memory once surfaced."""
 
-    outcome: Outcome
+    outcome: StoredOutcome
     ts: Seconds
     agent: Name
     session: StoredSession | None = None
@@ -2741,6 +2768,37 @@ OpsReplies = (
     | AgentListResult
 )
 
+ContextSection = Literal["facts", "failures", "changed", "lessons", "memories"]
+
+
+class ContextItem(Struct, kw_only=True, omit_defaults=True):
+    """One item of an injected block, as its line in ``text`` says it."""
+
+    id: str
+    section: ContextSection
+    tokens: int
+    # Memories: "fresh", or the staleness verdict of a memory whose cited paths or commits
+    # drifted (spot_check_recommended / spot_check_required).
+    drift: StalenessVerdict | None = None
+    contested: bool = False
+    use_token: str | None = None
+
+
+class ContextInjected(Reply, tag="context_injected"):
+    """A context hook's block: ``text`` is what the host puts before the model ("" when
+    nothing applies or the budget is 0)."""
+
+    event: ContextEvent
+    budget: int
+    tokens: Annotated[int, Meta(description="Tokens of text, by the model's tokenizer.")]
+    tokenizer: str
+    text: str
+    items: list[ContextItem] = []
+    # Candidates the budget left out, and those this session was given already.
+    left_out: int = 0
+    given_before: int = 0
+
+
 Replies = (
     Error
     | Welcome
@@ -2765,6 +2823,7 @@ Replies = (
     | ExperienceForgotten
     | ExecutionContext
     | ExperienceRolledUp
+    | ContextInjected
     | OpsReplies
 )
 

@@ -240,6 +240,26 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             shown="empty",
         ),
     ] = ""
+    context_session_budget: Annotated[
+        int,
+        _key(
+            "tokens (the model's tokenizer) of the block a context hook injects at a "
+            "session's start; 0 turns it off; `recallctl context --budget` overrides it "
+            "(a project's hooks may say their own)",
+            reload=True,
+            ge=0,
+            le=20_000,
+        ),
+    ] = 1_200
+    context_prompt_budget: Annotated[
+        int,
+        _key(
+            "tokens of the block a context hook injects before each prompt; 0 turns it off",
+            reload=True,
+            ge=0,
+            le=20_000,
+        ),
+    ] = 600
 
     @property
     def socket_path(self) -> Path:

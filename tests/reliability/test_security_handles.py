@@ -176,6 +176,13 @@ PROBES: dict[type[p.Request], list[Probe]] = {
     p.ExplainNode: [Probe("experience", lambda h: p.ExplainNode(record_id=h))],
     p.ForgetExperience: [Probe("experience", lambda h: p.ForgetExperience(record_id=h))],
     p.RollUpExperience: [Probe("session", lambda h: p.RollUpExperience(session=h))],
+    # What a session was given is its workspace's: another's session id starts afresh.
+    p.ContextBlock: [
+        Probe(
+            "session",
+            lambda h: p.ContextBlock(event="prompt", session_id=h, prompt="zebra quilting"),
+        )
+    ],
 }
 # The request types that name no handle of a workspace's (or only ones tested elsewhere).
 NO_HANDLE = {

@@ -43,9 +43,11 @@ __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_PARENTS",
     "MAX_WALK",
+    "Changes",
     "Count",
     "WalkBudget",
     "cached_top_level",
+    "changes_since",
     "common_dir",
     "count_commits",
     "git_dir",
@@ -625,3 +627,59 @@ def _digest(paths: tuple[str, ...]) -> bytes:
     """A short key for a set of paths (64 paths of 4 KiB each would make a cache key of
     256 KiB)."""
     return hashlib.blake2b("\0".join(paths).encode(), digest_size=16).digest()
+
+
+# Commits since a time whose changed paths a session start reads at most, and paths kept.
+CHANGED_COMMITS = 50
+CHANGED_PATHS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """A work tree's branch (None when HEAD is detached or unborn) and the paths that
+    commits on it changed since a time, newest commit first, each once."""
+
+    branch: str | None
+    paths: tuple[str, ...]
+
+
+def changes_since(top: str, since_ts: float | None, budget: WalkBudget | None = None) -> Changes:
+    """The branch of the repository at ``top`` and the paths changed by its first-parent
+    commits after ``since_ts`` (None: no paths; git's times are whole seconds, so a commit in
+    the second of ``since_ts`` but after it is missed rather than an earlier one taken): at most
+    :data:`CHANGED_COMMITS` commits and :data:`CHANGED_PATHS` paths, under ``budget``."""
+    repo = _open(top)
+    if repo is None:
+        return Changes(None, ())
+    budget = budget or WalkBudget()
+    try:
+        if repo.head_is_unborn:
+            return Changes(None, ())
+        branch = None if repo.head_is_detached else repo.head.shorthand
+        commit = repo.get(repo.head.target)
+    except (pygit2.GitError, KeyError, ValueError):
+        return Changes(None, ())
+    paths: dict[str, None] = {}
+    if since_ts is not None:
+        for _ in range(CHANGED_COMMITS):
+            if not isinstance(commit, pygit2.Commit) or commit.commit_time <= since_ts:
+                break
+            if not budget.take(1 + len(paths) // 64):
+                break
+            parents = commit.parent_ids
+            try:
+                parent = repo.get(parents[0]) if parents else None
+                diff = (
+                    repo.diff(parent.tree, commit.tree)
+                    if isinstance(parent, pygit2.Commit)
+                    else commit.tree.diff_to_tree(swap=True)
+                )
+            except (pygit2.GitError, KeyError, ValueError):
+                break
+            for delta in diff.deltas:
+                for path in (delta.new_file.path, delta.old_file.path):
+                    paths.setdefault(path, None)
+            if len(paths) >= CHANGED_PATHS:
+                break
+            commit = parent
+    return Changes(branch, tuple(list(paths)[:CHANGED_PATHS]))

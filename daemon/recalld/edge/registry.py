@@ -21,6 +21,7 @@ from ..domain.scopes import ADMIN, READ, WRITE
 from ..errors import RecallError
 from ..handlers import (
     agents,
+    context,
     episodes,
     experiences,
     forget,
@@ -101,6 +102,9 @@ ROUTES: dict[type[p.Request], Route] = {
     ),
     p.GetExecutionContext: Route(experiences.execution_context, Rule(READ), read=True),
     p.RollUpExperience: Route(rollup.roll_up, Rule(WRITE)),
+    # A read of the caller's workspace (memory_search's rule); the uses it records are the
+    # daemon's own account of what it served.
+    p.ContextBlock: Route(context.block, Rule(READ, other_workspace), read=True),
     # The daemon as a whole: every workspace's and agent's records, or its configuration.
     p.Export: Route(ops.export_page, Rule(ADMIN), gated=False),
     p.Import: Route(ops.import_records, Rule(ADMIN), gated=False),

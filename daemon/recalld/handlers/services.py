@@ -8,7 +8,7 @@ to every handler. A handler reads through ``read`` (a search worker's reader), w
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -21,6 +21,7 @@ from ..domain.principal import Principal
 from ..pipeline.intake import RequestJob
 from ..pipeline.model import Model
 from ..pipeline.writer import WriteJob
+from ..retrieval.context_reader import SessionLog
 from ..retrieval.memory_reader import MemoryReader
 from ..store.port import Reader
 
@@ -63,6 +64,8 @@ class Services:
     # The ids the vector index holds, and what status shows of it.
     index_ids: Callable[[], Awaitable[np.ndarray]]
     index_status: Callable[[], p.IndexStatus | None]
+    # What each session's context hooks were given (context_block dedupes against it).
+    injected: SessionLog = field(default_factory=SessionLog)
 
     def visibility(self, chosen: p.Visibility | None) -> p.Visibility:
         """A write's visibility: the one it names, else the configured default."""

@@ -38,6 +38,7 @@ __all__ = [
     "context",
     "experience_infos",
     "explain",
+    "has_lessons",
     "lesson_infos",
     "lexical_needed",
     "render_context",
@@ -75,6 +76,12 @@ class Verdict:
 
 def _visible(kind: str, workspace: str, now: float) -> Filter:
     return Filter(kind=kind, now=now, workspace=workspace)
+
+
+def has_lessons(reader: Reader, workspace: str) -> bool:
+    """Whether the workspace has a lesson at all (one indexed look-up): where it has none, the
+    semantic channel would widen through every other vector looking for one."""
+    return bool(reader.search.newest(_visible("lesson", workspace, time.time()), 1))
 
 
 def _matched_terms(

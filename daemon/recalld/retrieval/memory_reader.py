@@ -266,7 +266,8 @@ def use_outcomes(reader: Reader, rows: Iterable[MemoryRow], now: float) -> dict[
     cleared: set[int] = set()
     for use in reader.memories.uses(list(out)):
         rowid, outcome, ts, note = use.rowid, use.outcome, use.ts, use.note
-        if rowid in cleared or ts <= since[rowid]:
+        # An injection says nothing yet of what became of the memory.
+        if outcome == "injected" or rowid in cleared or ts <= since[rowid]:
             continue
         if outcome in ("used", "corrected"):
             cleared.add(rowid)
@@ -732,8 +733,9 @@ class MemoryReader:
         counts = memories.use_counts(row.rowid)
         recent = [
             p.NegativeOutcome(outcome=u.outcome, ts=u.ts, note=u.note)
-            for u in memories.uses([row.rowid])[:10]
-        ]
+            for u in memories.uses([row.rowid])
+            if u.outcome != "injected"
+        ][:10]
         detail_struct = p.MemoryDetail(
             id=row.id,
             kind=row.kind,

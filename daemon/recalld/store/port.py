@@ -166,7 +166,7 @@ class Fact:
 @dataclass(frozen=True, slots=True)
 class UseRow:
     rowid: int
-    outcome: p.Outcome
+    outcome: p.StoredOutcome
     ts: float
     note: str | None
 
@@ -414,6 +414,14 @@ class MemoryReads(Protocol):
     def depended_on_by(self, memory_id: str) -> list[tuple[str, str, str | None]]: ...
     def depends_on(self, rowids: Sequence[int]) -> dict[int, list[tuple[str, str | None]]]: ...
     def prior_session_boundary(self, session: str) -> float | None: ...
+    def newest_facts(self, f: Filter, limit: int) -> list[MemoryRow]:
+        """Up to ``limit`` current facts under ``f``, newest first."""
+        ...
+
+    def citing(self, paths: Sequence[str], f: Filter, limit: int) -> list[MemoryRow]:
+        """Up to ``limit`` memories under ``f`` citing one of ``paths``, newest first."""
+        ...
+
     def origin_repo(self, memory_id: str) -> str | None: ...
     def use_token_key(self) -> bytes: ...
     def newest_page(
@@ -443,6 +451,24 @@ class EpisodeReads(Protocol):
     def refs(
         self, workspace: str, session: str, agent: str | None, now: float, limit: int
     ) -> list[tuple[str, float, str]]: ...
+    def last_session(
+        self, workspace: str, uid: int, agent: str, session: str
+    ) -> tuple[str, float] | None:
+        """An agent's newest other session of the workspace, and its last episode's ts."""
+        ...
+
+    def unresolved(
+        self,
+        workspace: str,
+        uid: int,
+        agent: str,
+        session: str,
+        min_trust: float,
+        now: float,
+        limit: int,
+    ) -> list[EpisodeRow]:
+        """A session's failed steps no verdict has judged, newest first."""
+        ...
 
 
 class ExperienceReads(Protocol):
@@ -557,7 +583,7 @@ class MemoryWrites(Protocol):
         self,
         who: Principal,
         targets: Sequence[tuple[str, str | None]],
-        outcome: p.Outcome,
+        outcome: p.StoredOutcome,
         note: str | None,
         now: float,
     ) -> p.UseRecorded: ...

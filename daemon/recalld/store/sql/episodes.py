@@ -80,6 +80,47 @@ class EpisodeReads:
             )
         ]
 
+    def last_session(
+        self, workspace: str, uid: int, agent: str, session: str
+    ) -> tuple[str, float] | None:
+        """The session before ``session`` of an agent in a workspace (the newest other one
+        with episodes) and the time of its last episode."""
+        row = self._conn.execute(
+            "SELECT session, ts FROM records WHERE kind = 'episode' AND workspace = ?"
+            " AND uid = ? AND agent = ? AND session IS NOT NULL AND session != ?"
+            " AND tombstoned_at IS NULL ORDER BY ts DESC LIMIT 1",
+            (workspace, uid, agent, session),
+        ).fetchone()
+        return None if row is None else (str(row[0]), float(row[1]))
+
+    def unresolved(
+        self,
+        workspace: str,
+        uid: int,
+        agent: str,
+        session: str,
+        min_trust: float,
+        now: float,
+        limit: int,
+    ) -> list[EpisodeRow]:
+        """An agent's session's failed steps that no verdict has judged (no task_result,
+        nothing settled them eligible), at or above ``min_trust``, never blocked; newest
+        first."""
+        rowids = [
+            row[0]
+            for row in self._conn.execute(
+                "SELECT r.rowid FROM records r JOIN episodes e ON e.rowid = r.rowid"
+                " WHERE r.kind = 'episode' AND r.workspace = ? AND r.uid = ? AND r.agent = ?"
+                " AND r.session = ? AND r.tombstoned_at IS NULL"
+                " AND (r.expires_at IS NULL OR r.expires_at > ?)"
+                " AND r.eligibility = 'pending' AND r.trust >= ? AND e.task_result IS NULL"
+                " AND e.verdict_at IS NULL ORDER BY r.ts DESC LIMIT ?",
+                (workspace, uid, agent, session, now, min_trust, limit),
+            )
+        ]
+        found = self.rows(rowids)
+        return [found[r] for r in rowids if r in found]
+
     def refs(
         self, workspace: str, session: str, agent: str | None, now: float, limit: int
     ) -> list[tuple[str, float, str]]:

@@ -177,6 +177,30 @@ class MemoryReads:
         ).fetchone()
         return None if row[0] is None else float(row[0])
 
+    def newest_facts(self, f: Filter, limit: int) -> list[MemoryRow]:
+        """Up to ``limit`` current facts under ``f``, newest first: found from the subject
+        index, so a workspace's other records are not read."""
+        clause, params = where(self._conn, f)
+        return self._rows(
+            "r.rowid IN (SELECT rowid FROM memory_meta WHERE subject_key IS NOT NULL"
+            f" AND kind = 'fact' AND superseded_by IS NULL) AND {clause}",
+            [*params, limit],
+            " ORDER BY r.ts DESC, r.id DESC LIMIT ?",
+            keyed=True,
+        )
+
+    def citing(self, paths: Sequence[str], f: Filter, limit: int) -> list[MemoryRow]:
+        """Up to ``limit`` memories under ``f`` that cite one of ``paths``, newest first."""
+        if not paths:
+            return []
+        clause, params = where(self._conn, f)
+        return self._rows(
+            f"r.rowid IN (SELECT rowid FROM memory_paths WHERE path IN ({marks(paths)}))"
+            f" AND {clause}",
+            [*paths, *params, limit],
+            " ORDER BY r.ts DESC, r.id DESC LIMIT ?",
+        )
+
     def origin_repo(self, memory_id: str) -> str | None:
         row = self._conn.execute(
             "SELECT m.origin_repo FROM records r JOIN memory_meta m ON m.rowid = r.rowid"
@@ -672,7 +696,7 @@ class MemoryWrites:
         self,
         who: Principal,
         targets: Sequence[tuple[str, str | None]],
-        outcome: p.Outcome,
+        outcome: p.StoredOutcome,
         note: str | None,
         now: float,
     ) -> p.UseRecorded:
@@ -684,6 +708,8 @@ class MemoryWrites:
             row = conn.execute(
                 "SELECT rowid FROM records WHERE id = ? AND kind = 'memory'", (memory_id,)
             ).fetchone()
+            if row is None and outcome == "injected":
+                continue  # forgotten since it was packed: nothing to account for
             if row is None:
                 raise RecallError("not_found", f"no memory {memory_id}")
             conn.execute(
@@ -693,7 +719,8 @@ class MemoryWrites:
                 (row[0], outcome, now, who.agent, who.session, nonce, note),
             )
             _event(conn, now, who, memory_id, f"use:{outcome}")
-            recorded.append(p.RecordedUse(id=memory_id, outcome=outcome))
+            if outcome != "injected":
+                recorded.append(p.RecordedUse(id=memory_id, outcome=outcome))
         return p.UseRecorded(id=0, recorded=recorded)
 
     def resolve_fact(self, who: Principal, req: p.MemoryFactResolve, now: float) -> p.FactResolved:

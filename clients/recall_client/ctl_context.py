@@ -1,0 +1,127 @@
+"""``recallctl context``: a host's context hook. Reads the hook's payload on stdin, asks the
+daemon for the block and prints it in the host's output format.
+
+Hosts and their events (each host's payload names its event in ``hook_event_name``):
+
+- Claude Code and Codex: ``SessionStart`` and ``UserPromptSubmit``;
+- Gemini CLI: ``SessionStart`` and ``BeforeAgent`` (its prompt-submit event).
+
+All three take ``{"hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": TEXT}}``
+on stdout. Context is a nicety, never a gate: with no daemon, a bad payload or an error the
+hook prints nothing on stdout, says why in one stderr line, and exits 0 within
+:data:`CONTEXT_BUDGET_S`; it never starts a daemon (capture's hooks do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from . import protocol as p
+from .client import DaemonUnavailable, RemoteError, connect
+from .ctl_hello import hello_tokens
+from .paths import find_workspace
+
+__all__ = ["CONTEXT_BUDGET_S", "CONTEXT_HOOK_TIMEOUT_S", "EVENTS", "context", "read_payload"]
+
+# The timeout of the context hooks `recallctl connect` writes, and the command's own deadline
+# (an answer later than this is not worth the host's wait).
+CONTEXT_HOOK_TIMEOUT_S = 5
+CONTEXT_BUDGET_S = 2.0
+# A payload larger than this is no hook's (a prompt is cut to the protocol's query bound).
+MAX_PAYLOAD = 1024 * 1024
+QUERY_CHARS = 4_000
+
+# hook_event_name -> the block's event.
+EVENTS: dict[str, p.ContextEvent] = {
+    "SessionStart": "session_start",
+    "UserPromptSubmit": "prompt",
+    "BeforeAgent": "prompt",
+}
+
+_json = msgspec.json.Encoder()
+
+
+class PayloadError(ValueError):
+    """The payload is not a context hook's."""
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() and "\x00" not in value else None
+
+
+def read_payload(raw: bytes, budget: int | None) -> tuple[str, p.ContextBlock, str]:
+    """(hook event name, the request, workspace) of a hook payload.
+
+    Raises:
+        PayloadError: it is not JSON, not an object, or lacks what a context hook sends.
+    """
+    if len(raw) > MAX_PAYLOAD:
+        raise PayloadError(f"the payload is over {MAX_PAYLOAD} bytes")
+    try:
+        obj = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise PayloadError(f"the payload is not JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise PayloadError("the payload is not a JSON object")
+    name = _text(obj.get("hook_event_name"))
+    if name not in EVENTS:
+        raise PayloadError(f"hook_event_name {name!r} is not a context event ({', '.join(EVENTS)})")
+    session = _text(obj.get("session_id"))
+    if session is None:
+        raise PayloadError("the payload has no session_id")
+    prompt = None
+    if EVENTS[name] == "prompt":
+        prompt = _text(obj.get("prompt"))
+        if prompt is None:
+            raise PayloadError(f"the {name} payload has no prompt")
+        prompt = prompt[:QUERY_CHARS]
+    cwd = _text(obj.get("cwd"))
+    workspace = find_workspace(Path(cwd)) if cwd else find_workspace()
+    req = p.ContextBlock(event=EVENTS[name], session_id=session[:200], prompt=prompt, budget=budget)
+    return name, req, workspace
+
+
+def _fail(why: str) -> int:
+    print(f"recallctl context: {why}", file=sys.stderr)
+    return 0
+
+
+async def context(args: argparse.Namespace) -> int:
+    """Print the host's context output for stdin's payload; always 0 (see the module)."""
+    try:
+        name, req, workspace = read_payload(args.stdin_bytes, args.budget)
+    except PayloadError as exc:
+        return _fail(str(exc))
+    reply: p.ContextInjected | None = None
+    with anyio.move_on_after(CONTEXT_BUDGET_S):
+        try:
+            async with connect(
+                agent=args.agent,
+                workspace=args.workspace or workspace,
+                client="recallctl",
+                path=args.socket,
+                timeout=CONTEXT_BUDGET_S,
+                session=req.session_id,
+                **hello_tokens(args),
+            ) as rc:
+                reply = await rc.call(req, p.ContextInjected)
+        except DaemonUnavailable as exc:
+            return _fail(f"no context: {exc}")
+        except RemoteError as exc:
+            return _fail(f"no context: {exc.code}: {exc.message}")
+        except (OSError, TimeoutError) as exc:
+            return _fail(f"no context: {exc}")
+    if reply is None:
+        return _fail(f"no context: recalld did not answer within {CONTEXT_BUDGET_S:g}s")
+    if args.json:
+        sys.stdout.write(_json.encode(reply).decode() + "\n")
+    elif reply.text:
+        out = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": reply.text}}
+        sys.stdout.write(_json.encode(out).decode() + "\n")
+    return 0

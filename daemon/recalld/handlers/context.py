@@ -1,0 +1,125 @@
+"""context_block: the block a host's context hook injects, and the uses it records.
+
+The block is gathered and packed on a search worker (``retrieval.context_reader``), with a
+prompt's vector embedded meanwhile as memory_search does; tokens are the model's
+tokenizer's. Each memory injected is then recorded as a use ("injected", under the nonce of
+the token its item carries): a later memory_record_use of that token, or of the memory's
+id, says what became of it.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+import anyio
+from recall_client import protocol as p
+
+from ..domain.principal import Principal
+from ..errors import RecallError
+from ..pipeline.writer import WriteJob
+from ..retrieval.context_reader import Injection, gather
+from ..retrieval.fusion import PendingVector
+from ..store.port import WriteTx
+from .services import Services
+
+__all__ = ["block"]
+
+log = logging.getLogger(__name__)
+
+
+class _Injected(WriteJob):
+    """The daemon's own record of what it injected: nothing of the client's is written (the
+    prompt is not stored), so no ingest stage."""
+
+    __slots__ = ("event", "principal", "uses")
+
+    def __init__(self, who: Principal, event: str, uses: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.principal, self.event, self.uses = who, event, uses
+
+    def apply(self, tx: WriteTx, now: float) -> None:
+        tx.memories.record_uses(self.principal, self.uses, "injected", self.event, now)
+
+
+def _budget(services: Services, req: p.ContextBlock) -> int:
+    if req.budget is not None:
+        return req.budget
+    s = services.settings()
+    return s.context_session_budget if req.event == "session_start" else s.context_prompt_budget
+
+
+async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.ContextInjected:
+    """context_block, on a search worker; its uses are queued for the writer when it returns.
+
+    Raises:
+        RecallError: ``invalid_request`` for a prompt event without a prompt; ``busy`` /
+            ``unavailable``.
+    """
+    if req.event == "prompt" and req.prompt is None:
+        raise RecallError("invalid_request", "a prompt event needs its prompt")
+    budget = _budget(services, req)
+    model = services.model
+    empty = p.ContextInjected(
+        id=0, event=req.event, budget=budget, tokens=0, tokenizer=model.tokenizer, text=""
+    )
+    if budget == 0:
+        return empty
+    workspace = req.workspace or who.workspace
+    log = services.injected
+    given = log.given(workspace, req.session_id, restart=req.event == "session_start")
+    qvec = PendingVector() if req.prompt is not None and services.semantic() else None
+    failed: RecallError | None = None
+    found: Injection | None = None
+    async with anyio.create_task_group() as tg:
+        if qvec is not None and req.prompt is not None:
+            tg.start_soon(_embed_into, services, req.prompt, qvec, name="prompt embedding")
+        try:
+            found = await services.search(
+                partial(
+                    gather,
+                    memory=services.memory,
+                    who=who,
+                    req=req,
+                    budget=budget,
+                    given=given,
+                    count=model.count_tokens,
+                    qvec=qvec,
+                )
+            )
+        except RecallError as exc:
+            failed = exc  # raised as itself, not wrapped in the group's ExceptionGroup
+    if failed is not None:
+        raise failed
+    assert found is not None
+    log.add(workspace, req.session_id, [item.id for item in found.items])
+    if found.uses:
+        # Queued, not waited for: the hook's answer does not wait for an fsync (the uses
+        # commit in the writer's next batch, before any later write of this connection).
+        job = _Injected(who, req.event, found.uses)
+        job.on_done = _logged
+        await services.submit(job)
+    return p.ContextInjected(
+        id=0,
+        event=req.event,
+        budget=budget,
+        tokens=found.packed.tokens,
+        tokenizer=model.tokenizer,
+        text=found.packed.text,
+        items=found.items,
+        left_out=found.packed.left_out,
+        given_before=found.packed.given_before,
+    )
+
+
+def _logged(job: WriteJob) -> None:
+    if job.error is not None:
+        log.error("the uses of a context block were not recorded: %s", job.error)
+
+
+async def _embed_into(services: Services, query: str, into: PendingVector) -> None:
+    vec = None
+    try:
+        vec = await services.embed_query(query)
+    finally:
+        into.set(vec)  # also when cancelled: a search worker may be waiting

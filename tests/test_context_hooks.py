@@ -1,0 +1,337 @@
+"""The context hooks end to end: Claude Code's SessionStart and UserPromptSubmit payloads
+through the real ``recallctl context`` (the command ``recallctl connect`` wires), against a
+real daemon, in a git checkout with commits. The block is the host's
+``hookSpecificOutput.additionalContext``, within its budget by the daemon's tokenizer (the
+hash embedder's here, counted again by the test), with each item's id and drift state; a
+session is never given the same item twice; each injected memory is a use its token can
+settle; with no daemon or a bad payload the hook says nothing on stdout and exits 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from recall_client import protocol as p
+from recall_client.client import RecallClient
+from recalld.pipeline.model import HashEmbedder
+
+from .conftest import BIN, DaemonProcess
+from .test_memories import git
+
+pytestmark = pytest.mark.both_backends
+
+FIXTURES = Path(__file__).parent / "fixtures"
+AGENT = "claude-code"
+OLD_SESSION = "4d1c8a2e-old-session"
+count = HashEmbedder().count_tokens
+
+
+def hook_payload(name: str, cwd: Path, **changes: Any) -> str:
+    obj = json.loads((FIXTURES / name).read_text())
+    obj.update(cwd=str(cwd), **changes)
+    return json.dumps(obj)
+
+
+def context_hook(
+    d: DaemonProcess, stdin: str, *args: str, socket: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The hook command ``recallctl connect claude-code`` writes, as the host runs it."""
+    return subprocess.run(
+        [
+            str(BIN / "recallctl"),
+            "--agent",
+            AGENT,
+            "--socket",
+            str(socket or d.socket),
+            "context",
+            *args,
+        ],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=d.env(),
+    )
+
+
+def additional_context(out: subprocess.CompletedProcess[str], event: str) -> str:
+    assert out.returncode == 0, out.stderr
+    reply = json.loads(out.stdout)
+    assert set(reply) == {"hookSpecificOutput"}
+    assert reply["hookSpecificOutput"]["hookEventName"] == event
+    text: str = reply["hookSpecificOutput"]["additionalContext"]
+    return text
+
+
+def item_ids(block: str) -> list[str]:
+    return re.findall(r"^- \[((?:mem|ep|les)_\w+)\]", block, re.M)
+
+
+def line_of(block: str, record_id: str) -> str:
+    [line] = [x for x in block.splitlines() if x.startswith(f"- [{record_id}]")]
+    return line
+
+
+def commit_after_now(repo: Path, message: str) -> None:
+    """Commit, dated a couple of seconds ahead: git's commit times are whole seconds, and the
+    session before ended within this one."""
+    later = f"@{int(time.time()) + 2} +0000"
+    env = dict(os.environ, GIT_AUTHOR_DATE=later, GIT_COMMITTER_DATE=later)
+    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com")
+    env.update(GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com")
+    subprocess.run(["git", "-C", str(repo), "commit", "-qam", message], check=True, env=env)
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    """A checkout with commits; the hooks run in a subdirectory of it."""
+    repo = tmp_path / "shop"
+    (repo / "services" / "cart").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "services" / "cart" / "total.py").write_text("TOTAL = 'Decimal'\n")
+    (repo / "services" / "cart" / "tax.py").write_text("RATE = 0.2\n")
+    (repo / "README.md").write_text("shop\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "one")
+    return repo
+
+
+async def remember(rc: RecallClient, text: str, **kw: Any) -> str:
+    return (await rc.call(p.MemoryStore(text=text, **kw), p.MemoryStored)).record_id
+
+
+async def previous_session(d: DaemonProcess, shop: Path) -> dict[str, str]:
+    """What an earlier session left: memories (one citing total.py, one tax.py, one citing
+    nothing), a fact, a lesson, a failed step nobody judged and one that succeeded."""
+    async with d.client(agent=AGENT, workspace=str(shop)) as rc:
+        ids = {
+            "total": await remember(
+                rc,
+                "The cart total is computed in total.py with Decimal, never float: a float "
+                "total is off by a cent on discounted orders.",
+                paths=["services/cart/total.py"],
+            ),
+            "tax": await remember(
+                rc, "The tax rate lives in tax.py.", paths=["services/cart/tax.py"]
+            ),
+            "discount": await remember(
+                rc, "Discounted orders take the discount per line before the total is summed."
+            ),
+            "fact": await remember(
+                rc, "Releases of the shop go out on Fridays.", kind="fact", subject="release day"
+            ),
+        }
+        failed = await rc.call(
+            p.CaptureEpisode(
+                summary="pytest services/cart failed: test_discount_total",
+                session_id=OLD_SESSION,
+                tool="Bash",
+                status="error",
+                error_code="exit 1",
+            ),
+            p.EpisodeCaptured,
+        )
+        await rc.call(
+            p.CaptureEpisode(summary="ran the linter", session_id=OLD_SESSION, tool="Bash"),
+            p.EpisodeCaptured,
+        )
+        experience = await rc.call(
+            p.RecordExperience(
+                description="fixed rounding of the cart total on main",
+                status="success",
+                lessons=["Round the cart total once, at the end, on main and release branches"],
+            ),
+            p.ExperienceRecorded,
+        )
+    ids["failed"] = failed.record_id
+    ids["lesson"] = experience.lessons[0].id
+    await d.settled()
+    return ids
+
+
+async def test_session_start_and_prompts_inject_within_budget_with_ids_and_drift(
+    running_daemon: DaemonProcess, shop: Path
+) -> None:
+    d = running_daemon
+    ids = await previous_session(d, shop)
+    # After that session, a commit changes total.py (a file a memory cites).
+    (shop / "services" / "cart" / "total.py").write_text("TOTAL = 'Decimal, rounded once'\n")
+    commit_after_now(shop, "round the total once")
+    cwd = shop / "services" / "cart"
+
+    start = context_hook(d, hook_payload("claude_code_session_start.json", cwd))
+    block = additional_context(start, "SessionStart")
+    assert count([block])[0] <= 1_200  # the default session-start budget
+    shown = item_ids(block)
+    assert len(shown) == len(set(shown))
+    # The current fact, the unjudged failure of the last session (not its success), the
+    # memory citing the changed file (flagged: a commit touched its cited path), the lesson.
+    assert ids["fact"] in shown and ids["failed"] in shown and ids["lesson"] in shown
+    assert "(exit 1)" in line_of(block, ids["failed"])
+    assert "ran the linter" not in block
+    changed = block.split("Memories citing files changed since the last session:\n", 1)[1]
+    assert changed.splitlines()[0] == line_of(block, ids["total"])
+    assert "drifted since verified (spot_check_recommended)" in line_of(block, ids["total"])
+    assert ids["tax"] not in block  # tax.py did not change, and nothing asked for it
+    assert ids["discount"] not in block
+    assert "drifted" not in line_of(block, ids["fact"])
+
+    # The first prompt: relevant memories not given yet (the total memory was given at the
+    # session's start, so it is not again).
+    prompt = hook_payload("claude_code_user_prompt_submit.json", cwd)
+    first = additional_context(context_hook(d, prompt), "UserPromptSubmit")
+    assert count([first])[0] <= 600
+    assert ids["discount"] in item_ids(first)
+    assert ids["total"] not in item_ids(first) and ids["fact"] not in item_ids(first)
+    # The same prompt again: nothing new to give.
+    again = context_hook(d, prompt)
+    assert again.returncode == 0 and again.stdout == ""
+
+    # A new session starts afresh: the prompt now brings the total memory, drift flag and all.
+    other = hook_payload("claude_code_user_prompt_submit.json", cwd, session_id="another-session")
+    fresh = additional_context(context_hook(d, other), "UserPromptSubmit")
+    assert {ids["total"], ids["discount"]} <= set(item_ids(fresh))
+    assert "drifted since verified" in line_of(fresh, ids["total"])
+
+
+async def test_a_small_budget_is_kept_by_the_daemons_tokenizer(
+    running_daemon: DaemonProcess, shop: Path
+) -> None:
+    d = running_daemon
+    await previous_session(d, shop)
+    payload = hook_payload("claude_code_session_start.json", shop)
+    out = context_hook(d, payload, "--budget", "70", "--json")
+    assert out.returncode == 0, out.stderr
+    reply = json.loads(out.stdout)
+    assert reply["budget"] == 70 and reply["tokenizer"] == "hash-384"
+    assert reply["tokens"] == count([reply["text"]])[0] <= 70
+    assert reply["left_out"] > 0 and reply["items"]
+    assert sum(i["tokens"] for i in reply["items"]) < reply["tokens"]  # headings count too
+    assert context_hook(d, payload, "--budget", "0").stdout == ""
+
+
+async def test_each_injected_memory_is_a_use_its_token_settles(
+    running_daemon: DaemonProcess, shop: Path
+) -> None:
+    d = running_daemon
+    ids = await previous_session(d, shop)
+    prompt = hook_payload("claude_code_user_prompt_submit.json", shop, session_id="s-uses")
+    out = context_hook(d, prompt, "--json")
+    assert out.returncode == 0, out.stderr
+    reply = msgspec.json.decode(out.stdout, type=p.ContextInjected)
+    memories = {i.id: i for i in reply.items if i.id.startswith("mem_")}
+    assert ids["total"] in memories and all(i.use_token for i in memories.values())
+    assert all(i.drift == "fresh" for i in memories.values())  # no commit since they were made
+    # The uses are queued before the hook's answer: any write after it commits after them.
+    async with d.client(agent=AGENT, workspace=str(shop)) as rc:
+        await rc.call(p.CaptureEpisode(summary="a later step", session_id="s-uses"))
+    uses = (
+        "SELECT r.id, u.outcome, u.session, u.note"
+        " FROM memory_uses u JOIN records r ON r.rowid = u.rowid"
+    )
+    assert set(d.sql(uses)) == {(m, "injected", "s-uses", "prompt") for m in memories}
+
+    # The agent reports that the total memory was wrong: its injection becomes that outcome.
+    token = memories[ids["total"]].use_token
+    assert token is not None
+    async with d.client(agent=AGENT, workspace=str(shop)) as rc:
+        await rc.call(p.MemoryRecordUse(use_token=token, outcome="contradicted"), p.UseRecorded)
+        shown = (await rc.call(p.MemoryShow(memory_id=ids["total"]), p.MemoryShown)).memory
+        found = await rc.call(
+            p.MemorySearch(query="how is the cart total computed", verbose=True),
+            p.MemorySearchResult,
+        )
+    # The same row, its outcome and note now the agent's: one use, not two.
+    assert (ids["total"], "contradicted", "s-uses", None) in set(d.sql(uses))
+    assert len(d.sql(uses)) == len(memories)
+    assert shown.outcomes == {"contradicted": 1}
+    assert [o.outcome for o in shown.recent_outcomes] == ["contradicted"]
+    [hit] = [h for h in found.hits if h.id == ids["total"]]
+    assert hit.recent_negative_outcomes and hit.staleness_verdict == "spot_check_required"
+    # An injection alone says nothing of the memory: the tax memory's search is unchanged.
+    assert all(not h.recent_negative_outcomes for h in found.hits if h.id != ids["total"])
+
+
+async def test_with_no_daemon_the_hook_says_nothing_and_exits_0_at_once(
+    daemon_factory: Any, shop: Path
+) -> None:
+    d = daemon_factory()  # never started: nothing answers on its socket
+    for name in ("claude_code_session_start.json", "claude_code_user_prompt_submit.json"):
+        started = time.monotonic()
+        out = context_hook(d, hook_payload(name, shop))
+        assert out.returncode == 0 and out.stdout == ""
+        assert out.stderr.startswith("recallctl context: no context:")
+        assert time.monotonic() - started < 5  # far inside the hook's timeout
+    assert not d.socket.exists()  # and it started no daemon
+
+
+@pytest.mark.parametrize(
+    "stdin",
+    [
+        "not json",
+        "[1, 2]",
+        json.dumps({"hook_event_name": "PostToolUse", "session_id": "s"}),
+        json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": "s"}),
+        json.dumps({"hook_event_name": "SessionStart", "session_id": ""}),
+        json.dumps({"hook_event_name": "SessionStart", "session_id": "s\u0000"}),
+    ],
+    ids=["not-json", "array", "other-event", "no-prompt", "blank-session", "nul"],
+)
+async def test_a_bad_payload_exits_0_with_one_stderr_line(
+    running_daemon: DaemonProcess, stdin: str
+) -> None:
+    out = context_hook(running_daemon, stdin)
+    assert out.returncode == 0 and out.stdout == ""
+    assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith("recallctl context: ")
+
+
+async def test_budget_zero_in_the_config_turns_the_hook_off(
+    daemon_factory: Any, shop: Path
+) -> None:
+    d = daemon_factory(extra_env={"RECALLD_CONTEXT_PROMPT_BUDGET": "0"})
+    await d.start()
+    await previous_session(d, shop)
+    prompt = hook_payload("claude_code_user_prompt_submit.json", shop)
+    out = context_hook(d, prompt)
+    assert out.returncode == 0 and out.stdout == "", out.stderr
+    start = context_hook(d, hook_payload("claude_code_session_start.json", shop))
+    assert additional_context(start, "SessionStart")  # the other budget still applies
+
+
+@pytest.mark.sqlite_only
+async def test_gemini_clis_before_agent_payload_gets_its_own_event_name_back(
+    running_daemon: DaemonProcess, shop: Path
+) -> None:
+    ids = await previous_session(running_daemon, shop)
+    out = context_hook(running_daemon, hook_payload("gemini_cli_before_agent.json", shop))
+    block = additional_context(out, "BeforeAgent")
+    assert ids["total"] in item_ids(block) and count([block])[0] <= 600
+
+
+@pytest.mark.real_model
+@pytest.mark.sqlite_only
+async def test_with_the_real_model_the_budget_is_its_tokenizers(
+    daemon_factory: Any, shop: Path
+) -> None:
+    from recalld.pipeline.bundled_model import bundled_model_path
+    from tokenizers import Tokenizer
+
+    d = daemon_factory(embedder="minilm")
+    await d.start()
+    await previous_session(d, shop)
+    prompt = hook_payload("claude_code_user_prompt_submit.json", shop)
+    reply = json.loads(context_hook(d, prompt, "--budget", "80", "--json").stdout)
+    wordpiece = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
+    wordpiece.no_truncation()
+    wordpiece.no_padding()
+    counted = len(wordpiece.encode(reply["text"], add_special_tokens=False).ids)
+    assert reply["tokenizer"] == "all-MiniLM-L6-v2"
+    assert reply.get("items"), reply
+    assert reply["tokens"] == counted <= 80
