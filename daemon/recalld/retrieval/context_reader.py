@@ -248,7 +248,9 @@ def gather(
         last = reader.episodes.last_session(workspace, who.uid, who.agent, req.session_id)
         failures: list[Candidate] = []
         changed: list[Candidate] = []
-        top = git_history.top_level(workspace)
+        # The repository is read where this connection's checkout is (the workspace is its
+        # identity, not a path).
+        top = git_history.top_level(who.path) if who.path else None
         changes = git_history.changes_since(top, last[1] if last else None) if top else None
         if last is not None:
             rows = reader.episodes.unresolved(
