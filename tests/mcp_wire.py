@@ -50,14 +50,17 @@ _IDS = re.compile(r"\b(mem|rec|ep|exp|les)_[0-9a-z]{18}\b")
 _CLOCK_KEYS = "ts|created_at|updated_at|last_verified_at|verdict_at|tombstoned_at"
 _CLOCK = re.compile(rf'(\\?"(?:{_CLOCK_KEYS})\\?": ?)\d+(?:\.\d+)?(?:e[+-]?\d+)?')
 _TOKEN = re.compile(r'(\\?"use_token\\?": ?\\?")[^"\\]+')
+# The owner of a record on the embedded store is the user the daemon runs as.
+_OWNER = re.compile(r'(\\?"owner\\?": ?\\?")[^"\\]+')
 _SESSION = re.compile(r"mcp-[0-9a-f]{32}")
 
 
 def normalized(line: str, socket: str) -> str:
-    """``line`` with the socket path, ids, tokens, sessions and clocks as placeholders."""
+    """``line`` with the socket path, ids, tokens, owners, sessions and clocks as placeholders."""
     line = line.replace(socket, "<socket>")
     line = _IDS.sub(lambda m: f"<{m.group(1)}>", line)
     line = _TOKEN.sub(r"\g<1><token>", line)
+    line = _OWNER.sub(r"\g<1><owner>", line)
     line = _SESSION.sub("<session>", line)
     return _CLOCK.sub(r"\g<1>0", line)
 

@@ -115,6 +115,12 @@ def attacks(v: Victim) -> list[p.Request]:
         p.MemoryStore(text="planted in the victim's workspace", workspace=VICTIM_WS),
         p.MemorySearch(query=f"{MARK} launch phrase"),
         p.MemorySearch(query=f"{MARK} launch phrase", workspace=VICTIM_WS),
+        p.ContextBlock(event="prompt", session_id="m-1", prompt=f"{MARK} launch phrase"),
+        p.ContextBlock(event="session_start", session_id="m-1"),
+        p.ContextBlock(
+            event="prompt", session_id="m-2", prompt=f"{MARK} launch phrase", workspace=VICTIM_WS
+        ),
+        p.ContextBlock(event="session_start", session_id="m-2", workspace=VICTIM_WS),
         p.MemoryList(),
         p.MemoryList(workspace=VICTIM_WS),
         p.MemoryList(workspace=VICTIM_WS, kind="fact", include_superseded=False),
@@ -213,6 +219,7 @@ async def test_every_request_type_as_a_plain_agent_of_another_workspace(
         "AgentEnroll",
         "MemoryShow",
         "MemoryList",
+        "ContextBlock",
         "MemoryUpdate",
         "MemoryVerify",
         "Forget",
