@@ -73,7 +73,7 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
     found: Injection | None = None
     async with anyio.create_task_group() as tg:
         if qvec is not None and req.prompt is not None:
-            tg.start_soon(_embed_into, services, req.prompt, qvec, name="prompt embedding")
+            tg.start_soon(services.embed_into, req.prompt, qvec, name="prompt embedding")
         try:
             found = await services.search(
                 partial(
@@ -115,11 +115,3 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
 def _logged(job: WriteJob) -> None:
     if job.error is not None:
         log.error("the uses of a context block were not recorded: %s", job.error)
-
-
-async def _embed_into(services: Services, query: str, into: PendingVector) -> None:
-    vec = None
-    try:
-        vec = await services.embed_query(query)
-    finally:
-        into.set(vec)  # also when cancelled: a search worker may be waiting

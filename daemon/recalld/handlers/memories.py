@@ -238,7 +238,7 @@ async def search(services: Services, who: Principal, req: p.MemorySearch) -> p.M
     failed: RecallError | None = None
     async with anyio.create_task_group() as tg:
         if qvec is not None:
-            tg.start_soon(_embed_into, services, req.query, qvec, name="query embedding")
+            tg.start_soon(services.embed_into, req.query, qvec, name="query embedding")
         try:
             result: p.MemorySearchResult = await services.search(
                 partial(reader.search, who=who, req=req, qvec=qvec)
@@ -249,14 +249,6 @@ async def search(services: Services, who: Principal, req: p.MemorySearch) -> p.M
         raise failed
     result.took_ms = round((time.perf_counter() - started) * 1000, 3)
     return result
-
-
-async def _embed_into(services: Services, query: str, into: PendingVector) -> None:
-    vec = None
-    try:
-        vec = await services.embed_query(query)
-    finally:
-        into.set(vec)  # also when cancelled: a search worker may be waiting
 
 
 async def show(services: Services, who: Principal, req: p.MemoryShow) -> p.MemoryShown:

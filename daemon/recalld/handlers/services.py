@@ -22,6 +22,7 @@ from ..pipeline.intake import RequestJob
 from ..pipeline.model import Model
 from ..pipeline.writer import WriteJob
 from ..retrieval.context_reader import SessionLog
+from ..retrieval.fusion import PendingVector
 from ..retrieval.memory_reader import MemoryReader
 from ..store.port import Reader
 
@@ -70,6 +71,14 @@ class Services:
     def visibility(self, chosen: p.Visibility | None) -> p.Visibility:
         """A write's visibility: the one it names, else the configured default."""
         return chosen if chosen is not None else self.settings().visibility
+
+    async def embed_into(self, query: str, into: PendingVector) -> None:
+        """The query's vector handed to a search that waits for it (None without a model)."""
+        vec = None
+        try:
+            vec = await self.embed_query(query)
+        finally:
+            into.set(vec)  # also when cancelled: a search worker may be waiting
 
     async def search(self, fn: Callable[[Reader], T]) -> T:
         """``read``, typed."""
