@@ -288,3 +288,38 @@ def _ids_in(d: DaemonProcess) -> set[str]:
         return {row[0] for row in db.execute("SELECT id FROM records")}
     finally:
         db.close()
+
+
+async def test_a_daemon_given_config_takes_nothing_from_the_default_config_file(
+    tmp_path: Path,
+) -> None:
+    """``recalld --config other.toml``: the default file's ``socket`` and ``data_dir`` are
+    another configuration's, so the daemon listens and stores where other.toml (or, when it
+    says nothing, the built-in default) says."""
+    from recall_client import paths
+    from recall_client.launch import start_daemon
+
+    from .conftest import BIN
+
+    elsewhere = tmp_path / "elsewhere"
+    config_file().write_text(
+        f'socket = "{elsewhere / "recalld.sock"}"\ndata_dir = "{elsewhere / "data"}"\n'
+    )
+    other = tmp_path / "other.toml"
+    other.write_text("embedder = 'hash'\n")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    with (tmp_path / "daemon.log").open("ab") as log:
+        started = await start_daemon(
+            [str(BIN / "recalld"), "--config", str(other)], env, stderr=log.fileno(), timeout=30
+        )
+    try:
+        assert paths.default_socket_path().is_socket()
+        assert (paths.default_data_dir() / "recalld.db").exists()
+        async with connect(
+            agent="t", workspace="/ws/config", path=paths.default_socket_path()
+        ) as rc:
+            await rc.call(p.MemoryStore(text="stored where other.toml says"), p.Stored)
+        assert not elsewhere.exists()
+    finally:
+        started.proc.terminate()
+        assert started.proc.wait(timeout=30) == 0

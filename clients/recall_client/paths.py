@@ -22,6 +22,8 @@ __all__ = [
     "config_dir",
     "config_file",
     "data_dir",
+    "default_data_dir",
+    "default_socket_path",
     "ensure_private_dir",
     "file_config",
     "find_workspace",
@@ -103,19 +105,29 @@ def runtime_dir() -> Path:
 
 
 def socket_path() -> Path:
-    """``$RECALLD_SOCKET``, else config ``socket``, else
-    ``$XDG_RUNTIME_DIR/recalld/recalld.sock``."""
+    """Where a client looks for the daemon: ``$RECALLD_SOCKET``, else the default config
+    file's ``socket``, else :func:`default_socket_path`."""
     explicit = os.environ.get("RECALLD_SOCKET") or _file_str("socket")
-    if explicit:
-        return Path(explicit)
+    return Path(explicit) if explicit else default_socket_path()
+
+
+def default_socket_path() -> Path:
+    """``$XDG_RUNTIME_DIR/recalld/recalld.sock``: the socket when neither the environment
+    nor the config says otherwise. The daemon falls back to this, not to
+    :func:`socket_path`: it has read its own config file (maybe ``--config``), and the
+    default file's ``socket`` is not its to take."""
     return runtime_dir() / "recalld" / "recalld.sock"
 
 
 def data_dir() -> Path:
-    """``$RECALLD_DATA_DIR``, else config ``data_dir``, else ``$XDG_DATA_HOME/recalld``."""
+    """Where a client finds the daemon's data: ``$RECALLD_DATA_DIR``, else the default
+    config file's ``data_dir``, else :func:`default_data_dir`."""
     explicit = os.environ.get("RECALLD_DATA_DIR") or _file_str("data_dir")
-    if explicit:
-        return Path(explicit)
+    return Path(explicit) if explicit else default_data_dir()
+
+
+def default_data_dir() -> Path:
+    """``$XDG_DATA_HOME/recalld`` (the daemon's fallback, as :func:`default_socket_path`)."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "recalld"
 

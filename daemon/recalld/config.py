@@ -263,11 +263,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     @property
     def socket_path(self) -> Path:
-        return Path(self.socket) if self.socket else paths.socket_path()
+        return Path(self.socket) if self.socket else paths.default_socket_path()
 
     @property
     def data_path(self) -> Path:
-        return Path(self.data_dir) if self.data_dir else paths.data_dir()
+        return Path(self.data_dir) if self.data_dir else paths.default_data_dir()
 
     @property
     def database_connection_limit(self) -> int:
