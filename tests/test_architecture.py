@@ -26,7 +26,14 @@ PACKAGES = {
 # recalld's layers, lowest first: a module may import its own layer's package and the
 # layers below; peers of one layer are listed apart.
 LAYERS = [
-    {"recalld", "recalld.errors", "recalld.config", "recalld.stats", "recalld.systemd"},
+    {
+        "recalld",
+        "recalld.errors",
+        "recalld.config",
+        "recalld.actor",
+        "recalld.stats",
+        "recalld.systemd",
+    },
     {"recalld.domain"},
     {"recalld.store", "recalld.ingest"},
     {"recalld.pipeline", "recalld.retrieval"},

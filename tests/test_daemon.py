@@ -101,7 +101,7 @@ async def test_concurrent_writers_are_group_committed_and_all_acknowledged(
             tg.start_soon(writer, n)
     assert len(set(ids)) == 400
     report = await running_daemon.status()
-    capture = next(a for a in report.actors if a.name == "capture")
+    capture = next(a for a in report.actors if a.name == "writer")
     assert capture.processed >= 400
     assert running_daemon.sql("SELECT count(*) FROM records") == [(400,)]
 
@@ -244,7 +244,7 @@ async def test_status_shows_the_four_actors_the_model_and_the_records(
     report = await running_daemon.status(wait_model_s=10)
     assert report.state == "running"
     assert {a.name: a.state for a in report.actors} == {
-        "capture": "running",
+        "writer": "running",
         "evaluation": "running",
         "embedding": "running",
         "search": "running",

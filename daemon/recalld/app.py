@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
 import msgspec
@@ -34,6 +34,7 @@ from recall_client.client import DaemonUnavailable, RemoteError
 from recall_client.spool import default_spool
 
 from . import systemd
+from .actor import Actor
 from .config import RELOADABLE, Settings
 from .domain import workspace_identity
 from .domain.approvals import Approvals
@@ -235,7 +236,7 @@ class Daemon:
         writer_done, keeper_done = anyio.Event(), anyio.Event()
 
         async def run_until(
-            actor: Any, done: anyio.Event, *, task_status: TaskStatus[None]
+            actor: Actor, done: anyio.Event, *, task_status: TaskStatus[None]
         ) -> None:
             try:
                 await actor.run(task_status=task_status)
@@ -323,8 +324,8 @@ class Daemon:
         for actor in (self.writer, self.keeper, self.evaluation, self.embedding):
             actor.on_change = settled.changed
 
-            def idle(actor: Any = actor) -> bool:
-                return bool(actor.idle) and actor.queue_depth()[0] == 0
+            def idle(actor: Actor = actor) -> bool:
+                return actor.idle and actor.queue_depth()[0] == 0
 
             settled.watch(idle)
         settled.watch(lambda: self.model.state != "loading")

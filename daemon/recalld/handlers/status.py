@@ -10,22 +10,14 @@ from typing import Protocol
 
 from recall_client import protocol as p
 
+from ..actor import Actor
 from ..domain.principal import Principal
 from ..domain.scopes import ADMIN
 from ..errors import RecallError
 from ..pipeline.model import Model
-from ..stats import ActorStats
 from .services import Services
 
-__all__ = ["Actor", "Connection", "StatusParts", "build_report", "status"]
-
-
-class Actor(Protocol):
-    name: str
-    state: str
-    stats: ActorStats
-
-    def queue_depth(self) -> tuple[int, int]: ...
+__all__ = ["Connection", "StatusParts", "build_report", "status"]
 
 
 class Connection(Protocol):

@@ -17,8 +17,8 @@ import numpy as np
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from ..actor import ActorBase, ActorState
 from ..errors import RecallError
-from ..stats import ActorStats
 from ..store.port import Reader, Store, WriteTx
 from .model import Model
 from .writer import IndexChange, WriteJob
@@ -56,26 +56,19 @@ class _StoreVectors(WriteJob):
         return stored
 
 
-class IndexKeeper:
+class IndexKeeper(ActorBase):
     """Applies committed index changes, one at a time, in a worker thread."""
 
     name = "index keeper"
 
     def __init__(self, store: Store, changes: MemoryObjectReceiveStream[IndexChange]) -> None:
+        super().__init__(changes)
         self._store = store
         self._changes = changes
-        self.stats = ActorStats()
-        self.state = "starting"
-        self.idle = True
-        self.on_change: Callable[[], None] = lambda: None
-
-    def queue_depth(self) -> tuple[int, int]:
-        s = self._changes.statistics()
-        return s.current_buffer_used, int(s.max_buffer_size)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with self._changes:
-            self.state = "running"
+            self.state = ActorState.RUNNING
             task_status.started()
             async for change in self._changes:
                 self.idle = False
@@ -90,7 +83,7 @@ class IndexKeeper:
                     change.applied.set()
                 self.idle = self._changes.statistics().current_buffer_used == 0
                 self.on_change()
-            self.state = "stopped"
+            self.state = ActorState.STOPPED
 
     def _apply(self, change: IndexChange) -> None:
         if change.add_ids is not None and change.add_vecs is not None:
@@ -99,7 +92,7 @@ class IndexKeeper:
             self._store.vectors_removed(change.remove_ids)
 
 
-class EmbeddingActor:
+class EmbeddingActor(ActorBase):
     """Embeds every record that has no vector yet, in micro-batches."""
 
     name = "embedding"
@@ -115,6 +108,7 @@ class EmbeddingActor:
         last_client_write: Callable[[], float],
         next_client_write: Callable[[], Awaitable[None]],
     ) -> None:
+        super().__init__(nudges)
         self._model = model
         self._last_client_write = last_client_write
         self._next_client_write = next_client_write
@@ -125,19 +119,11 @@ class EmbeddingActor:
         self._submit = submit
         self._batch = batch
         self._read_limiter = anyio.CapacityLimiter(1)
-        self.stats = ActorStats()
-        self.state = "starting"
         self.backlog = 0
-        self.idle = True
-        self.on_change: Callable[[], None] = lambda: None
-
-    def queue_depth(self) -> tuple[int, int]:
-        s = self._nudges.statistics()
-        return s.current_buffer_used, int(s.max_buffer_size)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with self._nudges:
-            self.state = "waiting for model"
+            self.state = ActorState.WAITING_FOR_MODEL
             task_status.started()
             async for _ in self._nudges:
                 # Coalesce: the backlog query below sees every waiting record anyway.
@@ -149,11 +135,11 @@ class EmbeddingActor:
                 if not self.ready:
                     continue
                 self.idle = False
-                self.state = "running"
+                self.state = ActorState.RUNNING
                 await self._drain_backlog()
                 self.idle = self._nudges.statistics().current_buffer_used == 0
                 self.on_change()
-            self.state = "stopped"
+            self.state = ActorState.STOPPED
 
     async def _drain_backlog(self) -> None:
         after = 0

@@ -15,9 +15,9 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..actor import ActorBase, ActorState
 from ..domain.policy import eligibility, settle_episode
 from ..errors import RecallError
-from ..stats import ActorStats
 from ..store.port import Reader, WriteTx
 from .writer import WriteJob
 
@@ -49,7 +49,7 @@ class _SettlePending(WriteJob):
         return tx.records.settle_pending(self.limit, now, settle)
 
 
-class EvaluationActor:
+class EvaluationActor(ActorBase):
     name = "evaluation"
 
     def __init__(
@@ -61,23 +61,16 @@ class EvaluationActor:
         *,
         batch: int = 512,
     ) -> None:
+        super().__init__(nudges, idle=False)
         self._nudges = nudges
         self._downstream = downstream
         self._reader = reader
         self._submit = submit
         self._batch = batch
-        self.stats = ActorStats()
-        self.state = "starting"
-        self.idle = False
-        self.on_change: Callable[[], None] = lambda: None
-
-    def queue_depth(self) -> tuple[int, int]:
-        s = self._nudges.statistics()
-        return s.current_buffer_used, int(s.max_buffer_size)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with self._nudges, self._downstream:
-            self.state = "running"
+            self.state = ActorState.RUNNING
             task_status.started()
             # A start-up pass: whatever a crash left pending or unembedded.
             await self._settle()
@@ -92,7 +85,7 @@ class EvaluationActor:
                 self._forward(rowids)
                 self.idle = self._nudges.statistics().current_buffer_used == 0
                 self.on_change()
-            self.state = "stopped"
+            self.state = ActorState.STOPPED
 
     async def _settle(self) -> None:
         while await self._has_pending():

@@ -26,8 +26,8 @@ import numpy as np
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..actor import ActorBase, ActorState
 from ..errors import RecallError
-from ..stats import ActorStats
 from ..store.port import StorageFailure, Store, WriteTx
 
 __all__ = ["IndexChange", "WriteJob", "WriterActor"]
@@ -121,10 +121,10 @@ class WriteJob:
         return self.result
 
 
-class WriterActor:
+class WriterActor(ActorBase):
     """Owns the store's write side and applies :class:`WriteJob` batches."""
 
-    name = "capture"
+    name = "writer"
 
     def __init__(
         self,
@@ -135,6 +135,7 @@ class WriterActor:
         *,
         batch: int,
     ) -> None:
+        super().__init__(jobs)
         self._store = store
         self._jobs = jobs
         self._downstream = downstream
@@ -144,27 +145,18 @@ class WriterActor:
         self._batch = batch
         # One thread at a time may use the writer connection; batches are serialised anyway.
         self._limiter = anyio.CapacityLimiter(1)
-        self.stats = ActorStats()
-        self.state = "starting"
         # When the last batch holding a client's write committed (anyio clock), and an event
         # set (and replaced) at each: background work waits for a pause in the writes.
         self.last_client_write = -1e9
         self._wrote = anyio.Event()
-        self.idle = True
-        # Called after every batch (the pipeline's settledness is looked at again).
-        self.on_change: Callable[[], None] = lambda: None
 
     async def next_client_write(self) -> None:
         """Return when the next batch holding a client's write has committed."""
         await self._wrote.wait()
 
-    def queue_depth(self) -> tuple[int, int]:
-        s = self._jobs.statistics()
-        return s.current_buffer_used, int(s.max_buffer_size)
-
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with self._jobs, self._downstream, self._index_changes:
-            self.state = "running"
+            self.state = ActorState.RUNNING
             task_status.started()
             async for first in self._jobs:
                 self.idle = False
@@ -177,7 +169,7 @@ class WriterActor:
                 await self._commit(jobs)
                 self.idle = self._jobs.statistics().current_buffer_used == 0
                 self.on_change()
-            self.state = "stopped"
+            self.state = ActorState.STOPPED
 
     async def _commit(self, jobs: list[WriteJob]) -> None:
         now = time.time()

@@ -18,8 +18,8 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..actor import ActorBase, ActorState
 from ..errors import RecallError
-from ..stats import ActorStats
 from ..store.port import Reader, Store
 
 __all__ = ["SearchActor"]
@@ -37,7 +37,7 @@ class _ReadJob:
     error: BaseException | None = None
 
 
-class SearchActor:
+class SearchActor(ActorBase):
     name = "search"
 
     def __init__(self, store: Store, *, workers: int, queue_size: int) -> None:
@@ -46,13 +46,8 @@ class SearchActor:
         send, receive = anyio.create_memory_object_stream[_ReadJob](queue_size)
         self._send: MemoryObjectSendStream[_ReadJob] = send
         self._receive: MemoryObjectReceiveStream[_ReadJob] = receive
-        self.stats = ActorStats()
+        super().__init__(receive)
         self.latencies_ms: deque[float] = deque(maxlen=2000)
-        self.state = "starting"
-
-    def queue_depth(self) -> tuple[int, int]:
-        s = self._receive.statistics()
-        return s.current_buffer_used, int(s.max_buffer_size)
 
     def latency_percentiles(self) -> tuple[float | None, float | None, float | None]:
         """(p50, p90, p99) of the recent reads, in milliseconds."""
@@ -73,12 +68,12 @@ class SearchActor:
                     tg.start_soon(
                         self._worker, reader, self._receive.clone(), name=f"search worker {i}"
                     )
-                self.state = "running"
+                self.state = ActorState.RUNNING
                 task_status.started()
         finally:
             for reader in readers:
                 self._store.close_reader(reader)
-            self.state = "stopped"
+            self.state = ActorState.STOPPED
 
     async def close(self) -> None:
         await self._send.aclose()
