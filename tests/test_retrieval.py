@@ -207,6 +207,30 @@ def test_retrieve_fuses_the_semantic_channel_under_the_same_visibility(
     assert dialogue["other"] not in {c.rowid for c in found}
 
 
+def test_the_semantic_side_threads_live_only_inside_their_block_and_change_no_result(
+    dialogue: dict[str, Any],
+) -> None:
+    reader, embedder = dialogue["reader"], _embedded(dialogue)
+    query = "custard tarts Lisbon"
+    words, qvec = terms.query_terms(query), embedder.encode([query])[0]
+
+    def ours() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("recalld semantic")]
+
+    def ranked() -> list[tuple[int, float, float | None]]:
+        found = fusion.retrieve(reader, words, qvec, visible("/home"), limit=5)
+        return [(c.rowid, c.score, c.cosine) for c in found]
+
+    inline = ranked()
+    with fusion.semantic_side():
+        beside = ranked()
+        assert ours(), "the semantic channel ran beside the lexical one in no thread of its own"
+        with pytest.raises(RuntimeError), fusion.semantic_side():
+            pass
+    assert beside == inline
+    assert not ours()
+
+
 def test_a_vector_still_being_embedded_is_waited_for_and_a_failed_one_leaves_lexical_only(
     dialogue: dict[str, Any],
 ) -> None:

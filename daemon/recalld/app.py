@@ -52,6 +52,7 @@ from .pipeline.intake import Intake
 from .pipeline.model import Model
 from .pipeline.settled import Settled
 from .pipeline.writer import IndexChange, WriteJob, WriteQueue, WriterActor
+from .retrieval import fusion
 from .retrieval.memory_reader import MemoryReader, MemorySearchConfig
 from .retrieval.search_actor import SearchActor
 from .store.port import Reader, Store, StoreUnreachable
@@ -125,6 +126,7 @@ class Daemon:
         async with AsyncExitStack() as stack:
             store = await _open_store_when_reachable(s, self.data_dir)
             stack.callback(store.close)
+            stack.enter_context(fusion.semantic_side())
             self.store = store
             if s.database_url:
                 # Reads aside wait here, in the event loop, for a connection left beside the

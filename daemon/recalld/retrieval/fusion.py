@@ -9,8 +9,9 @@ no channel can see more than another and context never surfaces a record it hide
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,7 @@ __all__ = [
     "PendingVector",
     "fuse",
     "retrieve",
+    "semantic_side",
 ]
 
 # Rank-based scores (memory_search's keyword mode ranks by term coverage with these).
@@ -68,8 +70,25 @@ class PendingVector:
 # query's vector and FAISS's search need no database, and FAISS and SQLite both release the
 # GIL, so on two cores a hybrid search takes about the longer of the two, not their sum.
 # Bounded: more searches at once than threads here wait for one.
-_SEMANTIC_THREADS = 4
-_semantic_side = ThreadPoolExecutor(_SEMANTIC_THREADS, thread_name_prefix="recalld semantic")
+SEMANTIC_THREADS = 4
+# The threads, while a daemon runs (see :func:`semantic_side`); without them (a reader used
+# on its own) the channels run one after the other, with the same result.
+_beside: ThreadPoolExecutor | None = None
+
+
+@contextmanager
+def semantic_side(threads: int = SEMANTIC_THREADS) -> Iterator[None]:
+    """The threads the semantic channel runs in beside the lexical one, for the ``with``
+    block's life: the app holds them on its exit stack, so they stop with the daemon."""
+    global _beside
+    if _beside is not None:
+        raise RuntimeError("the semantic side's threads are already running")
+    _beside = ThreadPoolExecutor(threads, thread_name_prefix="recalld semantic")
+    try:
+        yield
+    finally:
+        pool, _beside = _beside, None
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass(slots=True)
@@ -111,8 +130,9 @@ def retrieve(
     search = reader.search
     beside: Future[list[tuple[int, float]] | None] | None = None
     wanted = qvec is not None and search.has_vectors()
-    if wanted and qvec is not None and search.semantic_beside:
-        beside = _semantic_side.submit(_semantic, reader, qvec, where)
+    threads = _beside
+    if wanted and qvec is not None and search.semantic_beside and threads is not None:
+        beside = threads.submit(_semantic, reader, qvec, where)
     lexical = search.lexical(terms, where, CHANNEL_DEPTH) if terms else []
     if beside is not None:
         semantic = beside.result()
