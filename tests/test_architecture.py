@@ -39,7 +39,13 @@ LAYERS = [
     {"recalld.pipeline", "recalld.retrieval"},
     {"recalld.handlers"},
     {"recalld.edge"},
-    {"recalld.app", "recalld.main", "recalld.__main__"},
+    {
+        "recalld.app",
+        "recalld.housekeeping",
+        "recalld.listening",
+        "recalld.main",
+        "recalld.__main__",
+    },
 ]
 # Peers of one layer that must not lean on each other.
 APART = [("recalld.store", "recalld.ingest"), ("recalld.pipeline", "recalld.retrieval")]

@@ -1,6 +1,11 @@
 """The daemon: one exit stack and one root task group holding the store, the pipeline, the
 readers and the listener.
 
+:class:`Parts` is the one place that builds what runs (every actor, queue, reader and the
+services the edge gets), :meth:`Daemon._serve` starts it and :meth:`Daemon._stop_all` is the
+one place that stops it; what must be released (the store, its readers, the semantic
+side's threads, the task groups) is on the exit stack.
+
 Start-up, downstream first: the index keeper, the embedding and evaluation actors, the
 writer, the search workers; then the listener binds and READY is reported; then the model
 loads in the background. Shutdown runs the other way: stop accepting, let in-flight requests
@@ -17,7 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import stat
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -27,13 +31,12 @@ from typing import TypeVar
 import anyio
 import msgspec
 import numpy as np
-from anyio.abc import SocketListener, TaskStatus
+from anyio.abc import SocketListener, TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectSendStream
 from recall_client import __version__, paths
 from recall_client import protocol as p
-from recall_client.client import DaemonUnavailable, RemoteError
-from recall_client.spool import default_spool
 
-from . import systemd
+from . import housekeeping, systemd
 from .actor import Actor
 from .config import RELOADABLE, Settings
 from .domain import workspace_identity
@@ -42,10 +45,9 @@ from .domain.credentials import AgentCredentials
 from .domain.principal import Principal
 from .domain.scopes import ensure_admin_token
 from .edge.server import Server
-from .errors import RecallError
-from .handlers.ops import HealthProbe, MergeTextIndex
 from .handlers.services import Services
 from .handlers.status import StatusParts, build_report
+from .listening import OwnedSocket, SocketInUse
 from .pipeline.embedding import EmbeddingActor, IndexKeeper
 from .pipeline.evaluation import EvaluationActor
 from .pipeline.intake import Intake
@@ -65,9 +67,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SNAPSHOT_EVERY = 120.0
-# Text index merge steps per round (~500 pages each): a bound, in case writes outpace it.
-MERGE_STEPS_MAX = 1_000
 # The stop stays inside the unit's TimeoutStopSec=30 even when every step runs to its bound:
 # the drain (settings.drain_timeout_s, 10 s), the writer's queued batches, the snapshot.
 WRITER_TIMEOUT = 5.0
@@ -78,32 +77,15 @@ SUBMIT_TIMEOUT = 5.0
 INDEX_CHANGES = 1024
 
 
-class SocketInUse(RuntimeError):
-    """Another daemon already answers on the socket."""
-
-
 class Daemon:
+    """The daemon's life: its state, the stop it is asked for, the config it reloads."""
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.state = p.RunState.STARTING
         self.started_at = time.time()
-        self.model = Model(settings.embedder, settings.model_path, settings.embed_backend)
-        self.socket_path = settings.socket_path
-        self.data_dir = settings.data_path
+        self.socket = OwnedSocket(settings.socket_path)
         self._stop = anyio.Event()
-        # Presented in a hello, it grants admin:workspace (see recalld.domain.scopes).
-        self.admin_token_path = paths.admin_token_path()
-        self.admin_token: str | None = None
-        # Set once the model has loaded (or failed) and the vector index is open.
-        self.warm = anyio.Event()
-        self.settled = Settled()
-        self._aside: anyio.CapacityLimiter | None = None
-        # The socket file this process created (None when systemd passed the socket).
-        self._own_socket: tuple[int, int] | None = None
-        # Until the start-up replay of the capture spool has run: not settled before that.
-        self._replaying_spool = True
-
-    # ------------------------------------------------------------------ running
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -122,117 +104,29 @@ class Daemon:
         listener_socket: socket.socket | None = None,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        s = self.settings
         async with AsyncExitStack() as stack:
-            store = await _open_store_when_reachable(s, self.data_dir)
-            stack.callback(store.close)
-            stack.enter_context(fusion.semantic_side())
-            self.store = store
-            if s.database_url:
-                # Reads aside wait here, in the event loop, for a connection left beside the
-                # long-lived readers' (the store's bound), not in threads the writer needs.
-                aside = s.database_connection_limit - s.search_workers - 3
-                self._aside = anyio.CapacityLimiter(aside)
-            await anyio.to_thread.run_sync(rekey_workspaces, store, workspace_identity.identify)
-            self.admin_token = ensure_admin_token(self.admin_token_path)
-            startup = store.reader()
-            try:
-                approvals = Approvals(
-                    p.WorkspaceApproval(
-                        workspace=a.workspace, approved_at=a.approved_at, approved_by=a.approved_by
-                    )
-                    for a in startup.ops.approvals()
-                )
-                credentials = AgentCredentials(
-                    (c.agent, c.token_digest, c.created_at) for c in startup.ops.credentials()
-                )
-            finally:
-                store.close_reader(startup)
-            for reader in (eval_reader := store.reader(), embed_reader := store.reader()):
-                stack.callback(store.close_reader, reader)
-
-            jobs_send, jobs_recv = anyio.create_memory_object_stream[WriteJob](s.queue_size)
-            eval_send, eval_recv = anyio.create_memory_object_stream[list[int]](256)
-            embed_send, embed_recv = anyio.create_memory_object_stream[list[int]](256)
-            change_send, change_recv = anyio.create_memory_object_stream[IndexChange](INDEX_CHANGES)
-            self.writer = WriterActor(
-                store, jobs_recv, eval_send, change_send, batch=s.capture_batch
-            )
-            self.keeper = IndexKeeper(store, change_recv)
-            # Every sender of the writer's queue is a named clone, closed at shutdown, so the
-            # writer's loop ends by itself once all of them are closed and its queue is empty.
-            self._queues = [WriteQueue(jobs_send, SUBMIT_TIMEOUT)]
-            self._queues += [WriteQueue(jobs_send.clone(), SUBMIT_TIMEOUT) for _ in range(2)]
-            clients, evaluation_queue, embedding_queue = self._queues
-            self.evaluation = EvaluationActor(
-                eval_recv, embed_send, eval_reader, evaluation_queue.submit
-            )
-            self.embedding = EmbeddingActor(
-                self.model,
-                embed_recv,
-                embed_reader,
-                embedding_queue.submit,
-                batch=s.embed_batch,
-                last_client_write=lambda: self.writer.last_client_write,
-                next_client_write=self.writer.next_client_write,
-            )
-            self._wake_embedding = embed_send.clone()
-            self.search = SearchActor(store, workers=s.search_workers, queue_size=s.queue_size)
-            self._watch_settledness()
-            intake = Intake(clients.submit, clients.submit_nowait, self.model, self._semantic)
-            memory = MemoryReader(
-                MemorySearchConfig(
-                    mode=s.search_mode,
-                    bm25=s.bm25,
-                    rerank=s.rerank,
-                    rerank_model_path=s.rerank_model_path,
-                )
-            )
-            self.services = Services(
-                settings=lambda: self.settings,
-                read=self.search.read,
-                read_aside=self._read_aside,
-                write=intake.write,
-                write_now=intake.write_now,
-                submit=clients.submit,
-                embed_query=self.model.embed_query,
-                semantic=self._semantic,
-                model=self.model,
-                memory=memory,
-                approvals=approvals,
-                credentials=credentials,
-                report=self._report,
-                wait_warm=self._wait_warm,
-                wait_settled=self._wait_settled,
-                wake_embedding=self.wake_embedding,
-                index_ids=self._index_ids,
-                index_status=store.index_status,
-            )
-            self.server = Server(
-                self.services,
-                version=__version__,
-                admin_token=lambda: self.admin_token,
-                stopping=lambda: self.state is p.RunState.STOPPING,
-            )
-            await self._serve(stack, listener_socket, task_status)
+            parts = await Parts.build(stack, self)
+            await self._serve(stack, parts, listener_socket, task_status)
         self.state = p.RunState.STOPPED
         log.info("recalld stopped")
 
     async def _serve(
         self,
         stack: AsyncExitStack,
+        parts: Parts,
         listener_socket: socket.socket | None,
         task_status: TaskStatus[None],
     ) -> None:
         root = await stack.enter_async_context(anyio.create_task_group())
-        background = anyio.CancelScope()
+        background_scope = anyio.CancelScope()
+        background: list[TaskGroup] = []
 
         async def run_background(*, task_status: TaskStatus[None]) -> None:
-            with background:
+            with background_scope:
                 async with anyio.create_task_group() as bg:
-                    self._background = bg
-                    await bg.start(self.embedding.run, name="embedding actor")
-                    await bg.start(self.evaluation.run, name="evaluation actor")
+                    background.append(bg)
+                    await bg.start(parts.embedding.run, name="embedding actor")
+                    await bg.start(parts.evaluation.run, name="evaluation actor")
                     task_status.started()
 
         writer_done, keeper_done = anyio.Event(), anyio.Event()
@@ -245,72 +139,89 @@ class Daemon:
             finally:
                 done.set()
 
-        await root.start(run_until, self.keeper, keeper_done, name="index keeper")
+        await root.start(run_until, parts.keeper, keeper_done, name="index keeper")
         await root.start(run_background, name="background actors")
-        await root.start(run_until, self.writer, writer_done, name="writer actor")
-        await root.start(self.search.run, name="search actor")
+        await root.start(run_until, parts.writer, writer_done, name="writer actor")
+        await root.start(parts.search.run, name="search actor")
 
-        listener = await self._listen(listener_socket)
+        listener = await self.socket.listen(listener_socket)
         accepting = anyio.CancelScope()
+        connections: list[anyio.CancelScope] = []
 
         async def accept(*, task_status: TaskStatus[None]) -> None:
             async with anyio.create_task_group() as conn_tg:
-                self._connections = conn_tg.cancel_scope
+                connections.append(conn_tg.cancel_scope)
                 with accepting:
                     task_status.started()
-                    await listener.serve(self.server.handle, task_group=conn_tg)
+                    await listener.serve(parts.server.handle, task_group=conn_tg)
                 # No longer accepting; open connections finish until cancelled below.
 
         await root.start(accept, name="listener")
         self.state = p.RunState.RUNNING
         systemd.notify(
-            f"READY=1\nSTATUS=accepting on {self.socket_path}; model loading\nMAINPID={os.getpid()}"
+            f"READY=1\nSTATUS=accepting on {self.socket.path}; model loading\nMAINPID={os.getpid()}"
         )
-        log.info("recalld %s accepting on %s (pid %d)", __version__, self.socket_path, os.getpid())
+        log.info("recalld %s accepting on %s (pid %d)", __version__, self.socket.path, os.getpid())
         task_status.started()
 
         # Background work is cancelled first at shutdown; all of it resumes from the store.
-        self._background.start_soon(self._load_model, name="model loader")
-        self._background.start_soon(self._replay_spool, name="spool replay")
-        self._background.start_soon(self._snapshot_periodically, name="index snapshotter")
-        watchdog = systemd.watchdog_interval()
-        if watchdog is not None:
-            self._background.start_soon(self._watchdog, watchdog, name="watchdog")
+        bg = background[0]
+        bg.start_soon(parts.load_model, name="model loader")
+        bg.start_soon(parts.replay_spool, self.socket.path, name="spool replay")
+        submit = parts.services.submit
+        bg.start_soon(housekeeping.snapshot_periodically, parts.store, submit, name="snapshots")
+        interval = systemd.watchdog_interval()
+        if interval is not None:
+            bg.start_soon(housekeeping.watchdog, submit, interval, name="watchdog")
 
         await self._stop.wait()
+        await self._stop_all(
+            parts, listener, accepting, connections[0], background_scope, writer_done, keeper_done
+        )
+        root.cancel_scope.cancel()
 
-        # ---- shutdown: the head of the pipeline closes first
+    async def _stop_all(
+        self,
+        parts: Parts,
+        listener: SocketListener,
+        accepting: anyio.CancelScope,
+        connections: anyio.CancelScope,
+        background: anyio.CancelScope,
+        writer_done: anyio.Event,
+        keeper_done: anyio.Event,
+    ) -> None:
+        """The stop, the head of the pipeline first."""
         self.state = p.RunState.STOPPING
         accepting.cancel()
         await listener.aclose()
-        self._remove_socket()
+        self.socket.remove()
         systemd.notify("STOPPING=1\nSTATUS=draining in-flight requests")
-        log.info(
-            "stopping: no new connections; draining %d in-flight requests", self.server.inflight()
-        )
-        with anyio.move_on_after(self.settings.drain_timeout_s) as drain:
-            await self.server.wait_idle()
+        server = parts.server
+        log.info("stopping: no new connections; draining %d in-flight requests", server.inflight())
+        drain_s = self.settings.drain_timeout_s
+        with anyio.move_on_after(drain_s) as drain:
+            await server.wait_idle()
         if drain.cancelled_caught:
             log.warning(
                 "drain deadline (%.0fs) passed with %d requests in flight; "
                 "closing their connections",
-                self.settings.drain_timeout_s,
-                self.server.inflight(),
+                drain_s,
+                server.inflight(),
             )
-        self._connections.cancel()
+        connections.cancel()
         background.cancel()
         # The writer commits what is queued (the open batches), then its loop ends; the
         # keeper applies the index changes it handed on, then ends too.
-        for queue in self._queues:
+        for queue in parts.queues:
             await queue.aclose()
-        await self._wake_embedding.aclose()
+        await parts.wake.aclose()
         with anyio.move_on_after(WRITER_TIMEOUT):
             await writer_done.wait()
             await keeper_done.wait()
-        await self.search.close()
+        await parts.search.close()
         with anyio.CancelScope(shield=True), anyio.move_on_after(SAVE_TIMEOUT):
             try:
-                await anyio.to_thread.run_sync(self.store.snapshot)
+                await anyio.to_thread.run_sync(parts.store.snapshot)
             except Exception as exc:
                 # Disk full or the like: the store holds every vector, so this costs only a
                 # rebuild at the next start; it must not turn a clean stop into a crash.
@@ -319,7 +230,124 @@ class Daemon:
                     "store at the next start",
                     exc,
                 )
-        root.cancel_scope.cancel()
+
+
+class Parts:
+    """What a running daemon is made of, built in one place (:meth:`build`), and the
+    implementations behind :class:`Services` and :class:`StatusParts` that need them."""
+
+    def __init__(
+        self, daemon: Daemon, store: Store, approvals: Approvals, credentials: AgentCredentials
+    ) -> None:
+        s = daemon.settings
+        self._daemon = daemon
+        self.store = store
+        self.model = Model(s.embedder, s.model_path, s.embed_backend)
+        # Presented in a hello, it grants admin:workspace (see recalld.domain.scopes).
+        self.admin_token = ensure_admin_token(paths.admin_token_path())
+        # Set once the model has loaded (or failed) and the vector index is open.
+        self.warm = anyio.Event()
+        self.settled = Settled()
+        # Until the start-up replay of the capture spool has run: not settled before that.
+        self._replaying_spool = True
+        # Reads aside wait here, in the event loop, for a connection left beside the
+        # long-lived readers' (the store's bound), not in threads the writer needs.
+        self._aside = (
+            anyio.CapacityLimiter(s.database_connection_limit - s.search_workers - 3)
+            if s.database_url
+            else None
+        )
+        eval_reader, embed_reader = store.reader(), store.reader()
+        self.readers = [eval_reader, embed_reader]
+
+        jobs_send, jobs_recv = anyio.create_memory_object_stream[WriteJob](s.queue_size)
+        eval_send, eval_recv = anyio.create_memory_object_stream[list[int]](256)
+        embed_send, embed_recv = anyio.create_memory_object_stream[list[int]](256)
+        change_send, change_recv = anyio.create_memory_object_stream[IndexChange](INDEX_CHANGES)
+        self.writer = WriterActor(store, jobs_recv, eval_send, change_send, batch=s.capture_batch)
+        self.keeper = IndexKeeper(store, change_recv)
+        # Every sender of the writer's queue is a named clone, closed at shutdown, so the
+        # writer's loop ends by itself once all of them are closed and its queue is empty.
+        self.queues = [WriteQueue(jobs_send, SUBMIT_TIMEOUT)]
+        self.queues += [WriteQueue(jobs_send.clone(), SUBMIT_TIMEOUT) for _ in range(2)]
+        clients, evaluation_queue, embedding_queue = self.queues
+        self.evaluation = EvaluationActor(
+            eval_recv, embed_send, eval_reader, evaluation_queue.submit
+        )
+        self.embedding = EmbeddingActor(
+            self.model,
+            embed_recv,
+            embed_reader,
+            embedding_queue.submit,
+            batch=s.embed_batch,
+            last_client_write=lambda: self.writer.last_client_write,
+            next_client_write=self.writer.next_client_write,
+        )
+        self.wake: MemoryObjectSendStream[list[int]] = embed_send.clone()
+        self.search = SearchActor(store, workers=s.search_workers, queue_size=s.queue_size)
+        self._watch_settledness()
+        intake = Intake(clients.submit, clients.submit_nowait, self.model, self._semantic)
+        memory = MemoryReader(
+            MemorySearchConfig(
+                mode=s.search_mode,
+                bm25=s.bm25,
+                rerank=s.rerank,
+                rerank_model_path=s.rerank_model_path,
+            )
+        )
+        self.services = Services(
+            settings=lambda: daemon.settings,
+            read=self.search.read,
+            read_aside=self._read_aside,
+            write=intake.write,
+            write_now=intake.write_now,
+            submit=clients.submit,
+            embed_query=self.model.embed_query,
+            semantic=self._semantic,
+            model=self.model,
+            memory=memory,
+            approvals=approvals,
+            credentials=credentials,
+            report=self._report,
+            wait_warm=self._wait_warm,
+            wait_settled=self._wait_settled,
+            wake_embedding=self.wake_embedding,
+            index_ids=self._index_ids,
+            index_status=store.index_status,
+        )
+        self.server = Server(
+            self.services,
+            version=__version__,
+            admin_token=lambda: self.admin_token,
+            stopping=lambda: daemon.state is p.RunState.STOPPING,
+        )
+
+    @classmethod
+    async def build(cls, stack: AsyncExitStack, daemon: Daemon) -> Parts:
+        """Open the store (waiting for a shared one to answer), bring its rows up to date and
+        build every part on it; what needs releasing goes on ``stack``."""
+        s = daemon.settings
+        store = await _open_store_when_reachable(s, s.data_path)
+        stack.callback(store.close)
+        stack.enter_context(fusion.semantic_side())
+        await anyio.to_thread.run_sync(rekey_workspaces, store, workspace_identity.identify)
+        startup = store.reader()
+        try:
+            approvals = Approvals(
+                p.WorkspaceApproval(
+                    workspace=a.workspace, approved_at=a.approved_at, approved_by=a.approved_by
+                )
+                for a in startup.ops.approvals()
+            )
+            credentials = AgentCredentials(
+                (c.agent, c.token_digest, c.created_at) for c in startup.ops.credentials()
+            )
+        finally:
+            store.close_reader(startup)
+        parts = cls(daemon, store, approvals, credentials)
+        for reader in parts.readers:
+            stack.callback(store.close_reader, reader)
+        return parts
 
     def _watch_settledness(self) -> None:
         settled = self.settled
@@ -333,68 +361,13 @@ class Daemon:
         settled.watch(lambda: self.model.state != "loading")
         settled.watch(lambda: not self._replaying_spool)
 
-    async def _listen(self, passed: socket.socket | None) -> SocketListener:
-        if passed is not None:
-            name = passed.getsockname()
-            log.info("using the socket passed by systemd (%s)", name or "unnamed")
-            if isinstance(name, str) and name:
-                self.socket_path = Path(name)
-            return await SocketListener.from_socket(passed)
-        path = self.socket_path
-        # Raises InsecureDirectory for a directory another user could swap the socket in.
-        paths.ensure_private_dir(path.parent)
-        if path.exists() or path.is_symlink():
-            if not stat.S_ISSOCK(path.lstat().st_mode):
-                raise SocketInUse(f"{path} exists and is not a socket; refusing to replace it")
-            if await _answers(path):
-                raise SocketInUse(f"another recalld already answers on {path}")
-            path.unlink()
-        old = os.umask(0o177)  # the socket is 0600 from its first instant
-        try:
-            listener = await anyio.create_unix_listener(path)
-        finally:
-            os.umask(old)
-        path.chmod(0o600)
-        st = path.stat()
-        self._own_socket = (st.st_dev, st.st_ino)
-        return listener
+    # ------------------------------------------------------------------ background
 
-    def _remove_socket(self) -> None:
-        """Unlink the socket this process created, so a client's next attempt fails at once
-        (and recall-mcp may start a new daemon); never one systemd or another daemon owns."""
-        if self._own_socket is None:
-            return
-        try:
-            st = self.socket_path.lstat()
-            if (st.st_dev, st.st_ino) == self._own_socket:
-                self.socket_path.unlink()
-        except OSError:
-            pass
-
-    async def _load_model(self) -> None:
+    async def load_model(self) -> None:
         try:
             await self._warm_up()
         finally:
             self.warm.set()
-            self.settled.changed()
-
-    async def _replay_spool(self) -> None:
-        """Send what ``recallctl capture`` spooled while no daemon answered, oldest first,
-        through this daemon's own socket: the path, checks and idempotency of any capture."""
-
-        def refused(name: str, n: int, reply: p.EpisodeCaptured | RemoteError) -> None:
-            if isinstance(reply, RemoteError):
-                log.warning("spooled capture %s, episode %d refused: %s", name, n, reply)
-
-        spool = default_spool()
-        try:
-            sent = await spool.replay(self.socket_path, self.admin_token, refused)
-            if sent:
-                log.info("replayed %d spooled capture(s) from %s", sent, spool.directory)
-        except (DaemonUnavailable, RemoteError, OSError) as exc:
-            log.warning("spool replay stopped (%s); what is left is sent later", exc)
-        finally:
-            self._replaying_spool = False
             self.settled.changed()
 
     async def _warm_up(self) -> None:
@@ -410,49 +383,12 @@ class Daemon:
         status = self.store.index_status()
         systemd.notify(f"STATUS=ready; {status.size if status else 0} vectors indexed")
 
-    async def _watchdog(self, interval: float) -> None:
-        """Ping systemd's watchdog while the daemon is healthy: the event loop runs this
-        task, and the writer commits a probe in time. A stuck writer stops the pings, so
-        systemd restarts the daemon (Restart=on-failure) instead of it hanging silently."""
-        while True:
-            probe = HealthProbe()
-            healthy = False
-            with anyio.move_on_after(interval) as late:
-                try:
-                    await self.services.submit(probe)
-                    await probe.wait()
-                    healthy = True
-                except RecallError as exc:
-                    log.warning("watchdog: writer probe failed: %s", exc.message)
-            if healthy:
-                systemd.notify("WATCHDOG=1")
-            elif late.cancelled_caught:
-                log.warning("watchdog: the writer did not commit a probe within %.1fs", interval)
-            await anyio.sleep(interval)
-
-    async def _snapshot_periodically(self) -> None:
-        """Snapshot the vector index, and merge the full-text index's segments, at start and
-        every SNAPSHOT_EVERY."""
-        while True:
-            await self._merge_text_index()
-            await anyio.sleep(SNAPSHOT_EVERY)
-            try:
-                await anyio.to_thread.run_sync(self.store.snapshot)
-            except Exception:
-                log.exception("index snapshot failed")
-
-    async def _merge_text_index(self) -> None:
-        # One step a batch of its own, as background work: client writes go between steps.
-        for _ in range(MERGE_STEPS_MAX):
-            step = MergeTextIndex()
-            try:
-                await self.services.submit(step)
-                await step.wait()
-            except RecallError as exc:
-                log.warning("merging the text index: %s", exc.message)
-                return
-            if not step.result:
-                return
+    async def replay_spool(self, socket_path: Path) -> None:
+        try:
+            await housekeeping.replay_spool(socket_path, self.admin_token)
+        finally:
+            self._replaying_spool = False
+            self.settled.changed()
 
     # ------------------------------------------------------------------ services
 
@@ -462,7 +398,7 @@ class Daemon:
     def wake_embedding(self) -> None:
         """Have the embedding actor look at its backlog now."""
         try:
-            self._wake_embedding.send_nowait([0])
+            self.wake.send_nowait([0])
         except (anyio.WouldBlock, anyio.ClosedResourceError):
             pass  # already awake, or stopping
 
@@ -501,12 +437,13 @@ class Daemon:
             self.wake_embedding()
 
     async def _report(self, who: Principal) -> p.StatusReport:
+        daemon = self._daemon
         parts = StatusParts(
             version=__version__,
-            started_at=self.started_at,
-            socket=lambda: str(self.socket_path),
-            data_dir=str(self.data_dir),
-            state=lambda: self.state,
+            started_at=daemon.started_at,
+            socket=lambda: str(daemon.socket.path),
+            data_dir=str(daemon.settings.data_path),
+            state=lambda: daemon.state,
             model=self.model,
             actors=[self.writer, self.evaluation, self.embedding, self.search],
             keeper=self.keeper,
@@ -556,13 +493,3 @@ def _open_store(s: Settings, data_dir: Path) -> Store:
             prepare=s.database_prepare,
         )
     return SqliteStore(data_dir, durability=s.durability)
-
-
-async def _answers(path: Path) -> bool:
-    try:
-        with anyio.fail_after(1):
-            stream = await anyio.connect_unix(path)
-    except (OSError, TimeoutError):
-        return False
-    await stream.aclose()
-    return True
