@@ -507,17 +507,8 @@ class Server:
                     reply = await self._dispatch(conn, req)
                 else:
                     reply = await self._services.write(job)
-            except RecallError as exc:
-                conn.errors += 1
-                reply = p.Error(
-                    id=req.id, code=exc.code, message=exc.message, retryable=exc.retryable
-                )
-            except Exception:
-                conn.errors += 1
-                log.exception("request %s failed", type(req).__name__)
-                reply = p.Error(
-                    id=req.id, code="internal", message="internal error; see the daemon log"
-                )
+            except Exception as exc:
+                reply = _failed(conn, req, exc)
             reply.id = req.id
             out.send(p.frame(reply), lambda: self._end(conn, inflight, held))
             handed_over = True
@@ -561,8 +552,8 @@ class Server:
         """Hand a write to the pipeline with no task of its own, when its route builds its
         job (names no ids to check first) and nothing has to wait (Intake.write_now); the
         writer's call after the COMMIT answers it. A job that has to wait gets a task that
-        writes it. False: :meth:`_answer` dispatches the request, as any other (whatever
-        went wrong here, a refusal included, it finds again and answers).
+        writes it; a refusal is answered at once. False: nothing was decided (a repository to
+        read, ids to check), and :meth:`_answer` dispatches the request as any other.
 
         A capture burst is many small writes: a task per request, its await chain down to
         the job's event and the wake-up were most of what the event loop spent on one.
@@ -587,8 +578,14 @@ class Server:
                 self._answered(out, inflight, conn, req.id, held, job)
 
             queued = self._services.write_now(job, answered)
-        except Exception:  # refused, or a bug: the task path answers it, or logs it
-            return False
+        except Exception as exc:
+            # Refused (or a bug) here is answered here, by the same policy as a request's
+            # task: the checks above are the slow path's own, so it would only repeat them.
+            self._begin(conn)
+            error = _failed(conn, req, exc)
+            error.id = req.id
+            out.send(p.frame(error), lambda: self._end(conn, inflight, held))
+            return True
         if queued:
             self._begin(conn)
             return True
@@ -618,17 +615,7 @@ class Server:
         on the writer's turn of the event loop, so it never raises and never waits: the reply
         queues, and the connection's replies of the batch go out together."""
         try:
-            if job.error is None:
-                reply: p.Reply = job.result
-            else:
-                conn.errors += 1
-                error = job.error
-                if not isinstance(error, RecallError):
-                    log.error("write %d failed", request_id, exc_info=error)
-                    error = RecallError("internal", "internal error; see the daemon log")
-                reply = p.Error(
-                    id=0, code=error.code, message=error.message, retryable=error.retryable
-                )
+            reply: p.Reply = job.result if job.error is None else _failed(conn, job, job.error)
             reply.id = request_id
             out.send(p.frame(reply), lambda: self._end(conn, inflight, held), at_once=False)
         except Exception:
@@ -647,6 +634,17 @@ class Server:
                 await stream.send(p.frame(reply))
         except (TimeoutError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
+
+
+def _failed(conn: Connection, what: object, exc: BaseException) -> p.Error:
+    """The one error policy of an answered request: a :class:`RecallError` is the client's
+    answer, typed; anything else is a bug, logged with its traceback and answered
+    ``internal`` without detail. The caller sets the reply's id."""
+    conn.errors += 1
+    if isinstance(exc, RecallError):
+        return p.Error(id=0, code=exc.code, message=exc.message, retryable=exc.retryable)
+    log.error("%s failed", type(what).__name__, exc_info=exc)
+    return p.Error(id=0, code="internal", message="internal error; see the daemon log")
 
 
 def _bounded(message: str) -> str:
