@@ -64,6 +64,28 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(var, raising=False)
 
 
+async def unchecked_call(
+    d: DaemonProcess, request: dict[str, Any], workspace: str = "/ws/unchecked"
+) -> p.Reply:
+    """Send ``request`` (an ``op`` and its fields) as a client that builds no protocol
+    Structs, and so checks nothing, would (one written in another language, say); the reply
+    it gets."""
+    import msgspec
+    from anyio.streams.buffered import BufferedByteReceiveStream
+
+    hello = p.Hello(id=1, version=p.PROTOCOL_VERSION, agent="unchecked", workspace=workspace)
+    body = msgspec.msgpack.encode({"id": 2, **request})
+    async with await anyio.connect_unix(d.socket) as stream:
+        await stream.send(p.frame(hello) + p.HEADER.pack(len(body)) + body)
+        reader = BufferedByteReceiveStream(stream)
+        with anyio.fail_after(30):
+            while True:
+                (size,) = p.HEADER.unpack(await reader.receive_exactly(4))
+                reply = p.decode_reply(await reader.receive_exactly(size))
+                if reply.id == 2:
+                    return reply
+
+
 @dataclass
 class DaemonProcess:
     """A recalld process under test, with its socket, data dir and captured log."""

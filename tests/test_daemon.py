@@ -170,16 +170,13 @@ async def test_a_burst_of_writes_is_answered_whole_after_the_client_stops_sendin
 ) -> None:
     """Captures pipelined on one connection are answered by the writer after each COMMIT,
     several replies to a write: the connection stays open for them after the client's last
-    frame, and a write refused in its batch gets its typed error beside the others."""
+    frame, and a refused write gets its typed error beside the others."""
     from anyio.streams.buffered import BufferedByteReceiveStream
 
     stream = await _raw_connection(running_daemon)
-    burst = [
-        p.MemoryStore(id=10 + i, text=f"burst note {i}")
-        if i % 10
-        else p.MemoryStore(id=10 + i, text=f"burst fact {i}", kind="fact")  # no subject
-        for i in range(100)
-    ]
+    burst = [p.MemoryStore(id=10 + i, text=f"burst note {i}") for i in range(100)]
+    for req in burst[::10]:
+        req.supersedes = ["mem_nothing"]  # refused (not_found), among the writes beside it
     await stream.send(b"".join(p.frame(req) for req in burst))
     await stream.send_eof()
     reader = BufferedByteReceiveStream(stream)
@@ -193,8 +190,8 @@ async def test_a_burst_of_writes_is_answered_whole_after_the_client_stops_sendin
     assert isinstance(replies.pop(1), p.Welcome)
     for req in burst:
         reply = replies[req.id]
-        if req.kind == "fact":
-            assert isinstance(reply, p.Error) and reply.code == "invalid_request"
+        if req.supersedes:
+            assert isinstance(reply, p.Error) and reply.code == "not_found"
         else:
             assert isinstance(reply, p.Stored)
     assert running_daemon.sql("SELECT count(*) FROM records WHERE text LIKE ?", "burst note%") == [

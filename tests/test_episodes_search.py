@@ -13,7 +13,7 @@ from recall_client.client import RemoteError, connect
 from recall_client.paths import read_admin_token
 from recalld.retrieval.work_reader import shape
 
-from .conftest import DaemonFactory, DaemonProcess
+from .conftest import DaemonFactory, DaemonProcess, unchecked_call
 from .episode_helpers import HIJACK, LOW_TRUST, capture, embedded, ids, search, settled
 
 pytestmark = pytest.mark.both_backends
@@ -279,9 +279,12 @@ async def test_since_and_until_are_inclusive_unix_seconds(running_daemon: Daemon
         assert ids(await search(rc, query="nightly", since=1500, until=2500)) == [
             made[2000].record_id
         ]
-        with pytest.raises(RemoteError) as err:
-            await search(rc, since=3000, until=1000)
-        assert err.value.code == "invalid_request" and "since" in err.value.message
+        with pytest.raises(p.RequestRuleError, match="since"):
+            p.WorkSearch(since=3000, until=1000)
+        backwards = {"op": "work_search", "since": 3000, "until": 1000}
+        refused = await unchecked_call(running_daemon, backwards)
+        assert isinstance(refused, p.Error) and refused.code == "invalid_request"
+        assert "since" in refused.message
 
 
 async def test_k_defaults_to_20_and_caps_the_results(running_daemon: DaemonProcess) -> None:

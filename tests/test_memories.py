@@ -14,7 +14,7 @@ import pytest
 from recall_client import protocol as p
 from recall_client.client import RecallClient, RemoteError, connect
 
-from .conftest import DaemonFactory, DaemonProcess
+from .conftest import DaemonFactory, DaemonProcess, unchecked_call
 
 pytestmark = pytest.mark.both_backends
 
@@ -135,9 +135,12 @@ async def test_disagreeing_facts_without_clear_order_are_contested_until_resolve
         assert [c.id for c in fact.contenders] == [b.record_id]
         assert all(h.contested for h in result.hits)
 
-        with pytest.raises(RemoteError) as err:
-            await rc.call(p.MemoryFactResolve(subject="staging region"), p.FactResolved)
-        assert err.value.code == "invalid_request"
+        with pytest.raises(p.RequestRuleError):
+            p.MemoryFactResolve(subject="staging region")
+        neither = {"op": "memory_fact_resolve", "subject": "staging region"}
+        refused = await unchecked_call(running_daemon, neither)
+        assert isinstance(refused, p.Error) and refused.code == "invalid_request"
+        assert "accept or keep_id" in refused.message
         resolution = await rc.call(
             p.MemoryFactResolve(subject="Staging region", accept=True), p.FactResolved
         )
@@ -214,13 +217,17 @@ async def test_quoted_and_instructing_texts_are_marked_and_trusted_less(
 
 
 async def test_fact_rules_are_validated(running_daemon: DaemonProcess) -> None:
+    # The request refuses itself where it is built...
+    with pytest.raises(p.RequestRuleError, match="subject"):
+        p.MemoryStore(text="a fact with no subject", kind="fact")
+    with pytest.raises(p.RequestRuleError, match="subject"):
+        p.MemoryStore(text="an entry with a subject", subject="x")
+    # ...and the daemon's decoder refuses it from a client that sends it anyway.
+    for fields in ({"kind": "fact"}, {"kind": "entry", "subject": "x"}):
+        reply = await unchecked_call(running_daemon, {"op": "memory_store", "text": "t", **fields})
+        assert isinstance(reply, p.Error) and reply.code == "invalid_request"
+        assert "subject" in reply.message
     async with running_daemon.client(workspace="/ws/valid") as rc:
-        with pytest.raises(RemoteError) as err:
-            await store(rc, "a fact with no subject", kind="fact")
-        assert err.value.code == "invalid_request" and "subject" in err.value.message
-        with pytest.raises(RemoteError) as err:
-            await store(rc, "an entry with a subject", subject="x")
-        assert err.value.code == "invalid_request"
         with pytest.raises(RemoteError) as err:
             await store(rc, "replaces a ghost", supersedes=["mem_nothing"])
         assert err.value.code == "not_found"

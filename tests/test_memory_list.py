@@ -19,7 +19,7 @@ from recalld.domain.principal import Principal
 from recalld.retrieval import listing
 from recalld.store.port import Filter, MemoryRow, Reader
 
-from .conftest import BIN, DaemonFactory, DaemonProcess, TeamDb
+from .conftest import BIN, DaemonFactory, DaemonProcess, TeamDb, unchecked_call
 
 pytestmark = pytest.mark.both_backends
 
@@ -148,9 +148,12 @@ async def test_pages_hold_every_memory_once_newest_first_and_each_filter_narrows
         with pytest.raises(RemoteError) as bad:
             await listed(rc, before="not a cursor")
         assert bad.value.code == "invalid_request"
-        with pytest.raises(RemoteError) as both:
-            await listed(rc, workspace=WS, all_workspaces=True)
-        assert both.value.code == "invalid_request"
+        with pytest.raises(p.RequestRuleError):
+            p.MemoryList(workspace=WS, all_workspaces=True)
+        both = {"op": "memory_list", "workspace": WS, "all_workspaces": True}
+        contradicted = await unchecked_call(d, both, workspace=WS)
+        assert isinstance(contradicted, p.Error) and contradicted.code == "invalid_request"
+        assert "all_workspaces" in contradicted.message
     async with admin(d) as rc:
         theirs = await listed(rc, workspace=OTHER)
         # OTHER's own memory, and WS's global one (every workspace sees it).

@@ -30,10 +30,10 @@ async def test_status_json_shows_actors_model_and_records(running_daemon: Daemon
     report = json.loads(out.stdout)
     assert report["model"]["state"] == "ready"
     assert sorted(a["name"] for a in report["actors"]) == [
-        "capture",
         "embedding",
         "evaluation",
         "search",
+        "writer",
     ]
     assert all(a["state"] == "running" for a in report["actors"])
     assert report["records"]["memory"]["total"] == 1
@@ -43,7 +43,7 @@ async def test_status_table_is_readable(running_daemon: DaemonProcess) -> None:
     out = ctl(running_daemon, "status", "--wait", "10")
     assert out.returncode == 0, out.stderr
     assert "state running" in out.stdout
-    assert "capture" in out.stdout and "embedding" in out.stdout
+    assert "writer" in out.stdout and "embedding" in out.stdout
     assert "hash-384: ready" in out.stdout
 
 

@@ -580,6 +580,10 @@ def main(argv: list[str] | None = None) -> None:
     except RemoteError as exc:
         print(f"recallctl: {exc.code}: {exc.message}", file=sys.stderr)
         code = 1
+    except p.RequestRuleError as exc:
+        # Arguments that contradict each other: the request refused itself before sending.
+        print(f"recallctl {args.command}: {exc}", file=sys.stderr)
+        code = 2
     except OSError as exc:
         print(f"recallctl: {exc}", file=sys.stderr)
         code = 1

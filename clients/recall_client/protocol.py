@@ -341,6 +341,12 @@ class _Checked(Struct):
         raise msgspec.ValidationError(f"{field} is only whitespace (it may not be empty)")
 
 
+class RequestRuleError(ValueError):
+    """A request whose fields contradict each other (each is valid alone). Raised by the
+    request's ``__post_init__``, so a client building one learns at once, and the daemon's
+    decoder answers ``invalid_request`` with the reason before any layer sees it."""
+
+
 class Request(_Checked, tag_field="op", kw_only=True, forbid_unknown_fields=True):
     """Base of every client frame; ``id`` is chosen by the client and echoed in the reply."""
 
@@ -530,6 +536,14 @@ class MemoryStore(Request, tag="memory_store"):
         ),
     ] = None
 
+    def __post_init__(self) -> None:
+        if self.kind == "fact" and self.subject is None:
+            raise RequestRuleError("a fact needs a subject (the entity it is about)")
+        if self.kind == "entry" and self.subject is not None:
+            raise RequestRuleError("subject applies to facts; store it with kind 'fact'")
+        if self.global_scope and self.origin_repo is not None:
+            raise RequestRuleError("a global_scope memory has no origin; drop origin_repo")
+
 
 class MemoryUpdate(Request, tag="memory_update"):
     """Correct a memory in place; every field left unset keeps its value.
@@ -605,6 +619,12 @@ class MemoryRecordUse(Request, tag="memory_record_use"):
         Meta(description=("Free-form context: which claim was wrong, what it was corrected to.")),
     ] = None
 
+    def __post_init__(self) -> None:
+        if self.use_token is None and not self.memory_ids:
+            raise RequestRuleError("give a use_token from memory_search, or memory_ids")
+        if self.use_token is None and self.outcome is None:
+            raise RequestRuleError("an outcome is needed without a use_token")
+
 
 class MemoryFactResolve(Request, tag="memory_fact_resolve"):
     """Settle a contested fact: adopt the contender, keep the current value, or pick one."""
@@ -625,6 +645,10 @@ class MemoryFactResolve(Request, tag="memory_fact_resolve"):
         MemoryId | None,
         Meta(description="Instead of accept: the id of the fact to keep as current."),
     ] = None
+
+    def __post_init__(self) -> None:
+        if (self.accept is None) == (self.keep_id is None):
+            raise RequestRuleError("give exactly one of accept or keep_id")
 
 
 class MemorySearch(Request, tag="memory_search"):
@@ -805,6 +829,10 @@ class MemoryList(Request, tag="memory_list"):
     before: ListCursor | None = None
     limit: Annotated[int, Meta(ge=1, le=200)] = 50
 
+    def __post_init__(self) -> None:
+        if self.all_workspaces and self.workspace is not None:
+            raise RequestRuleError("give workspace or all_workspaces, not both: they contradict")
+
 
 class Status(Request, tag="status"):
     """The daemon's introspection report."""
@@ -978,6 +1006,10 @@ class WorkSearch(Request, tag="work_search"):
         Meta(description=("Legacy alias for response_format: terse = concise, full = detailed.")),
     ] = None
 
+    def __post_init__(self) -> None:
+        if self.since is not None and self.until is not None and self.since > self.until:
+            raise RequestRuleError(f"since ({self.since}) is after until ({self.until})")
+
 
 class WorkResult(Request, tag="work_result"):
     """Set the verdict of one episode or of every episode of a session."""
@@ -999,6 +1031,10 @@ class WorkResult(Request, tag="work_result"):
         bool,
         Meta(description=("Allow another agent's episodes; requires the admin:workspace scope.")),
     ] = False
+
+    def __post_init__(self) -> None:
+        if (self.episode_id is None) == (self.session_id is None):
+            raise RequestRuleError("give exactly one of episode_id or session_id")
 
 
 class Forget(Request, tag="forget"):
@@ -1030,6 +1066,10 @@ class ContextBlock(Request, tag="context_block"):
     workspace: Path | None = None
     # Tokens; None: the daemon's context_session_budget / context_prompt_budget; 0: nothing.
     budget: Annotated[int, Meta(ge=0, le=20_000)] | None = None
+
+    def __post_init__(self) -> None:
+        if self.event == "prompt" and self.prompt is None:
+            raise RequestRuleError("a prompt event needs its prompt")
 
 
 # ---- experiences and lessons (seed 000)

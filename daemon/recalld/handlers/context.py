@@ -53,11 +53,8 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
     """context_block, on a search worker; its uses are queued for the writer when it returns.
 
     Raises:
-        RecallError: ``invalid_request`` for a prompt event without a prompt; ``busy`` /
-            ``unavailable``.
+        RecallError: ``busy`` / ``unavailable``.
     """
-    if req.event == "prompt" and req.prompt is None:
-        raise RecallError("invalid_request", "a prompt event needs its prompt")
     budget = _budget(services, req)
     model = services.model
     empty = p.ContextInjected(

@@ -16,7 +16,6 @@ from typing import Literal
 from recall_client import protocol as p
 
 from ..domain.principal import Principal
-from ..errors import RecallError
 from ..pipeline.intake import RequestJob
 from ..retrieval import work_reader
 from ..store.port import WriteTx
@@ -65,11 +64,8 @@ async def set_verdict(services: Services, who: Principal, req: p.WorkResult) -> 
     """work_result: judge one episode or a session.
 
     Raises:
-        RecallError: ``invalid_request`` unless exactly one of episode_id and session_id is
-            given; ``not_found``.
+        RecallError: ``not_found``.
     """
-    if (req.episode_id is None) == (req.session_id is None):
-        raise RecallError("invalid_request", "give exactly one of episode_id or session_id")
     result: p.VerdictSet = await services.write(_Verdict(who, req))
     return result
 
@@ -86,11 +82,9 @@ async def search(services: Services, who: Principal, req: p.WorkSearch) -> p.Wor
     """work_search under the reader contract.
 
     Raises:
-        RecallError: ``invalid_request`` when since is after until; ``busy`` / ``unavailable``.
+        RecallError: ``busy`` / ``unavailable``.
     """
     started = time.perf_counter()
-    if req.since is not None and req.until is not None and req.since > req.until:
-        raise RecallError("invalid_request", f"since ({req.since}) is after until ({req.until})")
     qvec = None
     if req.semantic and req.query is not None:
         # None when there is no model or it failed: the search degrades to lexical.

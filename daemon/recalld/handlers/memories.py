@@ -98,12 +98,6 @@ class _RecordUse(RequestJob):
 
     def apply(self, tx: WriteTx, now: float) -> p.UseRecorded:
         req: p.MemoryRecordUse = self.clean.request
-        if req.use_token is None and not req.memory_ids:
-            raise RecallError(
-                "invalid_request", "give a use_token from memory_search, or memory_ids"
-            )
-        if req.use_token is None and req.outcome is None:
-            raise RecallError("invalid_request", "an outcome is needed without a use_token")
         targets: list[tuple[str, str | None]] = [(i, None) for i in req.memory_ids]
         if req.use_token is not None:
             token = use_tokens.read(tx.read.memories.use_token_key(), req.use_token)
@@ -130,10 +124,6 @@ def _check_origin_repo(req: p.MemoryStore, workspace: str, origin: GitOrigin | N
     """
     if req.origin_repo is None:
         return
-    if req.global_scope:
-        raise RecallError(
-            "invalid_request", "a global_scope memory has no origin; drop origin_repo"
-        )
     if origin is None:
         raise RecallError(
             "invalid_request",

@@ -84,12 +84,8 @@ def memories(
     has admin:workspace), else only its own.
 
     Raises:
-        RecallError: ``invalid_request`` for a bad cursor or both workspace and all_workspaces.
+        RecallError: ``invalid_request`` for a bad cursor.
     """
-    if req.all_workspaces and req.workspace is not None:
-        raise RecallError(
-            "invalid_request", "give workspace or all_workspaces, not both: they contradict"
-        )
     now = time.time()
     visible = memory_filter(
         now,

@@ -389,12 +389,6 @@ class MemoryWrites:
         """Insert one memory (or answer with the existing one for a duplicate or a replayed
         key); returns the reply and the new row, if one was written."""
         conn = self._conn
-        if req.kind == "fact" and req.subject is None:
-            raise RecallError("invalid_request", "a fact needs a subject (the entity it is about)")
-        if req.kind == "entry" and req.subject is not None:
-            raise RecallError(
-                "invalid_request", "subject applies to facts; store it with kind 'fact'"
-            )
         earlier = replayed(conn, who, req.idempotency_key)
         if earlier is not None:
             return p.MemoryStored(
@@ -726,8 +720,6 @@ class MemoryWrites:
     def resolve_fact(self, who: Principal, req: p.MemoryFactResolve, now: float) -> p.FactResolved:
         """Settle a contested subject: one fact stays current, the others are superseded."""
         conn = self._conn
-        if (req.accept is None) == (req.keep_id is None):
-            raise RecallError("invalid_request", "give exactly one of accept or keep_id")
         key = subject_key(req.subject)
         conn.lock("fact", key, who.workspace)
         facts = current_facts(conn, key, who.workspace, now)
