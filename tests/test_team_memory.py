@@ -92,6 +92,10 @@ async def test_team_memories_are_shared_and_private_ones_stay_private(
             hidden = await search(rc, "ssh passphrase blue notebook")
         assert "the staging cluster deploys from the release branch" in seen
         assert not any("passphrase" in t for t in hidden)
+        # The list says whose each memory is, as hits and memory_show do.
+        async with b.client(workspace=WS) as rc:
+            listed = await rc.call(p.MemoryList(), p.MemoryListResult)
+        assert [(i.owner, i.visibility) for i in listed.items] == [("alice", "team")]
         async with a.client(workspace=WS) as rc:
             assert any("passphrase" in t for t in await search(rc, "ssh passphrase notebook"))
         # Row-level security holds for any SQL a role sends, not only the daemon's.

@@ -1531,12 +1531,21 @@ class NegativeOutcome(Struct, kw_only=True, omit_defaults=True):
     note: str | None = None
 
 
-# A hit's and memory_show's sharing: who sees a memory, and whose it is.
-VISIBILITY_SHOWN = "private: its owner's alone; team: every member of the shared database reads it."
-OWNER_SHOWN = (
-    "Whose it is: the database role that wrote it (team memory), else the user this recalld "
-    "runs as."
-)
+# A memory's sharing as hits, memory_show and memory_list show it: who sees a memory, and
+# whose it is. Declared once so the three agree.
+VisibilityShown = Annotated[
+    Visibility,
+    Meta(description="private: its owner's alone; team: every member of the shared database reads it."),
+]
+OwnerShown = Annotated[
+    str,
+    Meta(
+        description=(
+            "Whose it is: the database role that wrote it (team memory), else the user this "
+            "recalld runs as."
+        )
+    ),
+]
 
 
 class MemoryHit(Struct, kw_only=True, omit_defaults=True):
@@ -1563,8 +1572,8 @@ class MemoryHit(Struct, kw_only=True, omit_defaults=True):
         str | None, Meta(description="Who or what the memory came from, when declared.")
     ]
     tags: Annotated[list[str], Meta(description="Tags stored with the memory.")]
-    visibility: Annotated[Visibility, Meta(description=VISIBILITY_SHOWN)]
-    owner: Annotated[str, Meta(description=OWNER_SHOWN)]
+    visibility: VisibilityShown
+    owner: OwnerShown
     score: Annotated[
         float,
         Meta(
@@ -1818,7 +1827,8 @@ class MemoryItem(Struct, kw_only=True, omit_defaults=True):
     authority: Authority = "first-party"
     trust: float
     low_trust: bool = False
-    visibility: Visibility = "private"
+    visibility: VisibilityShown
+    owner: OwnerShown
 
 
 class MemoryListResult(Reply, tag="memory_list_result"):
@@ -1869,8 +1879,8 @@ class MemoryDetail(Struct, kw_only=True):
     last_verified_at: float
     expires_at: float | None
     workspace: str
-    visibility: Annotated[Visibility, Meta(description=VISIBILITY_SHOWN)]
-    owner: Annotated[str, Meta(description=OWNER_SHOWN)]
+    visibility: VisibilityShown
+    owner: OwnerShown
     origin: Annotated[
         str | None, Meta(description="Workspace it was written in; null for a global memory.")
     ]

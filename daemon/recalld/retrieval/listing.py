@@ -30,6 +30,7 @@ from .memory_reader import (
     Staleness,
     contested_slots,
     memory_filter,
+    owner_of,
     staleness,
     use_outcomes,
 )
@@ -190,6 +191,7 @@ def _item(
         trust=row.trust,
         low_trust=row.trust < LOW_TRUST,
         visibility=row.visibility,
+        owner=owner_of(row),
     )
 
 
