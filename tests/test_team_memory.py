@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from functools import partial
+from pathlib import Path
 
 import anyio
 import psycopg
@@ -24,6 +25,7 @@ from recall_client.client import DaemonUnavailable, RecallClient, RemoteError
 
 from .conftest import BIN, DaemonFactory, DaemonProcess, TeamDb
 from .test_mcp_shim import shim
+from .test_workspace_identity import call, checkout
 
 WS = "/ws/team"
 
@@ -450,3 +452,36 @@ async def test_a_daemon_started_while_the_database_is_down_waits_for_it(
         assert "written once the database came up" in await search(rc, "database came up")
     assert stored.record_id
     assert await d.stop() == 0
+
+
+async def test_a_team_memory_s_drift_is_judged_in_each_reader_s_own_checkout(
+    daemon_factory: DaemonFactory, team_db: TeamDb, tmp_path: Path
+) -> None:
+    # One repository, checked out by each person at a path of their own; alice's checkout
+    # has src/x.py, bob's has src/y.py in its place.
+    alice = checkout(tmp_path / "home" / "alice" / "src" / "app", "git@github.com:acme/app.git")
+    bob = checkout(tmp_path / "Users" / "bob" / "work" / "app", "https://github.com/acme/app")
+    (alice / "src").mkdir()
+    (alice / "src" / "x.py").write_text("x = 1\n")
+    (bob / "src").mkdir()
+    (bob / "src" / "y.py").write_text("y = 1\n")
+    async with team(daemon_factory, team_db, ("alice", "alice"), ("bob", "bob")) as (a, b):
+        async with Client(shim(str(a.socket), "--workspace", str(alice))) as client:
+            stored = await call(
+                client,
+                "memory_store",
+                text="The parser lives in src/x.py and its tests beside src/y.py.",
+                visibility="team",
+            )
+        seen: dict[str, dict[str, bool]] = {}
+        for who, d, where in (("alice", a, alice), ("bob", b, bob)):
+            async with Client(shim(str(d.socket), "--workspace", str(where))) as client:
+                shown = await call(client, "memory_show", id=stored["id"])
+            assert shown["owner"] == "alice" and shown["origin_repo"] == str(alice)
+            seen[who] = {c["path"]: c["exists"] for c in shown["cited_paths"]}
+        assert seen["alice"] == {"src/x.py": True, "src/y.py": False}
+        assert seen["bob"] == {"src/x.py": False, "src/y.py": True}
+        # memory_list judges it where memory_show does.
+        async with b.client(workspace=str(bob)) as rc:
+            listed = await rc.call(p.MemoryList(), p.MemoryListResult)
+        assert [i.path_drift_missing for i in listed.items] == [1]

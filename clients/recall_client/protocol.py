@@ -1535,7 +1535,11 @@ class NegativeOutcome(Struct, kw_only=True, omit_defaults=True):
 # whose it is. Declared once so the three agree.
 VisibilityShown = Annotated[
     Visibility,
-    Meta(description="private: its owner's alone; team: every member of the shared database reads it."),
+    Meta(
+        description=(
+            "private: its owner's alone; team: every member of the shared database reads it."
+        )
+    ),
 ]
 OwnerShown = Annotated[
     str,

@@ -27,6 +27,7 @@ from ..store.port import Filter, MemoryRow, Reader
 from .experience_reader import lesson_infos
 from .memory_reader import (
     LOW_TRUST,
+    Checkouts,
     Staleness,
     contested_slots,
     memory_filter,
@@ -108,6 +109,7 @@ def memories(
     kept: list[tuple[MemoryRow, Staleness]] = []
     # History walking this request may do for all its memories together (see _hits).
     budget = git_history.WalkBudget()
+    checkouts = Checkouts(reader, who)
     examined = 0
     next_before: str | None = None
     # Bounded: every pass examines at least one more row or ends, and no more than
@@ -134,6 +136,7 @@ def memories(
             judged = staleness(
                 row,
                 now,
+                checkouts,
                 unresolved_contradiction=outcomes[row.rowid].unresolved_contradiction,
                 budget=budget,
             )

@@ -144,12 +144,6 @@ class MemoryRow:
     def pinned(self) -> bool:
         return self.distortion_tolerance == "constraint" and self.superseded_by is None
 
-    @property
-    def path_base(self) -> str | None:
-        # The origin is a path only for a workspace keyed by its path (not a repository's).
-        origin = self.origin if self.origin and self.origin.startswith("/") else None
-        return self.origin_repo or origin
-
 
 @dataclass(frozen=True, slots=True)
 class Fact:
