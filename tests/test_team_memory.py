@@ -485,3 +485,78 @@ async def test_a_team_memory_s_drift_is_judged_in_each_reader_s_own_checkout(
         async with b.client(workspace=str(bob)) as rc:
             listed = await rc.call(p.MemoryList(), p.MemoryListResult)
         assert [i.path_drift_missing for i in listed.items] == [1]
+
+
+async def test_a_team_fact_contested_by_another_member_shows_both_contenders_to_both(
+    daemon_factory: DaemonFactory, team_db: TeamDb
+) -> None:
+    async with team(daemon_factory, team_db, ("alice", "alice"), ("bob", "bob")) as (a, b):
+        subject = "staging database host"
+        async with a.client(workspace=WS) as rc:
+            first = await store(
+                rc,
+                "the staging database is db-stage-1",
+                kind="fact",
+                subject=subject,
+                ts=100.0,
+                visibility="team",
+            )
+        async with b.client(workspace=WS) as rc:
+            second = await store(
+                rc,
+                "the staging database is db-stage-2",
+                kind="fact",
+                subject=subject,
+                ts=100.0,
+                visibility="team",
+            )
+        assert second.contested and second.contested_with == [first.record_id]
+        for who, d in (("alice", a), ("bob", b)):
+            async with d.client(workspace=WS) as rc:
+                for mid, other in ((first.record_id, second), (second.record_id, first)):
+                    shown = await rc.call(p.MemoryShow(memory_id=mid), p.MemoryShown)
+                    assert shown.memory.contested, (who, mid)
+                    assert [c.id for c in shown.memory.contenders] == [other.record_id]
+                found = await rc.call(
+                    p.MemorySearch(query=subject, mode="keyword"), p.MemorySearchResult
+                )
+                assert {h.id for h in found.hits if h.contested} == {
+                    first.record_id,
+                    second.record_id,
+                }, who
+        # A later private fact of bob's supersedes his own earlier one and leaves the team's
+        # answer as it was for alice (no fact she cannot see replaces it); bob, who sees
+        # both, is shown them contested.
+        async with b.client(workspace=WS) as rc:
+            mine = await store(
+                rc,
+                "the staging queue is q-stage-0",
+                kind="fact",
+                subject="staging queue host",
+                ts=50.0,
+            )
+        async with a.client(workspace=WS) as rc:
+            theirs = await store(
+                rc,
+                "the staging queue is q-stage-1",
+                kind="fact",
+                subject="staging queue host",
+                ts=100.0,
+                visibility="team",
+            )
+        async with b.client(workspace=WS) as rc:
+            later = await store(
+                rc,
+                "the staging queue is q-stage-2",
+                kind="fact",
+                subject="staging queue host",
+                ts=300.0,
+            )
+        assert later.action == "superseded" and later.superseded == [mine.record_id]
+        async with a.client(workspace=WS) as rc:
+            shown = await rc.call(p.MemoryShow(memory_id=theirs.record_id), p.MemoryShown)
+        assert not shown.memory.superseded and not shown.memory.contested
+        async with b.client(workspace=WS) as rc:
+            shown = await rc.call(p.MemoryShow(memory_id=theirs.record_id), p.MemoryShown)
+        assert not shown.memory.superseded
+        assert [c.id for c in shown.memory.contenders] == [later.record_id]

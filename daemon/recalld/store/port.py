@@ -155,6 +155,7 @@ class Fact:
     text: str
     subject: str
     distortion_tolerance: str | None
+    visibility: p.Visibility
 
 
 @dataclass(frozen=True, slots=True)
