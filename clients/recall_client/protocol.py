@@ -101,6 +101,8 @@ __all__ = [
     "MemoryRecordUse",
     "MemorySearch",
     "MemorySearchResult",
+    "MemoryShare",
+    "MemoryShared",
     "MemoryShow",
     "MemoryShown",
     "MemoryStore",
@@ -125,6 +127,7 @@ __all__ = [
     "RollUpExperience",
     "RunState",
     "SearchExperience",
+    "SharePreview",
     "Status",
     "StatusReport",
     "StatusResult",
@@ -625,6 +628,29 @@ class MemoryFactResolve(Request, tag="memory_fact_resolve"):
         MemoryId | None,
         Meta(description="Instead of accept: the id of the fact to keep as current."),
     ] = None
+
+
+class MemoryShare(Request, tag="memory_share"):
+    """Share one of your private memories or lessons with the team: the reviewed step.
+
+    Without ``confirm`` it is a preview (nothing changes): what would be shared, with its
+    provenance and what redaction finds in it now. With ``confirm`` it shares exactly that,
+    unless redaction finds a secret (then refused: nothing secret leaves this machine).
+    """
+
+    record_id: Annotated[
+        RecordId,
+        Meta(description="The memory (mem_...) or lesson (les_...) to share; it must be yours."),
+    ]
+    confirm: Annotated[
+        bool,
+        Meta(
+            description=(
+                "false (default): only show what would be shared; true: share it with the "
+                "team (refused while redaction finds a secret in it)."
+            )
+        ),
+    ] = False
 
 
 class MemorySearch(Request, tag="memory_search"):
@@ -1309,6 +1335,7 @@ Requests = (
     | MemoryShow
     | MemoryRecordUse
     | MemoryFactResolve
+    | MemoryShare
     | Status
     | CaptureEpisode
     | WorkSearch
@@ -1918,6 +1945,46 @@ class MemoryDetail(Struct, kw_only=True):
 
 class MemoryShown(Reply, tag="memory_shown"):
     memory: MemoryDetail
+
+
+class SharePreview(Struct, kw_only=True):
+    """What memory_share shares, and where it comes from: the text as it would reach every
+    member, who wrote it with which agent, when, and the paths it cites."""
+
+    id: str
+    kind: Annotated[Literal["memory", "lesson"], Meta(description="A memory or a lesson.")]
+    text: Annotated[str, Meta(description="The text every member of the team would read.")]
+    subject: Annotated[str | None, Meta(description="A fact's subject.")] = None
+    source: str | None = None
+    tags: list[str] = []
+    workspace: str
+    owner: OwnerShown
+    agent: Annotated[str, Meta(description="The agent that wrote it.")]
+    client: str | None = None
+    model: str | None = None
+    created_at: Annotated[float, Meta(description="When it was written, unix seconds.")]
+    cited_paths: Annotated[list[str], Meta(description="Paths it cites, as stored.")] = []
+    redactions: Annotated[
+        list[str],
+        Meta(
+            description=(
+                "Kinds of secret redaction finds in it now (redaction rules grow); not empty: "
+                "sharing is refused until memory_update removes them."
+            )
+        ),
+    ] = []
+
+
+class MemoryShared(Reply, tag="memory_shared"):
+    """A memory_share: its preview, or the share once committed."""
+
+    shared: Annotated[
+        bool, Meta(description="true: it is team memory now; false: this was the preview.")
+    ]
+    record: SharePreview
+    shared_at: Annotated[
+        float | None, Meta(description="When it was shared (unix seconds); null for a preview.")
+    ] = None
 
 
 class RunState(enum.StrEnum):
@@ -2825,6 +2892,7 @@ Replies = (
     | MemorySearchResult
     | MemoryListResult
     | MemoryShown
+    | MemoryShared
     | StatusResult
     | EpisodeCaptured
     | WorkSearchResult

@@ -194,7 +194,7 @@ def _item(
         trust=row.trust,
         low_trust=row.trust < LOW_TRUST,
         visibility=row.visibility,
-        owner=owner_of(row),
+        owner=owner_of(row.owner),
     )
 
 

@@ -109,10 +109,11 @@ def _local_user() -> str:
         return str(os.getuid())
 
 
-def owner_of(row: MemoryRow) -> str:
-    """Whose a memory is: its database role, or where the database is one user's (SQLite),
-    the user this daemon runs as (only that user's peers reach it)."""
-    return row.owner or _local_user()
+def owner_of(owner: str | None) -> str:
+    """Whose a record is: its database role (``owner``), or where the database is one
+    user's (SQLite, ``owner`` None), the user this daemon runs as (only that user's peers
+    reach it)."""
+    return owner or _local_user()
 
 
 def _names(query_tokens: set[str], subject: str | None) -> bool:
@@ -649,7 +650,7 @@ class MemoryReader:
                 truncated=not full,
                 tags=row.tags,
                 visibility=row.visibility,
-                owner=owner_of(row),
+                owner=owner_of(row.owner),
                 source=row.source,
                 kind=row.kind,
                 subject=row.subject,
@@ -811,7 +812,7 @@ class MemoryReader:
             expires_at=row.expires_at,
             workspace=row.workspace,
             visibility=row.visibility,
-            owner=owner_of(row),
+            owner=owner_of(row.owner),
             origin=row.origin,
             origin_repo=row.origin_repo,
             origin_commit=row.origin_commit,
