@@ -167,3 +167,24 @@ async def test_a_local_store_has_no_team_to_share_with(running_daemon: DaemonPro
             await rc.call(p.MemoryShare(record_id=stored.record_id), p.MemoryShared)
     assert refused.value.code == "invalid_request"
     assert "no team to share with" in refused.value.message
+
+
+async def test_a_shared_fact_is_contested_with_the_team_s_current_one_for_both(
+    daemon_factory: DaemonFactory, team_db: TeamDb
+) -> None:
+    subject = "on-call rota owner"
+    async with team(daemon_factory, team_db, ("alice", "alice"), ("bob", "bob")) as (a, b):
+        async with b.client(workspace="/ws/share") as rc:
+            theirs = await store(
+                rc, "bob owns the on-call rota", kind="fact", subject=subject, visibility="team"
+            )
+        async with a.client(workspace="/ws/share") as rc:
+            mine = await store(rc, "carol owns the on-call rota", kind="fact", subject=subject)
+            await rc.call(p.MemoryShare(record_id=mine.record_id, confirm=True), p.MemoryShared)
+        # Shared, it joins the team's facts on the subject: both current, each the other's
+        # contender, for both members.
+        for d in (a, b):
+            async with d.client(workspace="/ws/share") as rc:
+                for mid, other in ((mine, theirs), (theirs, mine)):
+                    shown = await rc.call(p.MemoryShow(memory_id=mid.record_id), p.MemoryShown)
+                    assert [c.id for c in shown.memory.contenders] == [other.record_id]
