@@ -175,7 +175,7 @@ def shim_reporting_modules(socket: str, report: Path) -> StdioServerParameters:
 async def test_initialize_and_tools_list_load_no_tool_code(tmp_path: Path) -> None:
     report = tmp_path / "modules"
     async with Client(shim_reporting_modules(str(tmp_path / "absent.sock"), report)) as client:
-        assert len((await client.list_tools()).tools) == 16
+        assert len((await client.list_tools()).tools) == 17
     modules = set(report.read_text().split())
     assert "mcp.server.runner" in modules  # the report is the shim's
     assert loaded(modules, HEAVY) == []

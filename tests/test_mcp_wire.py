@@ -80,6 +80,7 @@ EVERY_TOOL = [
     call("explain_node", {"id": "exp_0"}),
     call("forget_experience", {"id": "exp_0"}),
     call("get_execution_context", {"task": "run the wire test"}),
+    call("memory_share", {"id": "mem_0"}),
 ]
 
 # tools/call as a model gets it wrong: each one is refused, with the SDK's or the shim's words.
@@ -242,6 +243,8 @@ def daemon_session() -> list[Message]:
         tool("explain_node", {"id": "<exp>"}),
         tool("get_execution_context", {"task": "fix the deploy script"}),
         tool("forget_experience", {"id": "<exp>"}),
+        # This daemon's store is local: no team to share with, a clear tool error.
+        tool("memory_share", {"id": "<mem>"}),
         tool("forget", {"id": "<mem>"}),
         tool("memory_show", {"id": "<mem>"}),
         tool("memory_show", {"id": "mem_000000000000000000"}),

@@ -323,9 +323,15 @@ class _Rows:
         return {}
 
 
+class _Ops:
+    def aliases(self) -> list[Any]:
+        return []  # no checkout of the workspace here: cited paths go unchecked
+
+
 class _Reader:
     def __init__(self, rows: list[MemoryRow]) -> None:
         self.memories = _Rows(rows)
+        self.ops = _Ops()
 
 
 def _row(i: int, now: float, verified_days_ago: float = 0.0) -> MemoryRow:

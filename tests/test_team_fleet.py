@@ -5,6 +5,7 @@ test PostgreSQL), two people each on their own pool of their own role.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
@@ -19,6 +20,7 @@ from recall_client.paths import read_admin_token
 
 from .conftest import ROLE_PASSWORDS, DaemonFactory, DaemonProcess, TeamDb
 from .test_team_memory import raw_count, search, store, team
+from .test_team_moving import ctl
 
 WS = "/ws/fleet"
 
@@ -234,3 +236,24 @@ async def test_a_restart_of_postgresql_behind_pgbouncer_costs_retries_never_an_a
         with psycopg.connect(team_db.url("alice")) as conn:
             stored = {r[0] for r in conn.execute("SELECT id FROM records WHERE kind = 'memory'")}
         assert set(acknowledged) <= stored, set(acknowledged) - stored
+
+
+async def test_recallctl_migrate_moves_a_local_store_in_through_pgbouncer_in_transaction_mode(
+    daemon_factory: DaemonFactory, team_db: TeamDb, pgbouncer: PgBouncer
+) -> None:
+    local = daemon_factory("local")
+    await local.start()
+    async with local.client(workspace=WS) as rc:
+        for i in range(30):
+            await store(rc, f"local note {i} about the pooled move", tags=["moved"])
+    await local.settled()
+    assert await local.stop() == 0
+    url = pgbouncer.url_for("alice", team_db.name)
+    # A second run copies nothing twice: every statement goes through the pooler again,
+    # where a statement prepared by the first run's server connection is unknown.
+    for copied, already in ((30, 0), (0, 30)):
+        out = ctl("migrate", "--to", url, "--data-dir", str(local.data_dir), "--json")
+        assert out.returncode == 0, out.stderr
+        report = json.loads(out.stdout)
+        assert (report["role"], report["copied"], report["already"]) == ("alice", copied, already)
+    assert raw_count(team_db, "alice", "SELECT count(*) FROM records") == 30

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from functools import partial
+from pathlib import Path
 
 import anyio
 import psycopg
@@ -24,6 +25,7 @@ from recall_client.client import DaemonUnavailable, RecallClient, RemoteError
 
 from .conftest import BIN, DaemonFactory, DaemonProcess, TeamDb
 from .test_mcp_shim import shim
+from .test_workspace_identity import call, checkout
 
 WS = "/ws/team"
 
@@ -92,6 +94,10 @@ async def test_team_memories_are_shared_and_private_ones_stay_private(
             hidden = await search(rc, "ssh passphrase blue notebook")
         assert "the staging cluster deploys from the release branch" in seen
         assert not any("passphrase" in t for t in hidden)
+        # The list says whose each memory is, as hits and memory_show do.
+        async with b.client(workspace=WS) as rc:
+            listed = await rc.call(p.MemoryList(), p.MemoryListResult)
+        assert [(i.owner, i.visibility) for i in listed.items] == [("alice", "team")]
         async with a.client(workspace=WS) as rc:
             assert any("passphrase" in t for t in await search(rc, "ssh passphrase notebook"))
         # Row-level security holds for any SQL a role sends, not only the daemon's.
@@ -446,3 +452,111 @@ async def test_a_daemon_started_while_the_database_is_down_waits_for_it(
         assert "written once the database came up" in await search(rc, "database came up")
     assert stored.record_id
     assert await d.stop() == 0
+
+
+async def test_a_team_memory_s_drift_is_judged_in_each_reader_s_own_checkout(
+    daemon_factory: DaemonFactory, team_db: TeamDb, tmp_path: Path
+) -> None:
+    # One repository, checked out by each person at a path of their own; alice's checkout
+    # has src/x.py, bob's has src/y.py in its place.
+    alice = checkout(tmp_path / "home" / "alice" / "src" / "app", "git@github.com:acme/app.git")
+    bob = checkout(tmp_path / "Users" / "bob" / "work" / "app", "https://github.com/acme/app")
+    (alice / "src").mkdir()
+    (alice / "src" / "x.py").write_text("x = 1\n")
+    (bob / "src").mkdir()
+    (bob / "src" / "y.py").write_text("y = 1\n")
+    async with team(daemon_factory, team_db, ("alice", "alice"), ("bob", "bob")) as (a, b):
+        async with Client(shim(str(a.socket), "--workspace", str(alice))) as client:
+            stored = await call(
+                client,
+                "memory_store",
+                text="The parser lives in src/x.py and its tests beside src/y.py.",
+                visibility="team",
+            )
+        seen: dict[str, dict[str, bool]] = {}
+        for who, d, where in (("alice", a, alice), ("bob", b, bob)):
+            async with Client(shim(str(d.socket), "--workspace", str(where))) as client:
+                shown = await call(client, "memory_show", id=stored["id"])
+            assert shown["owner"] == "alice" and shown["origin_repo"] == str(alice)
+            seen[who] = {c["path"]: c["exists"] for c in shown["cited_paths"]}
+        assert seen["alice"] == {"src/x.py": True, "src/y.py": False}
+        assert seen["bob"] == {"src/x.py": False, "src/y.py": True}
+        # memory_list judges it where memory_show does.
+        async with b.client(workspace=str(bob)) as rc:
+            listed = await rc.call(p.MemoryList(), p.MemoryListResult)
+        assert [i.path_drift_missing for i in listed.items] == [1]
+
+
+async def test_a_team_fact_contested_by_another_member_shows_both_contenders_to_both(
+    daemon_factory: DaemonFactory, team_db: TeamDb
+) -> None:
+    async with team(daemon_factory, team_db, ("alice", "alice"), ("bob", "bob")) as (a, b):
+        subject = "staging database host"
+        async with a.client(workspace=WS) as rc:
+            first = await store(
+                rc,
+                "the staging database is db-stage-1",
+                kind="fact",
+                subject=subject,
+                ts=100.0,
+                visibility="team",
+            )
+        async with b.client(workspace=WS) as rc:
+            second = await store(
+                rc,
+                "the staging database is db-stage-2",
+                kind="fact",
+                subject=subject,
+                ts=100.0,
+                visibility="team",
+            )
+        assert second.contested and second.contested_with == [first.record_id]
+        for who, d in (("alice", a), ("bob", b)):
+            async with d.client(workspace=WS) as rc:
+                for mid, other in ((first.record_id, second), (second.record_id, first)):
+                    shown = await rc.call(p.MemoryShow(memory_id=mid), p.MemoryShown)
+                    assert shown.memory.contested, (who, mid)
+                    assert [c.id for c in shown.memory.contenders] == [other.record_id]
+                found = await rc.call(
+                    p.MemorySearch(query=subject, mode="keyword"), p.MemorySearchResult
+                )
+                assert {h.id for h in found.hits if h.contested} == {
+                    first.record_id,
+                    second.record_id,
+                }, who
+        # A later private fact of bob's supersedes his own earlier one and leaves the team's
+        # answer as it was for alice (no fact she cannot see replaces it); bob, who sees
+        # both, is shown them contested.
+        async with b.client(workspace=WS) as rc:
+            mine = await store(
+                rc,
+                "the staging queue is q-stage-0",
+                kind="fact",
+                subject="staging queue host",
+                ts=50.0,
+            )
+        async with a.client(workspace=WS) as rc:
+            theirs = await store(
+                rc,
+                "the staging queue is q-stage-1",
+                kind="fact",
+                subject="staging queue host",
+                ts=100.0,
+                visibility="team",
+            )
+        async with b.client(workspace=WS) as rc:
+            later = await store(
+                rc,
+                "the staging queue is q-stage-2",
+                kind="fact",
+                subject="staging queue host",
+                ts=300.0,
+            )
+        assert later.action == "superseded" and later.superseded == [mine.record_id]
+        async with a.client(workspace=WS) as rc:
+            shown = await rc.call(p.MemoryShow(memory_id=theirs.record_id), p.MemoryShown)
+        assert not shown.memory.superseded and not shown.memory.contested
+        async with b.client(workspace=WS) as rc:
+            shown = await rc.call(p.MemoryShow(memory_id=theirs.record_id), p.MemoryShown)
+        assert not shown.memory.superseded
+        assert [c.id for c in shown.memory.contenders] == [later.record_id]

@@ -10,7 +10,9 @@ import json
 
 from recall_client import protocol as p
 
-from .conftest import DaemonProcess
+from .conftest import DaemonFactory, DaemonProcess, TeamDb
+from .test_team_memory import raw_count, team
+from .test_ui_security import csrf_of
 from .ui_helpers import Http, ui_server
 
 WS = "/ws/ui-pages"
@@ -96,3 +98,40 @@ async def test_the_page_says_when_the_daemon_is_away_and_recovers_when_it_is_bac
         assert away.status_code == 503 and "unavailable" in away.text
         await d.start()
         assert http.get("/memories").status_code == 200
+
+
+async def test_the_memory_page_reviews_then_shares_a_private_memory_with_the_team(
+    daemon_factory: DaemonFactory, team_db: TeamDb
+) -> None:
+    text = "The nightly build publishes to the internal mirror at 02:00"
+    async with team(daemon_factory, team_db, ("alice", "alice"), ("bob", "bob")) as (a, b):
+        async with a.client(workspace=WS) as rc:
+            stored = await rc.call(p.MemoryStore(text=text, source="ops"), p.MemoryStored)
+        memory_id = stored.record_id
+        with ui_server(a, WS) as server:
+            http = Http(server).sign_in()
+            page = http.get(f"/memory/{memory_id}").text
+            assert f'href="/memory/{memory_id}/share"' in page
+            review = http.get(f"/memory/{memory_id}/share")
+            assert review.status_code == 200
+            assert text in review.text and "alice" in review.text and "ops" in review.text
+            assert "Share with the team" in review.text
+            # The review shared nothing; the form's POST, with the page's token, does.
+            like = "SELECT count(*) FROM records WHERE text = %s"
+            assert raw_count(team_db, "bob", like, text) == 0
+            done = http.post(
+                f"/memory/{memory_id}/share",
+                data={"csrf": csrf_of(review.text)},
+                headers={"origin": server.origin},
+            )
+            assert done.status_code == 303, done.text
+            assert done.headers["location"].startswith(f"/memory/{memory_id}?done=shared")
+            assert raw_count(team_db, "bob", like, text) == 1
+            shared = http.get(f"/memory/{memory_id}").text
+            assert "with the team" in shared and f"/memory/{memory_id}/share" not in shared
+        # bob's page has no share button for it, and the daemon refuses him the share.
+        with ui_server(b, WS) as server:
+            http = Http(server).sign_in()
+            assert f"/memory/{memory_id}/share" not in http.get(f"/memory/{memory_id}").text
+            refused = http.get(f"/memory/{memory_id}/share")
+            assert refused.status_code == 403 and "only its owner" in refused.text

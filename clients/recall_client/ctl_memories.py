@@ -1,4 +1,6 @@
-"""``recallctl memories``: browse memories newest first (memory_list), without a query."""
+"""``recallctl memories``: browse memories newest first (memory_list), without a query;
+``recallctl share``: review one of your memories or lessons, then share it with the team
+(memory_share)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from typing import Any
 import msgspec
 
 from . import protocol as p
-from .client import RecallClient
+from .client import RecallClient, RemoteError
 
-__all__ = ["add_commands", "render_items"]
+__all__ = ["add_commands", "render_items", "render_preview"]
 
 _json = msgspec.json.Encoder()
 _TEXT_SHOWN = 80
@@ -113,6 +115,50 @@ def _nothing_listed(args: argparse.Namespace, own: str | None) -> str:
     return said + "".join(f"; {hint}" for hint in widen)
 
 
+def render_preview(record: p.SharePreview) -> str:
+    """What memory_share would share, and its provenance, one fact a line."""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
+    by = record.agent + (f" via {record.client}" if record.client else "")
+    by += f" ({record.model})" if record.model else ""
+    lines = [
+        f"{record.kind} {record.id} of {record.owner}, written by {by} on {when}",
+        f"  workspace: {record.workspace}",
+    ]
+    if record.subject:
+        lines.append(f"  subject: {record.subject}")
+    if record.source:
+        lines.append(f"  source: {record.source}")
+    if record.tags:
+        lines.append(f"  tags: {', '.join(record.tags)}")
+    if record.cited_paths:
+        lines.append(f"  cites: {', '.join(record.cited_paths)}")
+    lines += ["  text:", *(f"    {line}" for line in record.text.splitlines() or [""])]
+    if record.redactions:
+        lines.append(f"  redaction finds: {', '.join(record.redactions)} (it cannot be shared)")
+    return "\n".join(lines)
+
+
+async def _share(rc: RecallClient, args: argparse.Namespace) -> int:
+    try:
+        reply = await rc.call(p.MemoryShare(record_id=args.id, confirm=args.yes), p.MemoryShared)
+    except RemoteError as exc:
+        print(f"recallctl share: {exc.code}: {exc.message}", file=sys.stderr)
+        return 1
+    if args.json:
+        _print_json(reply)
+        return 0
+    print(render_preview(reply.record))
+    if reply.shared_at is not None:
+        shared = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(reply.shared_at))
+        print(f"shared with the team at {shared}")
+    elif reply.record.redactions:
+        print("not shared: correct its text first (memory_update)", file=sys.stderr)
+        return 1
+    else:
+        print(f"not shared yet: run `recallctl share {reply.record.id} --yes` to share it")
+    return 0
+
+
 def _limit(value: str) -> int:
     number = int(value)
     if not 1 <= number <= 200:
@@ -158,3 +204,15 @@ def add_commands(sub: Any) -> None:
     me.add_argument("--limit", type=_limit, default=50, help="1-200 (default 50)")
     me.add_argument("--json", action="store_true", help="print the reply as JSON")
     me.set_defaults(run=_memories)
+
+    sh = sub.add_parser(
+        "share",
+        help="share one of your memories or lessons with the team",
+        description="Show what would be shared with the team (the text every member would "
+        "read, whose it is, the agent that wrote it, when, the paths it cites, and any secret "
+        "redaction finds in it now); with --yes, share it. Needs a team database.",
+    )
+    sh.add_argument("id", metavar="ID", help="the memory (mem_...) or lesson (les_...)")
+    sh.add_argument("--yes", action="store_true", help="share it (without: only the preview)")
+    sh.add_argument("--json", action="store_true", help="print the reply as JSON")
+    sh.set_defaults(run=_share)

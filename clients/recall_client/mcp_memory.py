@@ -1,10 +1,11 @@
 """MCP tools for memories and canonical facts (seeds 003 and 004).
 
 ``memory_store``, ``memory_search``, ``memory_update``, ``memory_verify``, ``memory_show``,
-``memory_record_use`` and ``memory_fact_resolve``. Each is one protocol request and its reply:
-mcp_shapes derives the tool's schemas, arguments and results from them, so the bounds, defaults
-and field descriptions are the protocol's. What is here is what only MCP has: each tool's name,
-description and hints, and the names its arguments and results go by.
+``memory_record_use``, ``memory_fact_resolve`` and ``memory_share``. Each is one protocol
+request and its reply: mcp_shapes derives the tool's schemas, arguments and results from them,
+so the bounds, defaults and field descriptions are the protocol's. What is here is what only
+MCP has: each tool's name, description and hints, and the names its arguments and results go
+by.
 """
 
 from __future__ import annotations
@@ -147,6 +148,23 @@ MEMORY_FACT_RESOLVE_DESCRIPTION = (
     "one of the contested facts."
 )
 
+MEMORY_SHARE_DESCRIPTION = (
+    "Share one of your private memories or lessons with the team (a team database): a reviewed "
+    "step, a preview first.\n"
+    "\n"
+    "Returns: {shared, record: {id, kind, text, subject, source, tags, workspace, owner, agent, "
+    "client, model, created_at, cited_paths, redactions}, shared_at}.\n"
+    "Use when: a private memory or lesson would help every member, and the human agreed. Call "
+    "it without confirm, show the human the record it returns (text and provenance), then call "
+    "again with confirm: true to share it.\n"
+    "Not for: storing a new team memory (memory_store with visibility: team).\n"
+    "Side effects: none without confirm; with confirm the record becomes team memory (every "
+    "member reads it, and may correct or forget it), and who shared it and when is logged.\n"
+    "Errors: invalid_request without a team database, for a record that is team memory already "
+    "or changed since its preview; forbidden when redaction finds a secret in it (redactions; "
+    "memory_update it first) or it is another member's; not_found for an unknown id."
+)
+
 
 async def _store(call: Call, request: p.MemoryStore) -> p.MemoryStored:
     # The shim may retry after a reconnect; a key makes that retry harmless.
@@ -227,5 +245,12 @@ TOOLS = (
         description=MEMORY_FACT_RESOLVE_DESCRIPTION,
         annotations=_WRITES,
         shape=Shape(p.MemoryFactResolve, p.FactResolved),
+    ),
+    Tool(
+        name="memory_share",
+        title="Share a memory with the team",
+        description=MEMORY_SHARE_DESCRIPTION,
+        annotations=_WRITES,
+        shape=Shape(p.MemoryShare, p.MemoryShared, arguments={"id": "record_id"}),
     ),
 )

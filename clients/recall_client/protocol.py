@@ -101,6 +101,8 @@ __all__ = [
     "MemoryRecordUse",
     "MemorySearch",
     "MemorySearchResult",
+    "MemoryShare",
+    "MemoryShared",
     "MemoryShow",
     "MemoryShown",
     "MemoryStore",
@@ -125,6 +127,7 @@ __all__ = [
     "RollUpExperience",
     "RunState",
     "SearchExperience",
+    "SharePreview",
     "Status",
     "StatusReport",
     "StatusResult",
@@ -649,6 +652,29 @@ class MemoryFactResolve(Request, tag="memory_fact_resolve"):
     def __post_init__(self) -> None:
         if (self.accept is None) == (self.keep_id is None):
             raise RequestRuleError("give exactly one of accept or keep_id")
+
+
+class MemoryShare(Request, tag="memory_share"):
+    """Share one of your private memories or lessons with the team: the reviewed step.
+
+    Without ``confirm`` it is a preview (nothing changes): what would be shared, with its
+    provenance and what redaction finds in it now. With ``confirm`` it shares exactly that,
+    unless redaction finds a secret (then refused: nothing secret leaves this machine).
+    """
+
+    record_id: Annotated[
+        RecordId,
+        Meta(description="The memory (mem_...) or lesson (les_...) to share; it must be yours."),
+    ]
+    confirm: Annotated[
+        bool,
+        Meta(
+            description=(
+                "false (default): only show what would be shared; true: share it with the "
+                "team (refused while redaction finds a secret in it)."
+            )
+        ),
+    ] = False
 
 
 class MemorySearch(Request, tag="memory_search"):
@@ -1349,6 +1375,7 @@ Requests = (
     | MemoryShow
     | MemoryRecordUse
     | MemoryFactResolve
+    | MemoryShare
     | Status
     | CaptureEpisode
     | WorkSearch
@@ -1571,12 +1598,25 @@ class NegativeOutcome(Struct, kw_only=True, omit_defaults=True):
     note: str | None = None
 
 
-# A hit's and memory_show's sharing: who sees a memory, and whose it is.
-VISIBILITY_SHOWN = "private: its owner's alone; team: every member of the shared database reads it."
-OWNER_SHOWN = (
-    "Whose it is: the database role that wrote it (team memory), else the user this recalld "
-    "runs as."
-)
+# A memory's sharing as hits, memory_show and memory_list show it: who sees a memory, and
+# whose it is. Declared once so the three agree.
+VisibilityShown = Annotated[
+    Visibility,
+    Meta(
+        description=(
+            "private: its owner's alone; team: every member of the shared database reads it."
+        )
+    ),
+]
+OwnerShown = Annotated[
+    str,
+    Meta(
+        description=(
+            "Whose it is: the database role that wrote it (team memory), else the user this "
+            "recalld runs as."
+        )
+    ),
+]
 
 
 class MemoryHit(Struct, kw_only=True, omit_defaults=True):
@@ -1603,8 +1643,8 @@ class MemoryHit(Struct, kw_only=True, omit_defaults=True):
         str | None, Meta(description="Who or what the memory came from, when declared.")
     ]
     tags: Annotated[list[str], Meta(description="Tags stored with the memory.")]
-    visibility: Annotated[Visibility, Meta(description=VISIBILITY_SHOWN)]
-    owner: Annotated[str, Meta(description=OWNER_SHOWN)]
+    visibility: VisibilityShown
+    owner: OwnerShown
     score: Annotated[
         float,
         Meta(
@@ -1858,7 +1898,8 @@ class MemoryItem(Struct, kw_only=True, omit_defaults=True):
     authority: Authority = "first-party"
     trust: float
     low_trust: bool = False
-    visibility: Visibility = "private"
+    visibility: VisibilityShown
+    owner: OwnerShown
 
 
 class MemoryListResult(Reply, tag="memory_list_result"):
@@ -1909,8 +1950,8 @@ class MemoryDetail(Struct, kw_only=True):
     last_verified_at: float
     expires_at: float | None
     workspace: str
-    visibility: Annotated[Visibility, Meta(description=VISIBILITY_SHOWN)]
-    owner: Annotated[str, Meta(description=OWNER_SHOWN)]
+    visibility: VisibilityShown
+    owner: OwnerShown
     origin: Annotated[
         str | None, Meta(description="Workspace it was written in; null for a global memory.")
     ]
@@ -1944,6 +1985,46 @@ class MemoryDetail(Struct, kw_only=True):
 
 class MemoryShown(Reply, tag="memory_shown"):
     memory: MemoryDetail
+
+
+class SharePreview(Struct, kw_only=True):
+    """What memory_share shares, and where it comes from: the text as it would reach every
+    member, who wrote it with which agent, when, and the paths it cites."""
+
+    id: str
+    kind: Annotated[Literal["memory", "lesson"], Meta(description="A memory or a lesson.")]
+    text: Annotated[str, Meta(description="The text every member of the team would read.")]
+    subject: Annotated[str | None, Meta(description="A fact's subject.")] = None
+    source: str | None = None
+    tags: list[str] = []
+    workspace: str
+    owner: OwnerShown
+    agent: Annotated[str, Meta(description="The agent that wrote it.")]
+    client: str | None = None
+    model: str | None = None
+    created_at: Annotated[float, Meta(description="When it was written, unix seconds.")]
+    cited_paths: Annotated[list[str], Meta(description="Paths it cites, as stored.")] = []
+    redactions: Annotated[
+        list[str],
+        Meta(
+            description=(
+                "Kinds of secret redaction finds in it now (redaction rules grow); not empty: "
+                "sharing is refused until memory_update removes them."
+            )
+        ),
+    ] = []
+
+
+class MemoryShared(Reply, tag="memory_shared"):
+    """A memory_share: its preview, or the share once committed."""
+
+    shared: Annotated[
+        bool, Meta(description="true: it is team memory now; false: this was the preview.")
+    ]
+    record: SharePreview
+    shared_at: Annotated[
+        float | None, Meta(description="When it was shared (unix seconds); null for a preview.")
+    ] = None
 
 
 class RunState(enum.StrEnum):
@@ -2851,6 +2932,7 @@ Replies = (
     | MemorySearchResult
     | MemoryListResult
     | MemoryShown
+    | MemoryShared
     | StatusResult
     | EpisodeCaptured
     | WorkSearchResult

@@ -132,6 +132,8 @@ def attacks(v: Victim) -> list[p.Request]:
         p.MemoryRecordUse(memory_ids=[v.memory], outcome="contradicted"),
         p.MemoryRecordUse(use_token=v.use_token, outcome="contradicted"),
         p.MemoryFactResolve(subject="release train", accept=True),
+        p.MemoryShare(record_id=v.memory, confirm=True),
+        p.MemoryShare(record_id=v.lesson, confirm=True),
         p.CaptureEpisode(summary="planted episode", workspace=VICTIM_WS),
         p.WorkSearch(query=f"{MARK} migration", include_pending=True, min_trust=0.0),
         p.WorkSearch(query=f"{MARK} migration", any_caller=True),
@@ -225,6 +227,7 @@ async def test_every_request_type_as_a_plain_agent_of_another_workspace(
         "Forget",
         "ForgetExperience",
         "ExplainNode",
+        "MemoryShare",
     ):
         assert any(n.startswith(kind + "(") for n in refused), (kind, outcomes)
 
@@ -233,6 +236,7 @@ async def test_every_request_type_as_a_plain_agent_of_another_workspace(
         shown = (await rc.call(p.MemoryShow(memory_id=v.memory), p.MemoryShown)).memory
         assert shown.text == f"the {MARK} launch phrase is kept {TELL}"
         assert not shown.superseded and shown.outcomes == {}
+        assert shown.visibility == "private"
         fact = (await rc.call(p.MemoryShow(memory_id=v.fact), p.MemoryShown)).memory
         assert fact.subject == "release train" and not fact.depended_on_by
         episodes = await rc.call(p.WorkSearch(query=MARK, any_caller=True), p.WorkSearchResult)

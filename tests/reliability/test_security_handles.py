@@ -95,6 +95,7 @@ async def plant(d: DaemonProcess) -> Victim:
             "memory": memory.record_id,
             "fact": fact.record_id,
             "experience": experience.record_id,
+            "lesson": experience.lessons[0].id,
             "subject": "release train",
             "class": "deploys",
             "key-memory": "key-memory",
@@ -111,6 +112,7 @@ NOWHERE = {
     "memory": "mem_000000000000000000000",
     "fact": "mem_000000000000000000000",
     "experience": "exp_000000000000000000000",
+    "lesson": "les_000000000000000000000",
     "subject": "never a subject",
     "class": "neverclass",
     "key-memory": "never-a-key-m",
@@ -150,6 +152,11 @@ PROBES: dict[type[p.Request], list[Probe]] = {
         Probe("memory", lambda h: p.MemoryRecordUse(memory_ids=[h], outcome="contradicted"))
     ],
     p.MemoryFactResolve: [Probe("subject", lambda h: p.MemoryFactResolve(subject=h, accept=True))],
+    p.MemoryShare: [
+        Probe("memory", lambda h: p.MemoryShare(record_id=h, confirm=True)),
+        Probe("lesson", lambda h: p.MemoryShare(record_id=h, confirm=True)),
+        Probe("episode", lambda h: p.MemoryShare(record_id=h)),
+    ],
     p.CaptureEpisode: [
         Probe("session", lambda h: p.CaptureEpisode(summary=fresh_text(), session_id=h)),
         Probe("key-episode", lambda h: p.CaptureEpisode(summary=fresh_text(), idempotency_key=h)),
@@ -262,7 +269,8 @@ async def victim_state(d: DaemonProcess, v: Victim) -> str:
     return msgspec.json.encode(
         {
             "memories": [
-                (m.text, m.superseded, m.outcomes, m.depended_on_by, m.subject) for m in shown
+                (m.text, m.superseded, m.outcomes, m.depended_on_by, m.subject, m.visibility)
+                for m in shown
             ],
             "episodes": sorted(
                 msgspec.to_builtins([e.id, e.task_result, e.summary, e.prev_id])
@@ -287,7 +295,12 @@ async def test_a_handle_of_another_workspace_or_agent_is_answered_as_one_of_nowh
     for agent, workspace in ((AGENT, EVIL_WS), ("helper", VICTIM_WS)):
         async with d.client(agent=agent, workspace=workspace) as rc:
             for probe in PROBES[request_type]:
-                if workspace == VICTIM_WS and probe.handle in {"memory", "fact", "experience"}:
+                if workspace == VICTIM_WS and probe.handle in {
+                    "memory",
+                    "fact",
+                    "experience",
+                    "lesson",
+                }:
                     continue  # a workspace's memories and experiences are all its agents'
                 if workspace == VICTIM_WS and probe.handle in {"subject", "class"}:
                     continue  # likewise its facts and experience classes

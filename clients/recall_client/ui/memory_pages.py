@@ -1,8 +1,8 @@
 """Memories: the list of a workspace (or all), search, one memory, and what a person may do to it.
 
 Every action is the daemon's own request (memory_update, memory_verify, forget,
-memory_fact_resolve, memory_record_use), sent over the connection of the memory's workspace,
-so the daemon checks it exactly as it checks an agent's.
+memory_fact_resolve, memory_record_use, memory_share), sent over the connection of the
+memory's workspace, so the daemon checks it exactly as it checks an agent's.
 """
 
 from __future__ import annotations
@@ -211,6 +211,25 @@ def routes(ui: UI) -> list[Route]:
         gone = await ui.link.call(p.Forget(record_id=memory_id), p.Forgotten)
         return after_post(f"/memories?forgotten={quote(gone.record_id)}")
 
+    async def share_review(request: Request) -> Response:
+        memory_id = request.path_params["memory_id"]
+        # The daemon's preview, not the page's: redaction runs again there, and a record
+        # that is not the caller's own is refused there.
+        preview = await ui.link.call(p.MemoryShare(record_id=memory_id), p.MemoryShared)
+        return ui.pages.render(
+            request,
+            "share.html",
+            r=preview.record,
+            action=f"/memory/{quote(memory_id)}/share",
+            cancel=f"/memory/{quote(memory_id)}",
+        )
+
+    async def share(request: Request) -> Response:
+        memory_id = request.path_params["memory_id"]
+        await read_form(request, ui.guard)
+        await ui.link.call(p.MemoryShare(record_id=memory_id, confirm=True), p.MemoryShared)
+        return back(memory_id, "shared with the team")
+
     async def resolve(request: Request) -> Response:
         form = await read_form(request, ui.guard)
         memory_id = form.get("memory_id")
@@ -240,5 +259,7 @@ def routes(ui: UI) -> list[Route]:
         Route("/memory/{memory_id}/outcome", handle(outcome), methods=["POST"]),
         Route("/memory/{memory_id}/forget", handle(forget_confirm), methods=["GET"]),
         Route("/memory/{memory_id}/forget", handle(forget), methods=["POST"]),
+        Route("/memory/{memory_id}/share", handle(share_review), methods=["GET"]),
+        Route("/memory/{memory_id}/share", handle(share), methods=["POST"]),
         Route("/facts/resolve", handle(resolve), methods=["POST"]),
     ]

@@ -10,6 +10,12 @@ What "belongs to the caller" means, by kind of record (``admin:workspace`` cross
 - an episode: of the caller's workspace and agent (the agent partition of seed 001);
 - an experience or a lesson: of the caller's workspace.
 
+A rule may also require the records it names to be the caller's own (``own``: their owner's,
+the database role this daemon logs in as), whoever asks: memory_share's, since only a
+record's owner may share it. ``admin:workspace`` crosses workspaces and agents, not people.
+Another member's record a caller can read is team memory already, so naming one is answered
+``forbidden`` (it tells the caller nothing it cannot read), never shared.
+
 An id that does not belong to the caller is reported ``not_found``, exactly as one that
 does not exist, so ids cannot be probed across workspaces or partitions. memory_search with
 ``auto_scope: false`` is the seed's explicit cross-project search and stays a read of every
@@ -62,12 +68,14 @@ class Rule:
     # A reason when the request needs admin:workspace beyond ``scope``; None when not.
     escalates: Callable[[Principal, Any], str | None] | None = None
     # (kind expected, id) pairs the request names that must belong to the caller; kind
-    # "record" accepts any kind.
+    # "record" accepts any kind, "shareable" a memory or a lesson.
     names: Callable[[Any], Sequence[tuple[str, str]]] | None = None
+    # The named records must also be the caller's own, admin:workspace or not.
+    own: bool = False
 
     def named(self, who: Principal, req: p.Request) -> list[tuple[str, str]]:
         """The ids to check for ``who`` (none when it may cross every boundary)."""
-        if self.names is None or ADMIN in who.scopes:
+        if self.names is None or (ADMIN in who.scopes and not self.own):
             return []
         return list(self.names(req))
 
@@ -128,23 +136,39 @@ def check_scopes(rule: Rule, who: Principal, req: p.Request) -> None:
             require(who.scopes, ADMIN, f"{what} {reason}")
 
 
-def owned_ids(reader: Reader, who: Principal, wanted: Sequence[tuple[str, str]]) -> None:
-    """Check, on a reader, that every id in ``wanted`` belongs to the caller.
+def owned_ids(
+    reader: Reader, who: Principal, wanted: Sequence[tuple[str, str]], *, own: bool = False
+) -> None:
+    """Check, on a reader, that every id in ``wanted`` belongs to the caller, and with
+    ``own`` that it is the caller's own record.
 
     Raises:
-        RecallError: ``not_found`` for an id that does not (or does not exist).
+        RecallError: ``not_found`` for an id that does not (or does not exist);
+            ``forbidden`` for another member's record under ``own``.
     """
     rows = reader.records.ownership(sorted({i for _, i in wanted}))
     for kind, record_id in wanted:
         row = rows.get(record_id)
         if row is None or not _belongs(who, kind, row):
-            what = "record" if kind == "record" else kind
+            what = _WHAT.get(kind, kind)
             raise RecallError("not_found", f"no {what} {record_id} in workspace {who.workspace}")
+        if own and not row.mine:
+            raise RecallError(
+                "forbidden", f"{record_id} is another member's: only its owner may share it"
+            )
+
+
+_WHAT = {"record": "record", "shareable": "memory or lesson"}
 
 
 def _belongs(who: Principal, wanted: str, row: Ownership) -> bool:
-    if wanted not in ("record", row.kind):
+    if wanted == "shareable":
+        if row.kind not in ("memory", "lesson"):
+            return False
+    elif wanted not in ("record", row.kind):
         return False
+    if ADMIN in who.scopes:  # only a rule with ``own`` checks an admin's ids
+        return True
     if row.kind == "memory":
         return row.workspace == who.workspace or row.origin is None
     if row.kind == "episode":

@@ -28,6 +28,7 @@ from ..handlers import (
     memories,
     ops,
     rollup,
+    sharing,
     status,
     workspaces,
 )
@@ -84,6 +85,8 @@ ROUTES: dict[type[p.Request], Route] = {
     p.MemoryRecordUse: Route(memories.record_use, Rule(WRITE, None, record_use)),
     # Resolves the subject's facts of the caller's workspace (else the global ones).
     p.MemoryFactResolve: Route(memories.fact_resolve, Rule(WRITE)),
+    # Only the record's owner shares it, admin:workspace or not.
+    p.MemoryShare: Route(sharing.share, Rule(WRITE, None, one("shareable", "record_id"), own=True)),
     p.CaptureEpisode: Route(
         episodes.capture, Rule(WRITE, other_workspace), job=episodes.capture_job
     ),

@@ -540,7 +540,8 @@ class Server:
         aimed = await workspace.aim(who, req)
         self._admit(route, who, req)
         if named := route.rule.named(who, req):
-            await services.read(lambda reader: authorization.owned_ids(reader, who, named))
+            own = route.rule.own
+            await services.read(lambda reader: authorization.owned_ids(reader, who, named, own=own))
         if route.read:
             async with conn.reads:
                 return await route.handler(services, aimed, req)

@@ -244,7 +244,7 @@ async def search(services: Services, who: Principal, req: p.MemorySearch) -> p.M
 async def show(services: Services, who: Principal, req: p.MemoryShow) -> p.MemoryShown:
     """memory_show, on a search worker. Raises RecallError not_found / forbidden."""
     reader = services.memory
-    result: p.MemoryShown = await services.search(partial(reader.show, req=req))
+    result: p.MemoryShown = await services.search(partial(reader.show, who=who, req=req))
     return result
 
 

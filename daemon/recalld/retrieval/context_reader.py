@@ -38,6 +38,7 @@ from .context_pack import Candidate, Packed, Section, TokenCounter, pack
 from .fusion import PendingVector
 from .memory_reader import (
     LOW_TRUST,
+    Checkouts,
     MemoryReader,
     contested_slots,
     memory_filter,
@@ -124,7 +125,9 @@ def _memory_line(
     return f"- [{mid}] {_clip(said)}{_flags(drift, contested)}"
 
 
-def _rows_as_candidates(reader: Reader, rows: Sequence[MemoryRow], now: float) -> list[Candidate]:
+def _rows_as_candidates(
+    reader: Reader, checkouts: Checkouts, rows: Sequence[MemoryRow], now: float
+) -> list[Candidate]:
     """Memory rows (current facts, memories citing changed files), judged like hits are."""
     rows = [r for r in rows if r.superseded_by is None and r.trust >= LOW_TRUST]
     contested = contested_slots(reader, list(rows), now)
@@ -133,7 +136,9 @@ def _rows_as_candidates(reader: Reader, rows: Sequence[MemoryRow], now: float) -
     out = []
     for row in rows:
         contradicted = outcomes[row.rowid].unresolved_contradiction
-        verdict = staleness(row, now, unresolved_contradiction=contradicted, budget=budget).verdict
+        verdict = staleness(
+            row, now, checkouts, unresolved_contradiction=contradicted, budget=budget
+        ).verdict
         disputed = (row.subject_key, row.origin) in contested
         out.append(
             Candidate(
@@ -153,10 +158,14 @@ def _facts(reader: Reader, workspace: str, now: float) -> list[MemoryRow]:
     return sorted(rows, key=lambda r: not r.pinned)
 
 
-def _cortex(reader: Reader, result: p.MemorySearchResult, now: float) -> list[Candidate]:
+def _cortex(
+    reader: Reader, checkouts: Checkouts, result: p.MemorySearchResult, now: float
+) -> list[Candidate]:
     """The current facts of a memory_search answer, in its order, judged as rows are."""
     rows = reader.memories.live([c.id for c in result.cortex])
-    return _rows_as_candidates(reader, [rows[c.id] for c in result.cortex if c.id in rows], now)
+    return _rows_as_candidates(
+        reader, checkouts, [rows[c.id] for c in result.cortex if c.id in rows], now
+    )
 
 
 def _hits(result: p.MemorySearchResult) -> list[Candidate]:
@@ -225,6 +234,7 @@ def gather(
     now = time.time()
     workspace = req.workspace or who.workspace
     sections: list[Section] = []
+    checkouts = Checkouts(reader, who)
 
     def add(name: p.ContextSection, candidates: list[Candidate]) -> None:
         sections.append(Section(name, HEADINGS[name], candidates[:PER_SECTION]))
@@ -244,7 +254,7 @@ def gather(
         return _lessons(found)
 
     if req.event == "session_start":
-        facts = _rows_as_candidates(reader, _facts(reader, workspace, now), now)
+        facts = _rows_as_candidates(reader, checkouts, _facts(reader, workspace, now), now)
         last = reader.episodes.last_session(workspace, who.uid, who.agent, req.session_id)
         failures: list[Candidate] = []
         changed: list[Candidate] = []
@@ -260,7 +270,7 @@ def gather(
         if changes is not None and changes.paths and top is not None:
             cited = [*changes.paths, *(os.path.join(top, path) for path in changes.paths)]
             rows_cited = reader.memories.citing(cited, memory_filter(now, workspace), PER_SECTION)
-            changed = _rows_as_candidates(reader, rows_cited, now)
+            changed = _rows_as_candidates(reader, checkouts, rows_cited, now)
         add("facts", facts)
         add("failures", failures)
         add("changed", changed)
@@ -274,7 +284,7 @@ def gather(
     else:
         assert req.prompt is not None
         found = search(req.prompt, qvec)
-        add("facts", _cortex(reader, found, now))
+        add("facts", _cortex(reader, checkouts, found, now))
         add("memories", _hits(found))
         add("lessons", lessons(req.prompt, qvec))
     packed = pack(PREAMBLE, sections, budget, given, count)

@@ -27,9 +27,11 @@ from ..store.port import Filter, MemoryRow, Reader
 from .experience_reader import lesson_infos
 from .memory_reader import (
     LOW_TRUST,
+    Checkouts,
     Staleness,
     contested_slots,
     memory_filter,
+    owner_of,
     staleness,
     use_outcomes,
 )
@@ -103,6 +105,7 @@ def memories(
     kept: list[tuple[MemoryRow, Staleness]] = []
     # History walking this request may do for all its memories together (see _hits).
     budget = git_history.WalkBudget()
+    checkouts = Checkouts(reader, who)
     examined = 0
     next_before: str | None = None
     # Bounded: every pass examines at least one more row or ends, and no more than
@@ -129,6 +132,7 @@ def memories(
             judged = staleness(
                 row,
                 now,
+                checkouts,
                 unresolved_contradiction=outcomes[row.rowid].unresolved_contradiction,
                 budget=budget,
             )
@@ -186,6 +190,7 @@ def _item(
         trust=row.trust,
         low_trust=row.trust < LOW_TRUST,
         visibility=row.visibility,
+        owner=owner_of(row.owner),
     )
 
 

@@ -53,6 +53,7 @@ from .terms import Coverage, fts_tokens, make_snippet, query_terms
 __all__ = [
     "FLOOR",
     "LOW_TRUST",
+    "Checkouts",
     "MemoryReader",
     "MemorySearchConfig",
     "Outcomes",
@@ -108,10 +109,11 @@ def _local_user() -> str:
         return str(os.getuid())
 
 
-def owner_of(row: MemoryRow) -> str:
-    """Whose a memory is: its database role, or where the database is one user's (SQLite),
-    the user this daemon runs as (only that user's peers reach it)."""
-    return row.owner or _local_user()
+def owner_of(owner: str | None) -> str:
+    """Whose a record is: its database role (``owner``), or where the database is one
+    user's (SQLite, ``owner`` None), the user this daemon runs as (only that user's peers
+    reach it)."""
+    return owner or _local_user()
 
 
 def _names(query_tokens: set[str], subject: str | None) -> bool:
@@ -220,19 +222,63 @@ class Staleness:
     verdict: p.StalenessVerdict
 
 
+class Checkouts:
+    """Where the reader's own checkout of a memory's workspace is, to judge its drift there.
+
+    A memory's ``origin_repo`` is the writer's checkout: on another person's machine (team
+    memory) or after a move it is not where the reader's files are, so a cited
+    ``src/x.py`` would read as gone, or be checked in someone else's tree. The reader's
+    checkout is the connection's path when the memory is of the connection's workspace,
+    else the newest path this install saw that workspace at (its aliases: a role's own on
+    PostgreSQL), else, in a one-user store, the path it was written at.
+    """
+
+    def __init__(self, reader: Reader, who: Principal) -> None:
+        self._reader, self._who = reader, who
+        self._aliases: dict[str, str] | None = None
+
+    def of(self, row: MemoryRow) -> str | None:
+        """The directory ``row``'s relative cited paths and commits are read in; None when
+        this install has no checkout of its workspace (they are then not checked)."""
+        if row.origin is None:  # a global memory: no repository to read
+            return None
+        if row.origin == self._who.workspace and self._who.path:
+            path: str | None = self._who.path
+        else:
+            path = self._alias(row.origin)
+        if path is None:
+            # A workspace keyed by its path (no repository) is its own checkout.
+            if row.origin.startswith("/"):
+                return row.origin
+            return row.origin_repo if row.owner is None else None
+        return git_history.top_level(path) or path
+
+    def _alias(self, workspace: str) -> str | None:
+        if self._aliases is None:
+            newest: dict[str, tuple[float, str]] = {}
+            for a in self._reader.ops.aliases():
+                if a.workspace not in newest or a.seen_at > newest[a.workspace][0]:
+                    newest[a.workspace] = (a.seen_at, a.path)
+            self._aliases = {ws: path for ws, (_, path) in newest.items()}
+        return self._aliases.get(workspace)
+
+
 def staleness(
     row: MemoryRow,
     now: float,
+    checkouts: Checkouts,
     *,
     unresolved_contradiction: bool,
     budget: git_history.WalkBudget | None = None,
 ) -> Staleness:
     """Path drift, commit drift and the staleness verdict of one memory: the one way
-    memory_search, memory_show and memory_list judge it. ``budget``: the history walking
-    the request may still do (shared by all its memories; None: a budget of its own)."""
-    path_drift, anchored_missing, cited = drift.check_paths(_cited(row), row.path_base)
+    memory_search, memory_show and memory_list judge it, in the reader's checkout of its
+    workspace (``checkouts``). ``budget``: the history walking the request may still do
+    (shared by all its memories; None: a budget of its own)."""
+    checkout = checkouts.of(row)
+    path_drift, anchored_missing, cited = drift.check_paths(_cited(row), checkout)
     commit = drift.commit_drift(
-        row.origin_repo,
+        checkout,
         row.verified_commit,
         row.last_verified_at,
         [path for path, anchored in row.paths if anchored],
@@ -491,7 +537,7 @@ class MemoryReader:
         kept.sort(key=lambda s: (id(s) not in binding, -s.score))
         top = kept[: req.limit]
 
-        hits = self._hits(reader, req, top, now, verbose)
+        hits = self._hits(reader, Checkouts(reader, who), req, top, now, verbose)
         cortex = self._cortex(reader, req, kept, visible, now)
         has_cue, start, end = temporal_window(req.query, now)
         events = None
@@ -559,6 +605,7 @@ class MemoryReader:
     def _hits(
         self,
         reader: Reader,
+        checkouts: Checkouts,
         req: p.MemorySearch,
         top: list[_Scored],
         now: float,
@@ -585,6 +632,7 @@ class MemoryReader:
             judged = staleness(
                 row,
                 now,
+                checkouts,
                 unresolved_contradiction=s.outcomes.unresolved_contradiction,
                 budget=budget,
             )
@@ -602,7 +650,7 @@ class MemoryReader:
                 truncated=not full,
                 tags=row.tags,
                 visibility=row.visibility,
-                owner=owner_of(row),
+                owner=owner_of(row.owner),
                 source=row.source,
                 kind=row.kind,
                 subject=row.subject,
@@ -707,7 +755,7 @@ class MemoryReader:
 
     # ------------------------------------------------------------------ show
 
-    def show(self, reader: Reader, req: p.MemoryShow) -> p.MemoryShown:
+    def show(self, reader: Reader, who: Principal, req: p.MemoryShow) -> p.MemoryShown:
         """One memory in full. Raises RecallError not_found / forbidden."""
         now = time.time()
         row = reader.memories.live([req.memory_id]).get(req.memory_id)
@@ -717,7 +765,12 @@ class MemoryReader:
             raise RecallError("forbidden", f"memory {row.id} was blocked as unsafe to serve")
         memories = reader.memories
         outcomes = use_outcomes(reader, [row], now)[row.rowid]
-        judged = staleness(row, now, unresolved_contradiction=outcomes.unresolved_contradiction)
+        judged = staleness(
+            row,
+            now,
+            Checkouts(reader, who),
+            unresolved_contradiction=outcomes.unresolved_contradiction,
+        )
         path_drift, anchored_missing, commit = (
             judged.path_drift,
             judged.anchored_missing,
@@ -759,7 +812,7 @@ class MemoryReader:
             expires_at=row.expires_at,
             workspace=row.workspace,
             visibility=row.visibility,
-            owner=owner_of(row),
+            owner=owner_of(row.owner),
             origin=row.origin,
             origin_repo=row.origin_repo,
             origin_commit=row.origin_commit,

@@ -144,12 +144,6 @@ class MemoryRow:
     def pinned(self) -> bool:
         return self.distortion_tolerance == "constraint" and self.superseded_by is None
 
-    @property
-    def path_base(self) -> str | None:
-        # The origin is a path only for a workspace keyed by its path (not a repository's).
-        origin = self.origin if self.origin and self.origin.startswith("/") else None
-        return self.origin_repo or origin
-
 
 @dataclass(frozen=True, slots=True)
 class Fact:
@@ -161,6 +155,7 @@ class Fact:
     text: str
     subject: str
     distortion_tolerance: str | None
+    visibility: p.Visibility
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +272,30 @@ class Ownership:
     agent: str
     # The memory's origin; None: a global memory.
     origin: str | None
+    # The caller's own (its owner's), as opposed to another member's team record.
+    mine: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ShareRow:
+    """A memory or lesson as memory_share reviews it: its text and its provenance."""
+
+    id: str
+    kind: str  # memory | lesson
+    memory_kind: p.MemoryKind
+    text: str
+    subject: str | None
+    source: str | None
+    tags: list[str]
+    workspace: str
+    agent: str
+    writer_client: str | None
+    writer_model: str | None
+    created_at: float
+    visibility: p.Visibility
+    # The database role that wrote it; None where the database is one user's.
+    owner: str | None
+    paths: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,6 +513,10 @@ class ExperienceReads(Protocol):
 
 class RecordReads(Protocol):
     def ownership(self, ids: Sequence[str]) -> dict[str, Ownership]: ...
+    def shareable(self, record_id: str) -> ShareRow | None:
+        """The live memory or lesson ``record_id`` as memory_share reviews it."""
+        ...
+
     def has_pending(self) -> bool: ...
     def unembedded(self, after: int, limit: int) -> list[tuple[int, str]]: ...
     def counts(self) -> tuple[dict[str, dict[str, int]], int]: ...
@@ -544,6 +567,16 @@ class Reader(Protocol):
 
 class RecordWrites(Protocol):
     def forget(self, record_id: str, now: float) -> tuple[p.Forgotten, int | None]: ...
+    def share(self, who: Principal, record_id: str, text: str, now: float) -> None:
+        """Make the caller's own private ``record_id`` team memory, as long as its text is
+        still ``text`` (what was reviewed), and log who shared it.
+
+        Raises:
+            RecallError: ``invalid_request`` when it changed since, is no longer private,
+                or the same text is the caller's team memory already.
+        """
+        ...
+
     def settle_pending(
         self,
         limit: int,

@@ -93,7 +93,11 @@ def copy_store(
                 f"{path} is at schema version {local}, this recalld copies version"
                 f" {len(SQLITE_MIGRATIONS)}: start this recalld on it once first"
             )
-        with connect(url, autocommit=True) as pg:
+        # Nothing prepared on the server: the URL may be a pooler's in transaction mode
+        # (PgBouncer before 1.21), where the next transaction may run on a server
+        # connection that has another's statements or none. A one-off copy batched in
+        # pages loses little by it.
+        with connect(url, autocommit=True, prepare=False) as pg:
             remote = schema_version(pg)
             if remote != len(MIGRATIONS):
                 raise RuntimeError(

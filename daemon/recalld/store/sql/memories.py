@@ -267,7 +267,8 @@ def current_facts(conn: Db, key: str, origin: str | None, now: float) -> list[Fa
         Fact(*row)
         for row in conn.execute(
             "SELECT r.rowid, r.id, m.authority, r.ts, r.created_at, r.text, m.subject,"
-            " m.distortion_tolerance FROM memory_meta m JOIN records r ON r.rowid = m.rowid"
+            " m.distortion_tolerance, r.visibility FROM memory_meta m"
+            " JOIN records r ON r.rowid = m.rowid"
             " WHERE m.subject_key = ? AND m.origin IS NOT DISTINCT FROM ? AND m.kind = 'fact'"
             " AND m.superseded_by IS NULL AND r.tombstoned_at IS NULL"
             " AND (r.expires_at IS NULL OR r.expires_at > ?) AND r.eligibility = 'eligible'"
@@ -503,7 +504,17 @@ class MemoryWrites:
             # Another writer storing a fact on this subject waits until this one commits,
             # then sees it: the decision below holds when two daemons store at once.
             conn.lock("fact", key, origin or "")
-            others = [f for f in current_facts(conn, key, origin, now) if f.rowid != rowid]
+            # Decided among facts of its own visibility: a private fact must not supersede
+            # or contest a team fact (its other readers would see it replaced or disputed by
+            # one they cannot see), and a team fact is decided among team facts, which every
+            # member sees, so both see both contenders. A reader seeing a team and a private
+            # fact current on one subject is shown them as contested.
+            mine = visibility(req.visibility)
+            others = [
+                f
+                for f in current_facts(conn, key, origin, now)
+                if f.rowid != rowid and f.visibility == mine
+            ]
             decision = decide_fact(
                 req.authority,
                 ts,
@@ -739,7 +750,14 @@ class MemoryWrites:
         else:
             # facts are oldest first: the incumbent, then the contenders.
             winner = facts[-1] if req.accept else facts[0]
-        losers = [f for f in facts if f.rowid != winner.rowid]
+        # A private winner leaves team facts current: the team's answer changes only by a
+        # team fact, not by a choice other members cannot see.
+        losers = [
+            f
+            for f in facts
+            if f.rowid != winner.rowid
+            and (winner.visibility == "team" or f.visibility == "private")
+        ]
         for f in losers:
             conn.execute(
                 "UPDATE memory_meta SET superseded_by = ? WHERE rowid = ?", (winner.id, f.rowid)

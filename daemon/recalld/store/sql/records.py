@@ -6,15 +6,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 
+import msgspec
 import numpy as np
 from recall_client import protocol as p
 
 from ...domain.policy import HARD_TRUST_FLOOR, SUCCESS_STATUSES
 from ...domain.principal import Principal
 from ...errors import RecallError
-from ..port import Ownership
+from ..port import Ownership, ShareRow
 from .db import Db
 from .filters import marks
+
+_tags = msgspec.json.Decoder(list[str])
 
 __all__ = [
     "EMBEDDING_BACKLOG",
@@ -93,15 +96,68 @@ class RecordReads:
         if not ids:
             return {}
         return {
-            row[0]: Ownership(*row[1:])
+            row[0]: Ownership(row[1], row[2], row[3], row[4], bool(row[5]))
             for row in self._conn.execute(
                 "SELECT r.id, r.kind, r.workspace, r.agent,"
-                " CASE WHEN m.rowid IS NULL THEN r.workspace ELSE m.origin END"
+                " CASE WHEN m.rowid IS NULL THEN r.workspace ELSE m.origin END,"
+                f" {self._conn.owned('r')}"
                 " FROM records r LEFT JOIN memory_meta m ON m.rowid = r.rowid"
                 f" WHERE r.id IN ({marks(ids)})",
                 list(ids),
             )
         }
+
+    def shareable(self, record_id: str) -> ShareRow | None:
+        row = self._conn.execute(
+            "SELECT r.rowid, r.id, r.kind, coalesce(m.kind, 'entry'), r.text, m.subject, r.source,"
+            " r.tags, r.workspace, r.agent, m.writer_client, m.writer_model, r.created_at,"
+            f" r.visibility, {self._conn.owner('r')}"
+            " FROM records r LEFT JOIN memory_meta m ON m.rowid = r.rowid"
+            " WHERE r.id = ? AND r.kind IN ('memory', 'lesson') AND r.tombstoned_at IS NULL",
+            (record_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        paths = [
+            path
+            for (path,) in self._conn.execute(
+                "SELECT path FROM memory_paths WHERE rowid = ? ORDER BY path", (row[0],)
+            )
+        ]
+        (
+            _,
+            record_id,
+            kind,
+            memory_kind,
+            text,
+            subject,
+            source,
+            tags,
+            workspace,
+            agent,
+            client,
+            model,
+            created_at,
+            visibility,
+            owner,
+        ) = row
+        return ShareRow(
+            id=record_id,
+            kind=kind,
+            memory_kind=memory_kind,
+            text=text,
+            subject=subject,
+            source=source,
+            tags=_tags.decode(tags),
+            workspace=workspace,
+            agent=agent,
+            writer_client=client,
+            writer_model=model,
+            created_at=created_at,
+            visibility=visibility,
+            owner=owner,
+            paths=paths,
+        )
 
     def has_pending(self) -> bool:
         return (
@@ -159,6 +215,31 @@ class RecordWrites:
         )
         self._conn.execute("DELETE FROM vectors WHERE rowid = ?", (rowid,))
         return p.Forgotten(id=0, record_id=record_id, kind=kind, tombstoned_at=now), int(rowid)
+
+    def share(self, who: Principal, record_id: str, text: str, now: float) -> None:
+        conn = self._conn
+        # Guarded in the statement: a memory_update between the review and now, or a
+        # second share, changes no row instead of sharing what was not reviewed.
+        cur = conn.execute(
+            "UPDATE records SET visibility = 'team', updated_at = ?"
+            " WHERE id = ? AND visibility = 'private' AND text = ? AND tombstoned_at IS NULL"
+            f" AND {conn.owned('records')} AND NOT EXISTS (SELECT 1 FROM records d"
+            "  WHERE d.visibility = 'team' AND d.workspace = records.workspace"
+            "  AND d.kind = records.kind AND d.content_hash = records.content_hash"
+            f"  AND {conn.owned('d')})",
+            (now, record_id, text),
+        )
+        if not cur.rowcount:
+            raise RecallError(
+                "invalid_request",
+                f"{record_id} was not shared: it changed since it was reviewed, is team memory"
+                " already, or its text is (as another record); preview it again",
+            )
+        conn.execute(
+            "INSERT INTO memory_events (ts, session, agent, record_id, event)"
+            " VALUES (?, ?, ?, ?, 'shared')",
+            (now, who.session, who.agent, record_id),
+        )
 
     def settle_pending(self, limit: int, now: float, settle: Settle) -> int:
         """Settle up to ``limit`` pending records by ``settle``; returns how many."""
