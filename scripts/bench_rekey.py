@@ -24,7 +24,7 @@ from recall_client import protocol as p  # noqa: E402
 from recalld.domain import workspace_identity  # noqa: E402
 from recalld.domain.ids import new_id  # noqa: E402
 from recalld.store.rekey import rekey_workspaces  # noqa: E402
-from recalld.store.sql.operations import OperationWrites  # noqa: E402
+from recalld.store.sql.operations import SqlOperationWrites  # noqa: E402
 from recalld.store.sqlite import SqliteStore, schema  # noqa: E402
 
 
@@ -77,7 +77,7 @@ def main() -> None:
             for i in range(args.records)
         ]
         conn.execute("BEGIN")
-        OperationWrites(conn).import_records(rows, uid=1000)
+        SqlOperationWrites(conn).import_records(rows, uid=1000)
         conn.execute("COMMIT")
         conn.close()
 

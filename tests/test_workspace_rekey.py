@@ -26,7 +26,7 @@ from recalld.store.postgres import schema as pg_schema
 from recalld.store.postgres.db import ConnectionState, PgDb, connect
 from recalld.store.rekey import rekey_workspaces
 from recalld.store.sql.db import Db
-from recalld.store.sql.operations import OperationWrites
+from recalld.store.sql.operations import SqlOperationWrites
 from recalld.store.sqlite import SqliteStore
 from recalld.store.sqlite import schema as sqlite_schema
 from recalld.store.sqlite.schema import DB_NAME, SqliteDb
@@ -69,7 +69,7 @@ def old_rows(alice: Path, bob: Path, plain: Path) -> list[p.ExportedRecord]:
 
 def fill(conn: Db, rows: list[p.ExportedRecord], approved: str) -> None:
     conn.execute("BEGIN")
-    OperationWrites(conn).import_records(rows, uid=1000)
+    SqlOperationWrites(conn).import_records(rows, uid=1000)
     conn.execute(
         "INSERT INTO workspace_approvals (workspace, approved_at, approved_by) VALUES (?, ?, ?)",
         (approved, time.time(), "recallctl"),

@@ -72,7 +72,7 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
         if qvec is not None and req.prompt is not None:
             tg.start_soon(services.embed_into, req.prompt, qvec, name="prompt embedding")
         try:
-            found = await services.search(
+            found = await services.read(
                 partial(
                     gather,
                     memory=services.memory,

@@ -89,7 +89,7 @@ async def search(services: Services, who: Principal, req: p.WorkSearch) -> p.Wor
     if req.semantic and req.query is not None:
         # None when there is no model or it failed: the search degrades to lexical.
         qvec = await services.embed_query(req.query)
-    result: p.WorkSearchResult = await services.search(
+    result: p.WorkSearchResult = await services.read(
         partial(
             work_reader.search,
             who=who,

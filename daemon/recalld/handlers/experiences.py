@@ -184,7 +184,7 @@ async def search(
     """search_experience: similar past tasks, best first, and the lessons they support."""
     started = time.perf_counter()
     qvec = await _query_vector(services, req.query)
-    experiences, lessons = await services.search(
+    experiences, lessons = await services.read(
         partial(
             experience_reader.search,
             workspace=who.workspace,
@@ -211,7 +211,7 @@ async def listing(
     Raises:
         RecallError: ``invalid_request`` for a bad cursor; ``busy`` / ``unavailable``.
     """
-    result: p.ExperienceListResult = await services.search(
+    result: p.ExperienceListResult = await services.read(
         partial(browse.experiences, workspace=who.workspace, req=req)
     )
     return result
@@ -224,7 +224,7 @@ async def explain(services: Services, who: Principal, req: p.ExplainNode) -> p.N
         RecallError: ``not_found`` when the workspace has no such (surfacing) experience.
     """
     qvec = await _query_vector(services, req.query) if req.query is not None else None
-    result: p.NodeExplained = await services.search(
+    result: p.NodeExplained = await services.read(
         partial(
             experience_reader.explain,
             workspace=who.workspace,
@@ -243,7 +243,7 @@ async def execution_context(
 ) -> p.ExecutionContext:
     """get_execution_context: applicable lessons and similar experiences, prompt-ready."""
     qvec = await _query_vector(services, req.task)
-    lessons, experiences = await services.search(
+    lessons, experiences = await services.read(
         partial(
             experience_reader.context,
             workspace=who.workspace,

@@ -175,7 +175,7 @@ async def store(services: Services, who: Principal, req: p.MemoryStore) -> p.Mem
 
 async def _head_of(services: Services, memory_id: str) -> str | None:
     """HEAD of a memory's origin repository now: the new base for its commit drift."""
-    repo: str | None = await services.search(lambda r: r.memories.origin_repo(memory_id))
+    repo: str | None = await services.read(lambda r: r.memories.origin_repo(memory_id))
     if repo is None:
         return None
     return await anyio.to_thread.run_sync(_head_if_there, repo)
@@ -230,7 +230,7 @@ async def search(services: Services, who: Principal, req: p.MemorySearch) -> p.M
         if qvec is not None:
             tg.start_soon(services.embed_into, req.query, qvec, name="query embedding")
         try:
-            result: p.MemorySearchResult = await services.search(
+            result: p.MemorySearchResult = await services.read(
                 partial(reader.search, who=who, req=req, qvec=qvec)
             )
         except RecallError as exc:
@@ -244,7 +244,7 @@ async def search(services: Services, who: Principal, req: p.MemorySearch) -> p.M
 async def show(services: Services, who: Principal, req: p.MemoryShow) -> p.MemoryShown:
     """memory_show, on a search worker. Raises RecallError not_found / forbidden."""
     reader = services.memory
-    result: p.MemoryShown = await services.search(partial(reader.show, who=who, req=req))
+    result: p.MemoryShown = await services.read(partial(reader.show, who=who, req=req))
     return result
 
 
@@ -255,7 +255,7 @@ async def listing(services: Services, who: Principal, req: p.MemoryList) -> p.Me
         RecallError: ``invalid_request`` for a bad cursor or contradictory flags; ``busy`` /
             ``unavailable``.
     """
-    result: p.MemoryListResult = await services.search(
+    result: p.MemoryListResult = await services.read(
         partial(browse.memories, who=who, req=req, every_count=ADMIN in who.scopes)
     )
     return result

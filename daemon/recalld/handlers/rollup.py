@@ -269,7 +269,7 @@ async def roll_up(
             ``invalid_request`` past 20 lessons; ``busy`` or ``unavailable``.
     """
     admin = ADMIN in who.scopes
-    episodes, stored = await services.search(
+    episodes, stored = await services.read(
         lambda reader: _read_session(reader, who, req.session, admin)
     )
     if stored is not None and stored.forgotten:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from recall_client import protocol as p
@@ -31,15 +31,22 @@ __all__ = ["Services"]
 T = TypeVar("T")
 
 
+class ReadOn(Protocol):
+    """Run ``fn`` on a store reader (somewhere: a search worker, a reader aside) and return
+    what it returns."""
+
+    def __call__(self, fn: Callable[[Reader], T], /) -> Awaitable[T]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Services:
     # The current settings (SIGHUP may replace them).
     settings: Callable[[], Settings]
     # Run a read on a search worker: busy when too many wait.
-    read: Callable[[Callable[[Reader], Any]], Awaitable[Any]]
+    read: ReadOn
     # Run a read on a reader of its own in a worker thread: a rare admin request (export,
     # doctor) must not take a search worker away from agents.
-    read_aside: Callable[[Callable[[Reader], Any]], Awaitable[Any]]
+    read_aside: ReadOn
     # Ingest, embed and write a client's request; the result once committed.
     write: Callable[[RequestJob], Awaitable[Any]]
     # The same without waiting, when nothing has to (Intake.write_now): False when it must.
@@ -79,8 +86,3 @@ class Services:
             vec = await self.embed_query(query)
         finally:
             into.set(vec)  # also when cancelled: a search worker may be waiting
-
-    async def search(self, fn: Callable[[Reader], T]) -> T:
-        """``read``, typed."""
-        result: T = await self.read(fn)
-        return result

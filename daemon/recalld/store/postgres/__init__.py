@@ -40,7 +40,7 @@ from ...errors import RecallError
 from ..port import BatchJob, Reader, StorageFailure, StoreUnreachable
 from ..sql.sides import SqlReader, SqlWriteTx
 from .db import LOST, ConnectionState, PgDb, connect
-from .retrieval import RetrievalReads
+from .retrieval import PgRetrieval
 from .schema import MIGRATIONS, SEARCH_SETTINGS, VECTOR_DIM, schema_version
 
 __all__ = ["PgReader", "PgStore"]
@@ -89,7 +89,7 @@ class PgLessons:
 
 
 def _reader(db: PgDb, store: PgStore) -> PgReader:
-    return SqlReader(db, RetrievalReads(db, store.location, lambda: store.model))
+    return SqlReader(db, PgRetrieval(db, store.location, lambda: store.model))
 
 
 class PgStore:
@@ -130,7 +130,7 @@ class PgStore:
         self.role = str(role)
         self._tx = SqlWriteTx(
             self._writer,
-            RetrievalReads(self._writer, self.location, lambda: self.model),
+            PgRetrieval(self._writer, self.location, lambda: self.model),
             PgLessons(self._writer, self),
         )
 

@@ -19,14 +19,14 @@ from ..sql.filters import marks, where
 from .db import PgDb, psycopg_sql
 from .textsearch import TSQUERY_ONE, lexical
 
-__all__ = ["RetrievalReads"]
+__all__ = ["PgRetrieval"]
 
 
 # One term as a tsquery, in the shared SQL's placeholders (PgDb translates them).
 _ONE_TERM = TSQUERY_ONE.replace("%s", "?")
 
 
-class RetrievalReads(SharedRetrieval):
+class PgRetrieval(SharedRetrieval):
     # Both channels are statements on the one connection: side by side they would only wait
     # for each other (and a reconnect must not race a second thread).
     semantic_beside = False

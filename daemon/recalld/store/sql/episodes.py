@@ -25,13 +25,13 @@ from .db import Db
 from .filters import marks
 from .records import remember_key, replayed
 
-__all__ = ["EpisodeReads", "EpisodeWrites"]
+__all__ = ["SqlEpisodeReads", "SqlEpisodeWrites"]
 
 _json = msgspec.json.Encoder()
 _strings = msgspec.json.Decoder(list[str])
 
 
-class EpisodeReads:
+class SqlEpisodeReads:
     def __init__(self, conn: Db) -> None:
         self._conn = conn
 
@@ -165,7 +165,7 @@ def _existing(
     )
 
 
-class EpisodeWrites:
+class SqlEpisodeWrites:
     def __init__(self, conn: Db) -> None:
         self._conn = conn
 

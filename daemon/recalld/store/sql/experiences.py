@@ -41,7 +41,7 @@ from .db import Db
 from .filters import marks, where
 from .records import remember_key, replayed, visibility
 
-__all__ = ["ExperienceReads", "ExperienceWrites", "NearLessons"]
+__all__ = ["NearLessons", "SqlExperienceReads", "SqlExperienceWrites"]
 
 # A session's rolled-up experience supports at most this many lessons.
 MAX_LESSONS = 20
@@ -116,7 +116,7 @@ def recorded_lessons(conn: Db, merged: dict[int, bool]) -> list[p.RecordedLesson
     return out
 
 
-class ExperienceReads:
+class SqlExperienceReads:
     def __init__(self, conn: Db) -> None:
         self._conn = conn
 
@@ -212,7 +212,7 @@ class ExperienceReads:
         )
 
 
-class ExperienceWrites:
+class SqlExperienceWrites:
     """Recording, rolling up and forgetting experiences, with their lessons."""
 
     def __init__(

@@ -25,7 +25,7 @@ from .db import Db
 from .filters import marks, where
 from .records import remember_key, replayed, visibility
 
-__all__ = ["MemoryReads", "MemoryWrites"]
+__all__ = ["SqlMemoryReads", "SqlMemoryWrites"]
 
 _json = msgspec.json.Encoder()
 _tags = msgspec.json.Decoder(list[str])
@@ -51,7 +51,7 @@ def _labels(values: Iterable[str]) -> list[str]:
 # --------------------------------------------------------------------------- reads
 
 
-class MemoryReads:
+class SqlMemoryReads:
     def __init__(self, conn: Db) -> None:
         self._conn = conn
         self._token_key: bytes | None = None
@@ -373,7 +373,7 @@ def _live_row(conn: Db, memory_id: str) -> tuple[Any, ...]:
     return tuple(row)
 
 
-class MemoryWrites:
+class SqlMemoryWrites:
     def __init__(self, conn: Db) -> None:
         self._conn = conn
 

@@ -36,8 +36,8 @@ __all__ = [
     "INSTALL_TABLES",
     "NOT_EXPORTED",
     "TABLES",
-    "OperationReads",
-    "OperationWrites",
+    "SqlOperationReads",
+    "SqlOperationWrites",
     "columns",
     "digest",
 ]
@@ -177,7 +177,7 @@ class _Rows:
         return out
 
 
-class OperationReads:
+class SqlOperationReads:
     def __init__(self, conn: Db) -> None:
         self._conn = conn
 
@@ -371,7 +371,7 @@ class OperationReads:
         ]
 
 
-class OperationWrites:
+class SqlOperationWrites:
     def __init__(self, conn: Db) -> None:
         self._conn = conn
 

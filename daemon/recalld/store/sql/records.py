@@ -21,8 +21,8 @@ _tags = msgspec.json.Decoder(list[str])
 
 __all__ = [
     "EMBEDDING_BACKLOG",
-    "RecordReads",
-    "RecordWrites",
+    "SqlRecordReads",
+    "SqlRecordWrites",
     "key_digest",
     "remember_key",
     "replayed",
@@ -88,7 +88,7 @@ _SETTLEABLE_PARAMS = (HARD_TRUST_FLOOR, *sorted(SUCCESS_STATUSES))
 Settle = Callable[[str, float, bool, str | None, float | None], str]
 
 
-class RecordReads:
+class SqlRecordReads:
     def __init__(self, conn: Db) -> None:
         self._conn = conn
 
@@ -191,7 +191,7 @@ class RecordReads:
         return counts, int(backlog)
 
 
-class RecordWrites:
+class SqlRecordWrites:
     def __init__(self, conn: Db) -> None:
         self._conn = conn
 

@@ -8,11 +8,11 @@ from typing import Generic, TypeVar
 
 from ..port import RetrievalReads
 from .db import Db
-from .episodes import EpisodeReads, EpisodeWrites
-from .experiences import ExperienceReads, ExperienceWrites, NearLessons
-from .memories import MemoryReads, MemoryWrites
-from .operations import OperationReads, OperationWrites
-from .records import RecordReads, RecordWrites
+from .episodes import SqlEpisodeReads, SqlEpisodeWrites
+from .experiences import NearLessons, SqlExperienceReads, SqlExperienceWrites
+from .memories import SqlMemoryReads, SqlMemoryWrites
+from .operations import SqlOperationReads, SqlOperationWrites
+from .records import SqlRecordReads, SqlRecordWrites
 
 __all__ = ["SqlReader", "SqlWriteTx"]
 
@@ -25,11 +25,11 @@ class SqlReader(Generic[D]):
     def __init__(self, db: D, search: RetrievalReads) -> None:
         self.db = db
         self.search = search
-        self.memories = MemoryReads(db)
-        self.episodes = EpisodeReads(db)
-        self.experiences = ExperienceReads(db)
-        self.records = RecordReads(db)
-        self.ops = OperationReads(db)
+        self.memories = SqlMemoryReads(db)
+        self.episodes = SqlEpisodeReads(db)
+        self.experiences = SqlExperienceReads(db)
+        self.records = SqlRecordReads(db)
+        self.ops = SqlOperationReads(db)
 
 
 class SqlWriteTx:
@@ -37,8 +37,8 @@ class SqlWriteTx:
 
     def __init__(self, db: Db, search: RetrievalReads, lessons: NearLessons) -> None:
         self.read = SqlReader(db, search)
-        self.records = RecordWrites(db)
-        self.memories = MemoryWrites(db)
-        self.episodes = EpisodeWrites(db)
-        self.experiences = ExperienceWrites(db, lessons)
-        self.ops = OperationWrites(db)
+        self.records = SqlRecordWrites(db)
+        self.memories = SqlMemoryWrites(db)
+        self.episodes = SqlEpisodeWrites(db)
+        self.experiences = SqlExperienceWrites(db, lessons)
+        self.ops = SqlOperationWrites(db)

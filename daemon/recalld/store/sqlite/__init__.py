@@ -20,7 +20,7 @@ from ...errors import RecallError
 from ..port import BatchJob, Reader, StorageFailure
 from ..sql.sides import SqlReader, SqlWriteTx
 from .lessons import FaissLessons, Unindexed
-from .retrieval import RetrievalReads
+from .retrieval import SqliteRetrieval
 from .schema import DB_NAME, SqliteDb, open_reader, open_writer
 from .vector_index import VectorIndex, latest_change
 
@@ -71,7 +71,7 @@ def _reset(jobs: Sequence[BatchJob]) -> None:
 
 
 def _reader(conn: SqliteDb, store: SqliteStore) -> SqliteReader:
-    return SqlReader(conn, RetrievalReads(conn, store.index))
+    return SqlReader(conn, SqliteRetrieval(conn, store.index))
 
 
 class SqliteStore:
@@ -82,7 +82,7 @@ class SqliteStore:
         self._index: VectorIndex | None = None
         self._tx = SqlWriteTx(
             self._writer,
-            RetrievalReads(self._writer, self.index),
+            SqliteRetrieval(self._writer, self.index),
             FaissLessons(self.index, self.unindexed),
         )
 

@@ -28,7 +28,7 @@ from ..sql.filters import marks, where
 from .schema import SqliteDb
 from .vector_index import VectorIndex
 
-__all__ = ["RetrievalReads", "fts_query", "lexical_plan"]
+__all__ = ["SqliteRetrieval", "fts_query", "lexical_plan"]
 
 DF_TTL_S = 60.0
 DF_CACHE_SIZE = 20_000
@@ -135,7 +135,7 @@ def _chunks(
         start, size = start + size, size * 2
 
 
-class RetrievalReads(SharedRetrieval):
+class SqliteRetrieval(SharedRetrieval):
     """The channels' candidates, on one read connection (and the FAISS index, once open)."""
 
     # FAISS searches without the connection (which is serialized: threadsafety 3), and
