@@ -17,8 +17,8 @@ from recall_client.client import RemoteError, connect
 from recall_client.ctl import render_status
 from recall_client.paths import read_admin_token
 
-from .conftest import ROLE_PASSWORDS, DaemonFactory, DaemonProcess, TeamDb
-from .test_team_memory import raw_count, search, store, team
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.team import ROLE_PASSWORDS, TeamDb, raw_count, search, store, team
 
 WS = "/ws/fleet"
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable
 from functools import partial
 
 import anyio
@@ -20,52 +19,13 @@ import psycopg
 import pytest
 from mcp import Client
 from recall_client import protocol as p
-from recall_client.client import DaemonUnavailable, RecallClient, RemoteError
+from recall_client.client import DaemonUnavailable, RemoteError
 
-from .conftest import BIN, DaemonFactory, DaemonProcess, TeamDb
-from .test_mcp_shim import shim
+from tests.support.daemon import BIN, DaemonFactory, DaemonProcess
+from tests.support.mcp_client import shim
+from tests.support.team import TeamDb, raw_count, search, store, team, team_daemon
 
 WS = "/ws/team"
-
-
-def team_daemon(factory: DaemonFactory, db: TeamDb, name: str, role: str) -> DaemonProcess:
-    return factory(name, extra_env={"RECALLD_DATABASE_URL": db.url(role)})
-
-
-@asynccontextmanager
-async def team(
-    factory: DaemonFactory, db: TeamDb, *people: tuple[str, str]
-) -> AsyncIterator[list[DaemonProcess]]:
-    daemons = [team_daemon(factory, db, name, role) for name, role in people]
-    # One after the other: the daemons of one test share one config dir, and so one admin
-    # token file, which the first creates and the others read.
-    for d in daemons:
-        await d.start()
-    try:
-        yield daemons
-    finally:
-        for d in daemons:
-            await d.stop()
-
-
-async def store(rc: RecallClient, text: str, **kw: object) -> p.MemoryStored:
-    return await rc.call(p.MemoryStore(text=text, **kw), p.MemoryStored)  # type: ignore[arg-type]
-
-
-async def search(rc: RecallClient, query: str, **kw: object) -> list[str]:
-    reply = await rc.call(
-        p.MemorySearch(query=query, **kw),  # type: ignore[arg-type]
-        p.MemorySearchResult,
-    )
-    return [h.text for h in reply.hits]
-
-
-def raw_count(db: TeamDb, role: str, sql: str, *params: object) -> int:
-    """A hand-written query as ``role``: what row-level security lets it see."""
-    with psycopg.connect(db.url(role)) as conn:
-        row = conn.execute(sql, params).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 async def test_team_memories_are_shared_and_private_ones_stay_private(

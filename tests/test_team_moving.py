@@ -22,9 +22,10 @@ from psycopg.conninfo import make_conninfo
 from recall_client import protocol as p
 from recall_client.client import RecallClient
 from recalld.store.postgres import moving
-from recalld.store.postgres.schema import MIGRATIONS, init_database
+from recalld.store.postgres.schema import MIGRATIONS
 
-from .conftest import BIN, ROLE_PASSWORDS, DaemonFactory, DaemonProcess, TeamDb
+from tests.support.daemon import BIN, DaemonFactory, DaemonProcess
+from tests.support.team import TeamDb, make_db
 
 WS = "/ws/moving"
 LESSON = "Run the schema migrations before the integration tests."
@@ -365,14 +366,6 @@ async def test_a_second_machine_of_the_same_person_merges_into_what_is_there(
             " WHERE l.id = %s"
         )
         assert _one(pg, support, a["lesson"]) == 2
-
-
-def make_db(like: TeamDb) -> TeamDb:
-    """Another fresh, migrated database on the same server (roles are the server's)."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    like.server.create_database(name)
-    init_database(make_conninfo(like.server.superuser_url, dbname=name), ROLE_PASSWORDS)
-    return TeamDb(like.server, name)
 
 
 def test_db_init_creates_a_role_that_can_log_in(team_db: TeamDb, tmp_path: Path) -> None:

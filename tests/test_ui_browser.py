@@ -28,10 +28,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
 
-from .conftest import DaemonFactory, DaemonProcess
-from .test_mcp_memory import open_tools
-from .test_mcp_shim import shim
-from .ui_helpers import Http, UiServer, ui_server
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.mcp_client import open_tools, shim
+from tests.support.ui import Http, UiServer, ui_server
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")

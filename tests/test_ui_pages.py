@@ -10,8 +10,8 @@ import json
 
 from recall_client import protocol as p
 
-from .conftest import DaemonProcess
-from .ui_helpers import Http, ui_server
+from tests.support.daemon import DaemonProcess
+from tests.support.ui import Http, ui_server
 
 WS = "/ws/ui-pages"
 OTHER = "/ws/ui-pages-other"

@@ -22,8 +22,8 @@ from recall_client.ui.guard import (
     Send,
 )
 
-from .conftest import DaemonProcess
-from .ui_helpers import Http, UiServer, ui_server
+from tests.support.daemon import DaemonProcess
+from tests.support.ui import Http, UiServer, ui_server
 
 WS = "/ws/ui-security"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlencode
 
-from .conftest import BIN, DaemonProcess
+from .daemon import BIN, DaemonProcess
 
 _URL = re.compile(r"open (http://127\.0\.0\.1:(\d+)/\?token=([A-Za-z0-9_-]+))")
 _PAGE = re.compile(r"sign in \(once\) by opening (file://\S+)")
