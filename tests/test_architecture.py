@@ -16,7 +16,7 @@ from pathlib import Path
 from recall_client import protocol as p
 from recalld.edge.registry import ROUTES
 
-from .conftest import REPO
+from tests.support.daemon import REPO
 
 PACKAGES = {
     "recalld": REPO / "daemon" / "recalld",
@@ -208,3 +208,28 @@ def test_the_shared_sql_knows_no_engine() -> None:
 def test_every_request_type_has_a_route() -> None:
     requests = set(typing.get_args(p.Requests)) - {p.Hello}
     assert requests == set(ROUTES), requests ^ set(ROUTES)
+
+
+def test_no_test_module_imports_another_or_a_conftest() -> None:
+    """What tests share lives in tests/support/ (fixtures in conftest.py, which pytest loads):
+    a helper taken from another test module drags that module's tests and fixtures along."""
+    tests_root = REPO / "tests"
+    found = []
+    for path in sorted(tests_root.rglob("*.py")):
+        package = ".".join(("tests", *path.parent.relative_to(tests_root).parts))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                last = target.rsplit(".", 1)[-1]
+                if target.startswith("tests") and (last.startswith("test_") or last == "conftest"):
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno} imports {target}")
+    assert found == []

@@ -12,7 +12,7 @@ from recalld.retrieval.terms import fts_tokens
 from retrieval_bench import load_dataset, score
 from retrieval_variants import PARAPHRASES, SYNONYMS, drop_letter, paraphrase, write_variant
 
-from .conftest import REPO
+from tests.support.daemon import REPO
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny_dialogue"
 BENCH = str(REPO / "scripts" / "retrieval_bench.py")

@@ -17,10 +17,9 @@ from recall_client.client import DaemonUnavailable, RemoteError, connect
 from recall_client.ctl_capture import CAPTURE_BUDGET_S, HOOK_TIMEOUT_S
 from recall_client.spool import MAX_BYTES, MAX_FILES, SpooledCapture, default_spool
 
-from .conftest import BIN, REPO, DaemonFactory, DaemonProcess
-from .episode_helpers import search
-from .test_episodes_hooks import AGENT, FIXTURES, payload, readme_hook_command
-from .test_ops_autostart import stop_daemon
+from tests.support.daemon import BIN, REPO, DaemonFactory, DaemonProcess, stop_daemon
+from tests.support.episodes import search
+from tests.support.hooks import AGENT, FIXTURES, payload, readme_hook_command
 
 SESSION = "0d9a7e31-2c54-4b8f-a6e0-93f1b2c4d5e6"
 

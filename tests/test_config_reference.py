@@ -9,7 +9,7 @@ import sys
 import pytest
 from recalld.config import ENV, RELOADABLE, Settings, load_settings
 
-from .conftest import REPO
+from tests.support.daemon import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
 import config_reference

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from recall_client.ctl_context import CONTEXT_HOOK_TIMEOUT_S
 from recall_client.jsonc_edit import JsonDocument, JsonSyntaxError
 
-from .conftest import BIN, DaemonProcess
-from .episode_helpers import search
-from .test_episodes_hooks import payload, readme_hook_command, run_hook
+from tests.support.daemon import BIN, DaemonProcess
+from tests.support.episodes import search
+from tests.support.hooks import payload, readme_hook_command, run_hook
 
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
 

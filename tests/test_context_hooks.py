@@ -22,8 +22,8 @@ from recall_client import protocol as p
 from recall_client.client import RecallClient
 from recalld.pipeline.model import HashEmbedder
 
-from .conftest import BIN, DaemonProcess
-from .test_memories import git
+from tests.support.daemon import BIN, DaemonProcess
+from tests.support.git import git
 
 pytestmark = pytest.mark.both_backends
 

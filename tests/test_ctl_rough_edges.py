@@ -12,8 +12,8 @@ import subprocess
 import anyio
 from recall_client import protocol as p
 
-from .conftest import BIN, DaemonProcess
-from .ui_helpers import Http, ui_server
+from tests.support.daemon import BIN, DaemonProcess
+from tests.support.ui import Http, ui_server
 
 WS = "/ws/rough"
 

@@ -14,7 +14,8 @@ from anyio.abc import ByteStream, SocketStream
 from recall_client import protocol as p
 from recall_client.client import DaemonUnavailable, RecallClient, RemoteError, connect
 
-from .conftest import DaemonFactory, DaemonProcess
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.memories import wait_embedded
 
 pytestmark = pytest.mark.both_backends
 
@@ -270,7 +271,7 @@ async def test_restart_keeps_records_and_the_vector_index(daemon_factory: Daemon
     await d.start()
     async with d.client() as rc:
         ids = await store_three(rc)
-    await _wait_embedded(d, 3)
+    await wait_embedded(d, 3)
     assert await d.stop() == 0
 
     await d.start()
@@ -290,7 +291,7 @@ async def test_after_kill_9_the_index_is_made_whole_from_sqlite(
     await d.start()
     async with d.client() as rc:
         await store_three(rc)
-    await _wait_embedded(d, 3)
+    await wait_embedded(d, 3)
     d.kill()  # no snapshot written
 
     await d.start()
@@ -303,7 +304,7 @@ async def test_after_kill_9_the_index_is_made_whole_from_sqlite(
 async def test_a_second_daemon_on_the_same_socket_refuses_to_start(
     running_daemon: DaemonProcess,
 ) -> None:
-    from .conftest import BIN
+    from tests.support.daemon import BIN
 
     with anyio.fail_after(30):
         out = await anyio.run_process([str(BIN / "recalld")], env=running_daemon.env(), check=False)
@@ -333,12 +334,6 @@ async def test_without_a_model_search_is_lexical_and_says_why(
     assert not result.semantic_used
     assert result.hits[0].text == THREE[0]
     assert await d.stop() == 0
-
-
-async def _wait_embedded(d: DaemonProcess, n: int) -> None:
-    """Wait until ``n`` vectors are indexed, by asking status (the daemon's own word)."""
-    report = await d.settled(30)
-    assert report.index.size >= n and report.index.embedding_backlog == 0, report.index
 
 
 async def test_the_daemon_merges_the_text_index_s_segments_at_start(

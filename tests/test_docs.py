@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from tests.support.daemon import REPO
 
 DOCS = sorted((REPO / "docs").glob("*.md"))
 PAGES = [REPO / "README.md", REPO / "ARCHITECTURE.md", REPO / "CHANGELOG.md", *DOCS]

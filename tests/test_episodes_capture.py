@@ -14,8 +14,8 @@ from recalld.ingest.redact import redact
 from recalld.store.port import WriteTx
 from recalld.store.sqlite import SqliteStore
 
-from .conftest import DaemonFactory, DaemonProcess
-from .episode_helpers import (
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.episodes import (
     HIJACK,
     LOW_TRUST,
     SAFE,

@@ -5,7 +5,6 @@ reaches work_search."""
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -15,13 +14,11 @@ import pytest
 from recall_client import protocol as p
 from recall_client.episode_input import InputError, episode_from_hook, episodes_from_text
 
-from .conftest import BIN, REPO, DaemonProcess
-from .episode_helpers import database_bytes, ids, search, settled
+from tests.support.daemon import BIN, DaemonProcess
+from tests.support.episodes import database_bytes, ids, search, settled
+from tests.support.hooks import AGENT, FIXTURES, payload, readme_hook_command, run_hook
 
 pytestmark = pytest.mark.both_backends
-
-FIXTURES = Path(__file__).parent / "fixtures"
-AGENT = "claude-code"
 
 
 def ctl(d: DaemonProcess, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -35,21 +32,6 @@ def ctl(d: DaemonProcess, *args: str, stdin: str | None = None) -> subprocess.Co
     )
 
 
-def run_hook(argv: list[str], stdin: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60, env=env)
-
-
-def payload(name: str, cwd: Path) -> str:
-    """A recorded payload, its cwd moved into a real git checkout under the test's tmp dir."""
-    text = (FIXTURES / name).read_text()
-    lines = []
-    for line in text.strip().splitlines() if name.endswith(".jsonl") else [text]:
-        obj = json.loads(line)
-        obj["cwd"] = str(cwd)
-        lines.append(json.dumps(obj))
-    return "\n".join(lines) + "\n"
-
-
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
     """A git working tree; hooks run in a subdirectory of it."""
@@ -57,23 +39,6 @@ def checkout(tmp_path: Path) -> Path:
     (root / ".git").mkdir(parents=True)
     (root / "services" / "cart").mkdir(parents=True)
     return root
-
-
-def readme_hook_command() -> tuple[dict[str, Any], str]:
-    """The hook configuration docs/usage.md ships, and its one command."""
-    usage = (REPO / "docs" / "usage.md").read_text()
-    section = usage.split("## Capturing episodes with hooks", 1)[1]
-    block = re.search(r"```json\n(.*?)\n```", section, re.S)
-    assert block, "docs/usage.md's hook section has a JSON block"
-    config = json.loads(block.group(1))
-    commands = {
-        hook["command"]
-        for groups in config["hooks"].values()
-        for group in groups
-        for hook in group["hooks"]
-    }
-    assert len(commands) == 1
-    return config, commands.pop()
 
 
 # ----------------------------------------------------------------- the hook path

@@ -14,9 +14,9 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from .conftest import BIN, DaemonProcess
-from .episode_helpers import settled
-from .test_mcp_shim import text_of
+from tests.support.daemon import BIN, DaemonProcess
+from tests.support.episodes import settled
+from tests.support.mcp_client import text_of
 
 pytestmark = pytest.mark.both_backends
 

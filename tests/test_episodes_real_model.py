@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from recall_client import protocol as p
 
-from .conftest import DaemonFactory, DaemonProcess
-from .episode_helpers import capture, embedded, ids, search, settled
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.episodes import capture, embedded, ids, search, settled
 
 pytestmark = pytest.mark.real_model
 

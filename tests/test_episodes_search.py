@@ -13,8 +13,8 @@ from recall_client.client import RemoteError, connect
 from recall_client.paths import read_admin_token
 from recalld.retrieval.work_reader import shape
 
-from .conftest import DaemonFactory, DaemonProcess, unchecked_call
-from .episode_helpers import HIJACK, LOW_TRUST, capture, embedded, ids, search, settled
+from tests.support.daemon import DaemonFactory, DaemonProcess, unchecked_call
+from tests.support.episodes import HIJACK, LOW_TRUST, capture, embedded, ids, search, settled
 
 pytestmark = pytest.mark.both_backends
 

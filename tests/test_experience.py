@@ -6,8 +6,8 @@ import pytest
 from recall_client import protocol as p
 from recall_client.client import RecallClient, RemoteError
 
-from .conftest import DaemonFactory, DaemonProcess
-from .episode_helpers import database_bytes
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.episodes import database_bytes
 
 pytestmark = pytest.mark.both_backends
 

@@ -12,8 +12,8 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 from mcp import Client
 
-from .conftest import BIN, DaemonFactory, DaemonProcess
-from .test_mcp_shim import hints_of, shim, text_of
+from tests.support.daemon import BIN, DaemonFactory, DaemonProcess
+from tests.support.mcp_client import hints_of, shim, text_of
 
 pytestmark = pytest.mark.both_backends
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from recall_client import protocol as p
 
-from .conftest import DaemonFactory, DaemonProcess
+from tests.support.daemon import DaemonFactory, DaemonProcess
 
 pytestmark = pytest.mark.real_model
 

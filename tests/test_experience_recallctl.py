@@ -17,7 +17,7 @@ import pytest
 from recall_client import protocol as p
 from recall_client.ctl_experience import PAYLOAD_WAIT_S
 
-from .conftest import BIN, REPO, DaemonFactory, DaemonProcess
+from tests.support.daemon import BIN, REPO, DaemonFactory, DaemonProcess
 
 pytestmark = pytest.mark.both_backends
 

@@ -10,7 +10,7 @@ from recall_client.client import RecallClient, RemoteError
 from recalld.handlers.rollup import session_status
 from recalld.store.port import SessionEpisode
 
-from .conftest import DaemonProcess
+from tests.support.daemon import DaemonProcess
 
 pytestmark = pytest.mark.both_backends
 

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from recall_client import protocol as p
 
-from .conftest import BIN, DaemonFactory, DaemonProcess
-from .test_team_moving import make_db
+from tests.support.daemon import BIN, DaemonFactory, DaemonProcess
+from tests.support.team import make_db
 
 pytestmark = pytest.mark.both_backends
 

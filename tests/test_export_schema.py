@@ -12,7 +12,7 @@ import psycopg
 from recalld.store.sql import operations as ops
 from recalld.store.sqlite.schema import open_writer
 
-from .conftest import TeamDb
+from tests.support.team import TeamDb
 
 
 def _accounted(live: dict[str, set[str]]) -> list[str]:

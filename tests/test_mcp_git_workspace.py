@@ -12,9 +12,10 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 from mcp import Client
 
-from .conftest import DaemonProcess
-from .test_mcp_shim import shim
-from .test_memories import git, settled
+from tests.support.daemon import DaemonProcess
+from tests.support.git import git
+from tests.support.mcp_client import shim
+from tests.support.memories import settled
 
 pytestmark = pytest.mark.both_backends
 

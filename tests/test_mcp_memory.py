@@ -7,13 +7,13 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-import jsonschema  # type: ignore[import-untyped]
 import pytest
 from mcp import Client
 
-from .conftest import DaemonProcess
-from .test_mcp_shim import hints_of, shim, text_of
-from .test_memories import git, settled
+from tests.support.daemon import DaemonProcess
+from tests.support.git import git
+from tests.support.mcp_client import hints_of, open_tools, shim
+from tests.support.memories import settled
 
 pytestmark = pytest.mark.both_backends
 
@@ -62,31 +62,6 @@ COMPACT = {
     "path_drift_missing",
     "use_token",
 }
-
-
-class Tools:
-    """Calls tools and checks every structured result against the tool's outputSchema."""
-
-    def __init__(self, client: Client, schemas: dict[str, Any]) -> None:
-        self.client = client
-        self.schemas = schemas
-
-    async def __call__(self, name: str, **args: Any) -> dict[str, Any]:
-        result = await self.client.call_tool(name, args)
-        assert not result.is_error, result.content
-        jsonschema.validate(result.structured_content, self.schemas[name])
-        content: dict[str, Any] = result.structured_content
-        return content
-
-    async def error(self, name: str, **args: Any) -> str:
-        result = await self.client.call_tool(name, args)
-        assert result.is_error
-        return text_of(result)
-
-
-async def open_tools(client: Client) -> Tools:
-    tools = {t.name: t for t in (await client.list_tools()).tools}
-    return Tools(client, {n: t.output_schema for n, t in tools.items()})
 
 
 async def test_every_memory_tool_is_listed_with_the_seed_parameters(

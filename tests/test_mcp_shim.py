@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import cast
 
 import anyio
 import jsonschema  # type: ignore[import-untyped]
@@ -15,36 +13,10 @@ import mcp_tools
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from recall_client.mcp_server import LISTING
 
-from .conftest import BIN, DaemonProcess
-
-
-def shim_env() -> dict[str, str]:
-    """What a shim a test starts inherits: PATH, HOME and this test's XDG dirs, nothing else."""
-    keep = ("PATH", "HOME", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")
-    return {k: v for k, v in os.environ.items() if k in keep}
-
-
-def shim(socket: str, *args: str, autostart: bool = False) -> StdioServerParameters:
-    env = shim_env()
-    env["RECALLD_SOCKET"] = socket
-    # A test that wants a daemon started by the shim says so (tests/test_ops_autostart.py).
-    env["RECALLD_AUTOSTART"] = "1" if autostart else "0"
-    return StdioServerParameters(
-        command=str(BIN / "recall-mcp"), args=["--agent", "shim-test", *args], env=env
-    )
-
-
-def text_of(result: CallToolResult) -> str:
-    """The text of a tool result's first content block (recall-mcp answers in text blocks)."""
-    return cast(TextContent, result.content[0]).text
-
-
-def hints_of(tool: Tool) -> ToolAnnotations:
-    """A listed tool's annotations (recall-mcp annotates every tool it lists)."""
-    return cast(ToolAnnotations, tool.annotations)
+from tests.support.daemon import BIN, DaemonProcess
+from tests.support.mcp_client import hints_of, shim, text_of
 
 
 async def test_tools_are_listed_with_schemas_and_annotations(running_daemon: DaemonProcess) -> None:

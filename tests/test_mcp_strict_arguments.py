@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from .conftest import DaemonProcess
-from .test_mcp_shim import shim, text_of
-from .test_memories import settled
+from tests.support.daemon import DaemonProcess
+from tests.support.mcp_client import shim, text_of
+from tests.support.memories import settled
 
 pytestmark = pytest.mark.both_backends
 

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from recall_client.mcp_server import LISTING
 
-from .conftest import BIN, DaemonProcess
-from .mcp_wire import MODERN, Message, Open, envelope, normalized, run_session
-from .test_mcp_shim import shim_env
+from tests.support.daemon import BIN, DaemonProcess
+from tests.support.mcp_client import shim_env
+from tests.support.mcp_wire import MODERN, Message, Open, envelope, normalized, run_session
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mcp_wire"
 RECORD = os.environ.get("RECALL_RECORD_WIRE") == "1"

@@ -3,54 +3,26 @@ supersession and contest, drift on a real git repository, outcomes, links and li
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
 import time
 from pathlib import Path
 from typing import cast
 
 import pytest
 from recall_client import protocol as p
-from recall_client.client import RecallClient, RemoteError, connect
+from recall_client.client import RemoteError, connect
 
-from .conftest import DaemonFactory, DaemonProcess, unchecked_call
+from tests.support.daemon import DaemonFactory, DaemonProcess, unchecked_call
+from tests.support.git import git
+from tests.support.memories import search, settled, store
 
 pytestmark = pytest.mark.both_backends
 
 DAY = 86400.0
 
 
-async def search(rc: RecallClient, query: str, **kw: object) -> p.MemorySearchResult:
-    return await rc.call(p.MemorySearch(query=query, **kw), p.MemorySearchResult)  # type: ignore[arg-type]
-
-
-async def store(rc: RecallClient, text: str, **kw: object) -> p.MemoryStored:
-    reply = await rc.call(p.MemoryStore(text=text, **kw), p.MemoryStored)  # type: ignore[arg-type]
-    return reply
-
-
-async def settled(d: DaemonProcess) -> None:
-    """Wait until the model is up and every memory is embedded: rankings then use both channels."""
-    report = await d.settled()
-    assert report.semantic_search and report.index.embedding_backlog == 0
-
-
 def ids(result: p.MemorySearchResult) -> list[str]:
     return [h.id for h in result.hits]
-
-
-def git(repo: Path, *args: str) -> str:
-    env = dict(
-        os.environ,
-        GIT_AUTHOR_NAME="t",
-        GIT_AUTHOR_EMAIL="t@example.com",
-        GIT_COMMITTER_NAME="t",
-        GIT_COMMITTER_EMAIL="t@example.com",
-    )
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
-    ).stdout.strip()
 
 
 # --------------------------------------------------------------------------- facts

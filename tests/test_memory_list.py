@@ -19,7 +19,8 @@ from recalld.domain.principal import Principal
 from recalld.retrieval import listing
 from recalld.store.port import Filter, MemoryRow, Reader
 
-from .conftest import BIN, DaemonFactory, DaemonProcess, TeamDb, unchecked_call
+from tests.support.daemon import BIN, DaemonFactory, DaemonProcess, unchecked_call
+from tests.support.team import TeamDb
 
 pytestmark = pytest.mark.both_backends
 

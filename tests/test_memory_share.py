@@ -21,10 +21,10 @@ from recall_client import protocol as p
 from recall_client.client import RemoteError, connect
 from recall_client.paths import read_admin_token
 
-from .conftest import DaemonFactory, DaemonProcess, TeamDb
-from .test_mcp_shim import shim
-from .test_team_memory import raw_count, recallctl, search, store, team
-from .test_workspace_identity import call, checkout
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.git import checkout
+from tests.support.mcp_client import call, shim
+from tests.support.team import TeamDb, raw_count, recallctl_on, search, store, team
 
 SECRET = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
 
@@ -145,18 +145,18 @@ async def test_recallctl_previews_then_shares_a_lesson(
                 p.ExperienceRecorded,
             )
         lesson = recorded.lessons[0].id
-        preview = recallctl(a, "--workspace", "/ws/share", "share", lesson)
+        preview = recallctl_on(a, "--workspace", "/ws/share", "share", lesson)
         assert preview.returncode == 0, preview.stderr
         assert f"lesson {lesson} of alice" in preview.stdout and lesson_text in preview.stdout
         assert f"recallctl share {lesson} --yes" in preview.stdout
         like = "SELECT count(*) FROM records WHERE text = %s"
         assert raw_count(team_db, "bob", like, lesson_text) == 0
-        shared = recallctl(a, "--workspace", "/ws/share", "share", lesson, "--yes", "--json")
+        shared = recallctl_on(a, "--workspace", "/ws/share", "share", lesson, "--yes", "--json")
         assert shared.returncode == 0, shared.stderr
         reply = json.loads(shared.stdout)
         assert reply["shared"] is True and reply["record"]["kind"] == "lesson"
         assert raw_count(team_db, "bob", like, lesson_text) == 1
-        refused = recallctl(b, "--workspace", "/ws/share", "share", lesson)
+        refused = recallctl_on(b, "--workspace", "/ws/share", "share", lesson)
         assert refused.returncode == 1 and "forbidden" in refused.stderr
 
 

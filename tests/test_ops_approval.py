@@ -11,8 +11,8 @@ from mcp import Client
 from recall_client import protocol as p
 from recall_client.client import RemoteError
 
-from .conftest import BIN, DaemonFactory, DaemonProcess
-from .test_mcp_shim import shim, text_of
+from tests.support.daemon import BIN, DaemonFactory, DaemonProcess
+from tests.support.mcp_client import shim, text_of
 
 GATED = {"RECALLD_REQUIRE_APPROVAL": "1"}
 

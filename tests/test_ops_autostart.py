@@ -4,7 +4,6 @@ many shims race; ``RECALLD_AUTOSTART=0`` or ``autostart = false`` turns that off
 from __future__ import annotations
 
 import os
-import signal
 import time
 from pathlib import Path
 
@@ -15,9 +14,8 @@ from recall_client import protocol as p
 from recall_client.client import connect
 from recall_client.paths import read_admin_token
 
-from .conftest import BIN
-from .sdnotify import pid_alive, wait_pid_exit
-from .test_mcp_shim import shim_env, text_of
+from tests.support.daemon import BIN, pid_alive, stop_daemon
+from tests.support.mcp_client import shim_env, text_of
 
 SHIMS = 4
 
@@ -33,14 +31,6 @@ def shim_params(sock: Path, agent: str, **extra: str) -> StdioServerParameters:
 
 def log_file() -> Path:
     return Path(os.environ["XDG_STATE_HOME"]) / "recalld" / "recalld.log"
-
-
-async def stop_daemon(sock: Path) -> None:
-    """SIGTERM the daemon on ``sock`` (a shim's child, not ours) and wait for it to go."""
-    async with connect(agent="cleanup", path=sock) as rc:
-        pid = (await rc.call(p.Status(), p.StatusResult)).report.pid
-    os.kill(pid, signal.SIGTERM)
-    await wait_pid_exit(pid)
 
 
 async def test_racing_shims_start_exactly_one_daemon(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ import pytest
 from recall_client import protocol as p
 from recall_client.client import DaemonUnavailable, RecallClient, RemoteError, connect
 
-from .conftest import DaemonFactory, DaemonProcess
-from .sdnotify import start_with_notify
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.sdnotify import start_with_notify
 
 
 def config_file() -> Path:
@@ -224,7 +224,7 @@ def test_a_bad_config_stops_the_daemon_at_start_with_the_reason(
 ) -> None:
     import subprocess
 
-    from .conftest import BIN
+    from tests.support.daemon import BIN
 
     config_file().write_text("drain_timeout_s = -1\n")
     d: DaemonProcess = daemon_factory()
@@ -299,7 +299,7 @@ async def test_a_daemon_given_config_takes_nothing_from_the_default_config_file(
     from recall_client import paths
     from recall_client.launch import start_daemon
 
-    from .conftest import BIN
+    from tests.support.daemon import BIN
 
     elsewhere = tmp_path / "elsewhere"
     config_file().write_text(

@@ -17,8 +17,8 @@ import pytest
 from recall_client import protocol as p
 from recall_client.progress import Progress
 
-from .conftest import BIN, DaemonFactory, DaemonProcess
-from .test_daemon import _wait_embedded
+from tests.support.daemon import BIN, DaemonFactory, DaemonProcess
+from tests.support.memories import wait_embedded
 
 pytestmark = pytest.mark.both_backends
 
@@ -354,7 +354,7 @@ async def test_a_backup_restores_into_a_working_daemon(
 
 async def test_doctor_passes_on_a_healthy_daemon(running_daemon: DaemonProcess) -> None:
     await seed(running_daemon)
-    await _wait_embedded(running_daemon, 6)
+    await wait_embedded(running_daemon, 6)
     out = ctl(running_daemon, "doctor")
     assert out.returncode == 0, out.stdout + out.stderr
     names = [line.split()[1] for line in out.stdout.splitlines()]
@@ -372,7 +372,7 @@ async def test_doctor_flags_an_open_socket_and_reindex_repairs_a_model_change(
     d: DaemonProcess = daemon_factory()
     await d.start()
     await seed(d)
-    await _wait_embedded(d, 6)
+    await wait_embedded(d, 6)
     assert await d.stop() == 0
     # As if the vectors came from another model: the index opens without them.
     db = sqlite3.connect(d.data_dir / "recalld.db")

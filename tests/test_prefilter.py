@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from recalld.ingest import redact, trust
 from recalld.ingest.prefilter import any_word
 
-from .reliability.corpus import BENIGN_NOTES, INJECTIONS, PROSE, SECRETS
+from tests.support.corpus import BENIGN_NOTES, INJECTIONS, PROSE, SECRETS
 
 # Words whose first character is not a plain one, beside words that share theirs.
 TRICKY = (

@@ -8,19 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BIN, DaemonProcess
+from tests.support.daemon import BIN, DaemonProcess
+from tests.support.recallctl import ctl
 
 pytestmark = pytest.mark.both_backends
-
-
-def ctl(d: DaemonProcess, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "recallctl"), "--socket", str(d.socket), "--workspace", "/ws/ctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        input=stdin,
-    )
 
 
 async def test_status_json_shows_actors_model_and_records(running_daemon: DaemonProcess) -> None:

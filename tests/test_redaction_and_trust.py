@@ -8,8 +8,8 @@ from recalld.domain.policy import TRUST_FLOOR as DEFAULT_TRUST_FLOOR
 from recalld.ingest.redact import redact
 from recalld.ingest.trust import assess
 
-from .conftest import DaemonProcess
-from .episode_helpers import database_bytes
+from tests.support.daemon import DaemonProcess
+from tests.support.episodes import database_bytes
 
 pytestmark = pytest.mark.both_backends
 

@@ -13,9 +13,9 @@ from recall_client import protocol as p
 from recalld.ingest.redact import redact
 from recalld.ingest.textfold import fold
 
-from .conftest import DaemonProcess
-from .episode_helpers import database_bytes
-from .reliability.corpus import SECRETS, Secret, wide
+from tests.support.corpus import SECRETS, Secret, wide
+from tests.support.daemon import DaemonProcess
+from tests.support.episodes import database_bytes
 
 # The round trip through a daemon runs on each store (the other tests take no daemon).
 pytestmark = pytest.mark.both_backends

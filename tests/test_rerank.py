@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import DaemonFactory
-from .test_memories import search, settled, store
+from tests.support.daemon import DaemonFactory
+from tests.support.memories import search, settled, store
 
 pytestmark = pytest.mark.real_model
 

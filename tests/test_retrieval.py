@@ -5,69 +5,25 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from recall_client import protocol as p
-from recalld.domain.policy import Assessment
-from recalld.domain.principal import Principal
 from recalld.pipeline.model import HashEmbedder
 from recalld.retrieval import fusion, ranker, session_context, terms
-from recalld.store.port import Filter, WriteTx
+from recalld.store.port import Filter
 from recalld.store.sql.candidates import LEXICAL_BUDGET
 from recalld.store.sqlite import SqliteStore, vector_index
 from recalld.store.sqlite import retrieval as sqlite_retrieval
 from recalld.store.sqlite.retrieval import LexicalPlan, fts_query, lexical_plan
 
+from tests.support.store import memory, write
+
 
 def visible(workspace: str) -> Filter:
     return Filter(kind="memory", now=time.time(), workspace=workspace)
-
-
-class _Job:
-    """A write job of the test's own: ``fn(tx, now)`` in the store's next batch."""
-
-    def __init__(self, fn: Callable[[WriteTx, float], Any]) -> None:
-        self.fn = fn
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def apply(self, tx: WriteTx, now: float) -> Any:
-        return self.fn(tx, now)
-
-    def rolled_back(self) -> None:
-        pass
-
-
-def write(store: SqliteStore, *fns: Callable[[WriteTx, float], Any]) -> list[Any]:
-    jobs = [_Job(fn) for fn in fns]
-    store.apply_batch(jobs, time.time())
-    for job in jobs:
-        assert job.error is None, job.error
-    return [job.result for job in jobs]
-
-
-def _memory(
-    workspace: str, text: str, session: str | None, ts: float
-) -> Callable[[WriteTx, float], int]:
-    who = Principal(agent="t", workspace=workspace, uid=0, pid=0)
-
-    def store_it(tx: WriteTx, now: float) -> int:
-        _reply, rowid = tx.memories.store(
-            who,
-            p.MemoryStore(text=text, workspace=workspace, session=session, ts=ts),
-            repo=None,
-            commit=None,
-            trust=Assessment(1.0, False),
-            now=now,
-        )
-        assert rowid is not None
-        return rowid
-
-    return store_it
 
 
 def test_query_terms_drop_stop_words_and_repeats_but_keep_an_all_stop_word_query() -> None:
@@ -129,16 +85,16 @@ def dialogue(tmp_path: Path) -> Iterator[dict[str, Any]]:
         "Lovely people there.",
         "He chewed my shoes already.",
     ]
-    s1 = write(store, *[_memory("/home", t, "s1", 100.0 + i) for i, t in enumerate(turns)])
+    s1 = write(store, *[memory("/home", t, "s1", 100.0 + i) for i, t in enumerate(turns)])
     # Same timestamp twice: capture order (rowid) decides.
     s2 = write(
         store,
-        *[_memory("/home", t, "s2", 500.0) for t in ("Flying to Lisbon.", "Eat custard tarts.")],
+        *[memory("/home", t, "s2", 500.0) for t in ("Flying to Lisbon.", "Eat custard tarts.")],
     )
     [note, other] = write(
         store,
-        _memory("/home", "The spare key is under the pot.", None, 50.0),
-        _memory("/work", "A beagle visits the office.", "s1", 101.5),
+        memory("/home", "The spare key is under the pot.", None, 50.0),
+        memory("/work", "A beagle visits the office.", "s1", 101.5),
     )
     reader = store.reader()
     yield {"store": store, "reader": reader, "s1": s1, "s2": s2, "note": note, "other": other}
@@ -260,11 +216,11 @@ def test_the_lexical_channel_skips_better_scored_records_the_reader_may_not_see(
     store = SqliteStore(tmp_path, durability="normal")
     # Another workspace's records say "zebra" most often, so bm25 ranks all of them first.
     hidden = write(
-        store, *[_memory("/other", f"zebra zebra zebra {i}", None, float(i)) for i in range(40)]
+        store, *[memory("/other", f"zebra zebra zebra {i}", None, float(i)) for i in range(40)]
     )
     mine = write(
         store,
-        *[_memory("/w", f"a zebra among many words {i}", None, 100.0 + i) for i in range(8)],
+        *[memory("/w", f"a zebra among many words {i}", None, 100.0 + i) for i in range(8)],
     )
     reader = store.reader()
     try:
@@ -309,10 +265,10 @@ def ordered_and_shuffled(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """The same turns twice: in their order in /talk, shuffled inside the session in /mixed."""
     store = SqliteStore(tmp_path, durability="normal")
     turns = _conversation(1)
-    talk = write(store, *[_memory("/talk", t, "s", 1000.0 + i) for i, t in enumerate(turns)])
+    talk = write(store, *[memory("/talk", t, "s", 1000.0 + i) for i, t in enumerate(turns)])
     order = [int(k) for k in np.random.default_rng(2).permutation(len(turns))]
     stored = write(
-        store, *[_memory("/mixed", turns[k], "s", 1000.0 + i) for i, k in enumerate(order)]
+        store, *[memory("/mixed", turns[k], "s", 1000.0 + i) for i, k in enumerate(order)]
     )
     mixed = dict(zip(order, stored, strict=True))
     reader = store.reader()
@@ -358,7 +314,7 @@ def common_words(tmp_path: Path) -> Iterator[dict[str, Any]]:
     rows = write(
         store,
         *[
-            _memory(
+            memory(
                 "/w",
                 f"the deploy script run {i}" + (" on staging" if i % 3 == 0 else ""),
                 None,
@@ -367,7 +323,7 @@ def common_words(tmp_path: Path) -> Iterator[dict[str, Any]]:
             for i in range(60)
         ],
     )
-    [zebra] = write(store, _memory("/w", "the zebra deploy script", None, 60.0))
+    [zebra] = write(store, memory("/w", "the zebra deploy script", None, 60.0))
     reader = store.reader()
     yield {"reader": reader, "rows": rows, "zebra": zebra}
     store.close_reader(reader)
@@ -418,7 +374,7 @@ def test_when_every_term_is_common_the_window_ranks_by_the_terms_held_then_newes
     rows = write(
         store,
         *[
-            _memory(
+            memory(
                 "/w" if i % 7 else "/other",
                 f"deploy run {i}" + (" staging" if i % 2 == 0 else "") + (" staging" * 5 * (i < 9)),
                 None,
@@ -545,10 +501,10 @@ def test_a_small_workspace_in_a_large_graph_is_searched_by_its_own_vectors(
     store = SqliteStore(tmp_path, durability="normal")
     write(
         store,
-        *[_memory("/big", f"rollout note {i} on canary {i % 7}", None, i) for i in range(400)],
+        *[memory("/big", f"rollout note {i} on canary {i % 7}", None, i) for i in range(400)],
     )
     texts = ["custard tarts in Lisbon", "a beagle from the shelter by the lake", "consumer lag"]
-    small = write(store, *[_memory("/small", t, None, 1000.0 + i) for i, t in enumerate(texts)])
+    small = write(store, *[memory("/small", t, None, 1000.0 + i) for i, t in enumerate(texts)])
     reader = store.reader()
     try:
         rows = reader.records.unembedded(0, 1000)
@@ -584,7 +540,7 @@ def test_the_text_index_merges_its_segments_and_still_finds_every_record(
     store = SqliteStore(tmp_path, durability="normal")
     # Each batch commits a segment of its own.
     for b in range(6):
-        write(store, *[_memory("/ws", f"segment {b} note {i} canary", None, i) for i in range(5)])
+        write(store, *[memory("/ws", f"segment {b} note {i} canary", None, i) for i in range(5)])
     reader = store.reader()
     try:
 

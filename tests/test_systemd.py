@@ -20,8 +20,8 @@ import pytest
 from recall_client import protocol as p
 from recall_client.client import connect
 
-from .conftest import BIN, REPO, DaemonFactory, DaemonProcess
-from .sdnotify import NotifyListener, start_with_notify
+from tests.support.daemon import BIN, REPO, DaemonFactory, DaemonProcess
+from tests.support.sdnotify import NotifyListener, start_with_notify
 
 INSTALLER = REPO / "scripts" / "install-user-service"
 

@@ -18,9 +18,9 @@ from recall_client.client import RemoteError, connect
 from recall_client.ctl import render_status
 from recall_client.paths import read_admin_token
 
-from .conftest import ROLE_PASSWORDS, DaemonFactory, DaemonProcess, TeamDb
-from .test_team_memory import raw_count, search, store, team
-from .test_team_moving import ctl
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.recallctl import run_recallctl
+from tests.support.team import ROLE_PASSWORDS, TeamDb, raw_count, search, store, team
 
 WS = "/ws/fleet"
 
@@ -252,7 +252,7 @@ async def test_recallctl_migrate_moves_a_local_store_in_through_pgbouncer_in_tra
     # A second run copies nothing twice: every statement goes through the pooler again,
     # where a statement prepared by the first run's server connection is unknown.
     for copied, already in ((30, 0), (0, 30)):
-        out = ctl("migrate", "--to", url, "--data-dir", str(local.data_dir), "--json")
+        out = run_recallctl("migrate", "--to", url, "--data-dir", str(local.data_dir), "--json")
         assert out.returncode == 0, out.stderr
         report = json.loads(out.stdout)
         assert (report["role"], report["copied"], report["already"]) == ("alice", copied, already)

@@ -9,10 +9,8 @@ restart costs retryable errors, never a false acknowledgement.
 
 from __future__ import annotations
 
-import subprocess
 import uuid
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable
 from functools import partial
 from pathlib import Path
 
@@ -21,53 +19,22 @@ import psycopg
 import pytest
 from mcp import Client
 from recall_client import protocol as p
-from recall_client.client import DaemonUnavailable, RecallClient, RemoteError
+from recall_client.client import DaemonUnavailable, RemoteError
 
-from .conftest import BIN, DaemonFactory, DaemonProcess, TeamDb
-from .test_mcp_shim import shim
-from .test_workspace_identity import call, checkout
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.git import checkout
+from tests.support.mcp_client import call, shim
+from tests.support.team import (
+    TeamDb,
+    raw_count,
+    recallctl_on,
+    search,
+    store,
+    team,
+    team_daemon,
+)
 
 WS = "/ws/team"
-
-
-def team_daemon(factory: DaemonFactory, db: TeamDb, name: str, role: str) -> DaemonProcess:
-    return factory(name, extra_env={"RECALLD_DATABASE_URL": db.url(role)})
-
-
-@asynccontextmanager
-async def team(
-    factory: DaemonFactory, db: TeamDb, *people: tuple[str, str]
-) -> AsyncIterator[list[DaemonProcess]]:
-    daemons = [team_daemon(factory, db, name, role) for name, role in people]
-    # One after the other: the daemons of one test share one config dir, and so one admin
-    # token file, which the first creates and the others read.
-    for d in daemons:
-        await d.start()
-    try:
-        yield daemons
-    finally:
-        for d in daemons:
-            await d.stop()
-
-
-async def store(rc: RecallClient, text: str, **kw: object) -> p.MemoryStored:
-    return await rc.call(p.MemoryStore(text=text, **kw), p.MemoryStored)  # type: ignore[arg-type]
-
-
-async def search(rc: RecallClient, query: str, **kw: object) -> list[str]:
-    reply = await rc.call(
-        p.MemorySearch(query=query, **kw),  # type: ignore[arg-type]
-        p.MemorySearchResult,
-    )
-    return [h.text for h in reply.hits]
-
-
-def raw_count(db: TeamDb, role: str, sql: str, *params: object) -> int:
-    """A hand-written query as ``role``: what row-level security lets it see."""
-    with psycopg.connect(db.url(role)) as conn:
-        row = conn.execute(sql, params).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 async def test_team_memories_are_shared_and_private_ones_stay_private(
@@ -390,17 +357,6 @@ async def test_kill_9_of_one_daemon_loses_nothing_acknowledged(
         assert set(acked) <= stored
 
 
-def recallctl(d: DaemonProcess, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "recallctl"), "--socket", str(d.socket), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=d.env(),
-    )
-
-
 async def test_importing_another_persons_export_keeps_what_the_importer_may_see(
     daemon_factory: DaemonFactory, team_db: TeamDb
 ) -> None:
@@ -408,10 +364,10 @@ async def test_importing_another_persons_export_keeps_what_the_importer_may_see(
         async with a.client(workspace=WS) as rc:
             await store(rc, "alice's private note on the flaky login test")
             await store(rc, "the release train leaves on thursdays", visibility="team")
-        exported = recallctl(a, "export")
+        exported = recallctl_on(a, "export")
         assert exported.returncode == 0, exported.stderr
         assert len(exported.stdout.splitlines()) == 2
-        imported = recallctl(b, "import", "-", stdin=exported.stdout)
+        imported = recallctl_on(b, "import", "-", stdin=exported.stdout)
         # The team record is there for bob already; alice's private one holds its id, which
         # bob cannot see: that line fails with a typed answer, never an internal error.
         assert imported.returncode == 1

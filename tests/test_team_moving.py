@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 import time
 import uuid
 from functools import partial
@@ -22,9 +21,11 @@ from psycopg.conninfo import make_conninfo
 from recall_client import protocol as p
 from recall_client.client import RecallClient
 from recalld.store.postgres import moving
-from recalld.store.postgres.schema import MIGRATIONS, init_database
+from recalld.store.postgres.schema import MIGRATIONS
 
-from .conftest import BIN, ROLE_PASSWORDS, DaemonFactory, DaemonProcess, TeamDb
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.recallctl import run_recallctl
+from tests.support.team import TeamDb, make_db
 
 WS = "/ws/moving"
 LESSON = "Run the schema migrations before the integration tests."
@@ -49,19 +50,8 @@ TABLES = (
 )
 
 
-def ctl(*args: str, d: DaemonProcess | None = None) -> subprocess.CompletedProcess[str]:
-    sock = ["--socket", str(d.socket)] if d is not None else []
-    return subprocess.run(
-        [str(BIN / "recallctl"), *sock, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def migrate(d: DaemonProcess, url: str) -> dict[str, Any]:
-    out = ctl("migrate", "--to", url, "--data-dir", str(d.data_dir), "--json")
+    out = run_recallctl("migrate", "--to", url, "--data-dir", str(d.data_dir), "--json")
     assert out.returncode == 0, out.stderr
     report: dict[str, Any] = json.loads(out.stdout)
     return report
@@ -152,8 +142,8 @@ async def build_local_store(d: DaemonProcess, tmp_path: Path) -> dict[str, str]:
                 p.ExperienceRecorded,
             )
             ids["lesson"] = recorded.lessons[0].id
-    assert ctl("workspace", "approve", "--exact", WS, d=d).returncode == 0
-    out = ctl("agent", "add", "helper", "-o", str(tmp_path / "helper.token"), d=d)
+    assert run_recallctl("workspace", "approve", "--exact", WS, d=d).returncode == 0
+    out = run_recallctl("agent", "add", "helper", "-o", str(tmp_path / "helper.token"), d=d)
     assert out.returncode == 0, out.stderr
     await d.settled()
     return ids
@@ -168,7 +158,7 @@ async def test_moving_in_copies_everything_once_and_a_team_daemon_serves_it(
     assert await local.stop() == 0
     url = team_db.url("alice")
     # As the database's owner the rows would be no daemon's: refused.
-    refused = ctl("migrate", "--to", team_db.admin_url, "--data-dir", str(local.data_dir))
+    refused = run_recallctl("migrate", "--to", team_db.admin_url, "--data-dir", str(local.data_dir))
     assert refused.returncode == 1 and "daemon's own role" in refused.stderr
 
     first = migrate(local, url)
@@ -367,14 +357,6 @@ async def test_a_second_machine_of_the_same_person_merges_into_what_is_there(
         assert _one(pg, support, a["lesson"]) == 2
 
 
-def make_db(like: TeamDb) -> TeamDb:
-    """Another fresh, migrated database on the same server (roles are the server's)."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    like.server.create_database(name)
-    init_database(make_conninfo(like.server.superuser_url, dbname=name), ROLE_PASSWORDS)
-    return TeamDb(like.server, name)
-
-
 def test_db_init_creates_a_role_that_can_log_in(team_db: TeamDb, tmp_path: Path) -> None:
     server = team_db.server
     name = f"t_{uuid.uuid4().hex[:12]}"
@@ -385,11 +367,11 @@ def test_db_init_creates_a_role_that_can_log_in(team_db: TeamDb, tmp_path: Path)
     secret.write_text("carol-secret-3\n")
     secret.chmod(0o600)
     # Not a terminal, no password file: refused before anything is changed.
-    refused = ctl("db", "init", "--url", admin, "--role", role)
+    refused = run_recallctl("db", "init", "--url", admin, "--role", role)
     assert refused.returncode == 1 and f"--password-file {role}=FILE" in refused.stderr
     init = ["db", "init", "--url", admin, "--host", f"127.0.0.1:{server.port}", "--role", role]
     for _ in range(2):  # and again: nothing to migrate, the role re-passworded
-        out = ctl(*init, "--password-file", f"{role}={secret}")
+        out = run_recallctl(*init, "--password-file", f"{role}={secret}")
         assert out.returncode == 0, out.stderr
         assert f"schema version {len(MIGRATIONS)}" in out.stdout
         assert "carol-secret-3" not in out.stdout + out.stderr
@@ -423,7 +405,7 @@ async def test_export_from_a_team_daemon_imports_into_another_team_database(
                 p.ExperienceRecorded,
             )
     dump = tmp_path / "dump.jsonl"
-    out = ctl("export", "--kind", "all", "-o", str(dump), d=source)
+    out = run_recallctl("export", "--kind", "all", "-o", str(dump), d=source)
     assert out.returncode == 0, out.stderr
     assert await source.stop() == 0
 
@@ -431,12 +413,12 @@ async def test_export_from_a_team_daemon_imports_into_another_team_database(
     target = daemon_factory("target", extra_env={"RECALLD_DATABASE_URL": other.url("alice")})
     await target.start()
     await target.status(wait_model_s=30)
-    out = ctl("import", str(dump), d=target)
+    out = run_recallctl("import", str(dump), d=target)
     assert out.returncode == 0, out.stderr
     assert "8 new" in out.stderr, out.stderr
-    assert "8 already there" in ctl("import", str(dump), d=target).stderr
+    assert "8 already there" in run_recallctl("import", str(dump), d=target).stderr
 
-    exported = ctl("export", "--kind", "all", d=target)
+    exported = run_recallctl("export", "--kind", "all", d=target)
     assert exported.stdout.splitlines() == dump.read_text().splitlines()
     async with target.client(agent="alice-agent", workspace=WS) as rc:
         found = await rc.call(p.SearchExperience(query="release branch"), p.ExperienceSearchResult)

@@ -27,7 +27,7 @@ from pgserver import PgServer
 from psycopg import sql
 from recalld.store.postgres.schema import MIGRATIONS, VECTOR_DIM, add_role, migrate
 
-from .conftest import ROLE_PASSWORDS, TeamDb
+from tests.support.team import ROLE_PASSWORDS, TeamDb
 
 WS = "/ws/rows"
 # A rowid, or row number, no row has.

@@ -14,8 +14,8 @@ from recall_client import protocol as p
 from recalld.retrieval.terms import Coverage, query_terms
 from recalld.store.sqlite import SqliteStore
 
-from .conftest import DaemonProcess
-from .test_retrieval import _memory, write
+from tests.support.daemon import DaemonProcess
+from tests.support.store import memory, write
 
 TEXTS = [
     "the client retries twice",
@@ -58,7 +58,7 @@ QUERIES = [
 def test_coverage_agrees_with_what_the_stores_fts5_matched(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path, durability="normal")
     try:
-        rowids = write(store, *(_memory("/w", text, None, 1.0) for text in TEXTS))
+        rowids = write(store, *(memory("/w", text, None, 1.0) for text in TEXTS))
         reader = store.reader()
         try:
             disagree = []

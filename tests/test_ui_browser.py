@@ -1,4 +1,4 @@
-"""The web page in a real browser: Debian's chromium, driven through its chromedriver.
+"""The web page in a real browser: Debian's chromium, driven by Selenium through chromedriver.
 
 Each test starts a real daemon and the real ``recallctl ui``, signs the browser in through
 the sign-in page it wrote, clicks through the pages, and checks both what the page shows and
@@ -21,12 +21,16 @@ from mcp import Client
 from recall_client import protocol as p
 from recall_client.client import RemoteError
 from recall_client.ui.guard import MAX_SESSIONS
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver import Chrome, ChromeOptions
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webelement import WebElement
 
-from .conftest import DaemonFactory, DaemonProcess
-from .test_mcp_memory import open_tools
-from .test_mcp_shim import shim
-from .ui_helpers import Http, UiServer, ui_server
-from .webdriver import TAB, Browser, Element, WebDriverError, chromium
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.mcp_client import open_tools, shim
+from tests.support.ui import Http, UiServer, ui_server
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -40,9 +44,15 @@ T = TypeVar("T")
 
 
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Browser]:
+def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Chrome]:
+    """Debian's chromium, headless, through Debian's chromedriver: both named explicitly, so
+    Selenium Manager (which would look for, and download, a browser and a driver of its own)
+    is never run; SE_OFFLINE keeps it from the network even if it were."""
     assert CHROMIUM is not None and CHROMEDRIVER is not None
-    args = (
+    monkeypatch.setenv("SE_OFFLINE", "true")
+    options = ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (
         "--headless=new",
         "--no-sandbox",  # CI runs as root
         "--disable-gpu",
@@ -55,15 +65,21 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
         "--disable-quic",
         f"--user-data-dir={tmp_path / 'chromium'}",
         "--window-size=1280,1000",
-    )
-    with chromium(CHROMEDRIVER, CHROMIUM, args, page_load_s=30) as driver:
+    ):
+        options.add_argument(arg)
+    driver = Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    try:
+        assert driver.service.path == CHROMEDRIVER  # the system driver, nothing fetched
+        driver.set_page_load_timeout(30)
         yield driver
+    finally:
+        driver.quit()
 
 
 class Page:
     """The browser on one ``recallctl ui``: open paths, wait, fill and submit, screenshot."""
 
-    def __init__(self, driver: Browser, server: UiServer, shots: Path) -> None:
+    def __init__(self, driver: Chrome, server: UiServer, shots: Path) -> None:
         self.driver = driver
         self.server = server
         self.shots = shots
@@ -84,7 +100,7 @@ class Page:
         while True:
             try:
                 found = what()
-            except WebDriverError:  # not there yet, or replaced while it was read
+            except WebDriverException:  # not there yet, or replaced while it was read
                 found = None
             if found:
                 return found
@@ -92,25 +108,27 @@ class Page:
                 shot = self.shot("timed-out")
                 raise AssertionError(
                     f"{self.driver.current_url} never got there ({shot}); it shows:\n"
-                    + self.driver.source
+                    + self.driver.page_source
                 )
             time.sleep(0.1)
 
     def text(self) -> str:
         return self.css("main").text
 
-    def css(self, selector: str) -> Element:
-        return self.driver.find(selector)
+    def css(self, selector: str) -> WebElement:
+        return self.driver.find_element(By.CSS_SELECTOR, selector)
 
     def click(self, selector: str) -> None:
         self.css(selector).click()
 
     def link(self, text: str) -> None:
-        self.driver.find_link(text).click()
+        self.driver.find_element(By.PARTIAL_LINK_TEXT, text).click()
 
     def choose(self, selector: str, option: str) -> None:
         """Pick the option shown as ``option`` in the select at ``selector``."""
-        [chosen] = [o for o in self.css(selector).find_all("option") if o.text == option]
+        [chosen] = [
+            o for o in self.css(selector).find_elements(By.TAG_NAME, "option") if o.text == option
+        ]
         chosen.click()
 
     def fill(self, selector: str, value: str) -> None:
@@ -120,12 +138,12 @@ class Page:
 
     def shot(self, name: str) -> Path:
         path = self.shots / f"{name}.png"
-        self.driver.screenshot(path)
+        assert self.driver.save_screenshot(path), path
         return path
 
     def unlabelled_controls(self) -> list[str]:
         """Form controls a screen reader could not name (no label, no aria-label)."""
-        found: list[str] = self.driver.execute(
+        found: list[str] = self.driver.execute_script(
             """
             return [...document.querySelectorAll('input, select, textarea')]
               .filter(e => e.type !== 'hidden')
@@ -138,14 +156,14 @@ class Page:
     def overflows(self) -> bool:
         """The page is wider than the window (a narrow window must not scroll sideways)."""
         return bool(
-            self.driver.execute(
+            self.driver.execute_script(
                 "return document.documentElement.scrollWidth > window.innerWidth + 1;"
             )
         )
 
 
 @pytest.fixture
-def page_on(browser: Browser, tmp_path: Path) -> Callable[[UiServer], Page]:
+def page_on(browser: Chrome, tmp_path: Path) -> Callable[[UiServer], Page]:
     return lambda server: Page(browser, server, tmp_path / "screenshots")
 
 
@@ -174,8 +192,8 @@ async def test_every_page_renders_labelled_and_the_overview_is_live(
         page.wait(lambda: "memory" in page.css("#live").text and page.css("#live").text != before)
         assert page.css("#live svg.spark") is not None
         # The first tab stop is the skip link; it moves focus to the content.
-        page.css("body").send_keys(TAB)
-        active = page.driver.active_element()
+        page.css("body").send_keys(Keys.TAB)
+        active = page.driver.switch_to.active_element
         assert active.text == "Skip to content"
         pages = {
             "overview": "/",
@@ -270,10 +288,10 @@ async def test_search_shows_scores_bands_match_terms_and_a_readable_explain(
         hit = page.css("li.hit")
         assert "Production PostgreSQL listens on port 5433" in hit.text
         assert "score" in hit.text and page.css("li.hit .band").text in ("high", "medium", "low")
-        terms = {t.text for t in hit.find_all(".term")}
+        terms = {t.text for t in hit.find_elements(By.CSS_SELECTOR, ".term")}
         assert {"postgresql", "port"} <= terms
-        hit.find("summary").click()
-        assert hit.find("dl.tree").is_displayed()
+        hit.find_element(By.CSS_SELECTOR, "summary").click()
+        assert hit.find_element(By.CSS_SELECTOR, "dl.tree").is_displayed()
         page.shot("search-explain")
 
 
@@ -355,7 +373,9 @@ async def test_a_session_is_a_timeline_and_takes_a_verdict(
         page.open(f"/work?ws={WS}")
         page.link("sess-42")
         page.wait(lambda: "Session" in page.text())
-        shown = [e.text for e in page.driver.find_all("li.episode .record-text")]
+        shown = [
+            e.text for e in page.driver.find_elements(By.CSS_SELECTOR, "li.episode .record-text")
+        ]
         assert shown == steps  # the prev_id chain, oldest first
         page.shot("session")
         page.fill("#task_result", "0.25")

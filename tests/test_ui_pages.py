@@ -10,10 +10,9 @@ import json
 
 from recall_client import protocol as p
 
-from .conftest import DaemonFactory, DaemonProcess, TeamDb
-from .test_team_memory import raw_count, team
-from .test_ui_security import csrf_of
-from .ui_helpers import Http, ui_server
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.team import TeamDb, raw_count, team
+from tests.support.ui import Http, csrf_of, ui_server
 
 WS = "/ws/ui-pages"
 OTHER = "/ws/ui-pages-other"

@@ -22,8 +22,8 @@ from recall_client.ui.guard import (
     Send,
 )
 
-from .conftest import DaemonProcess
-from .ui_helpers import Http, UiServer, ui_server
+from tests.support.daemon import DaemonProcess
+from tests.support.ui import Http, UiServer, csrf_of, ui_server
 
 WS = "/ws/ui-security"
 
@@ -36,12 +36,6 @@ async def page(running_daemon: DaemonProcess) -> AsyncIterator[tuple[UiServer, D
 
 def signed_in(server: UiServer) -> Http:
     return Http(server).sign_in()
-
-
-def csrf_of(html: str) -> str:
-    found = re.search(r'name="csrf" value="([0-9a-f]{64})"', html)
-    assert found, "the page carries no CSRF field"
-    return found.group(1)
 
 
 async def store(d: DaemonProcess, text: str) -> str:

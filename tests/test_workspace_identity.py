@@ -12,7 +12,6 @@ import json
 import os
 import pwd
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client
@@ -20,34 +19,13 @@ from recall_client import protocol as p
 from recall_client.client import RemoteError
 from recalld.domain import workspace_identity
 
-from .conftest import DaemonFactory, DaemonProcess, TeamDb
-from .test_mcp_shim import shim
-from .test_memories import git
-from .test_recallctl import ctl
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.git import checkout, git
+from tests.support.mcp_client import call, shim
+from tests.support.recallctl import ctl
+from tests.support.team import TeamDb
 
 pytestmark = pytest.mark.both_backends
-
-
-def checkout(path: Path, origin: str | None = None) -> Path:
-    """A repository at ``path`` with two commits, and ``origin`` as its origin remote."""
-    path.mkdir(parents=True)
-    git(path, "init", "-q")
-    (path / "README.md").write_text("app\n")
-    git(path, "add", ".")
-    git(path, "commit", "-qm", "one")
-    (path / "README.md").write_text("app, two\n")
-    git(path, "commit", "-qam", "two")
-    if origin is not None:
-        git(path, "remote", "add", "origin", origin)
-    return path
-
-
-async def call(client: Client, name: str, **args: Any) -> dict[str, Any]:
-    result = await client.call_tool(name, args)
-    assert not result.is_error, (name, args, result.content)
-    content = result.structured_content
-    assert isinstance(content, dict), content
-    return content
 
 
 async def store_in(d: DaemonProcess, workspace: Path, text: str) -> str:

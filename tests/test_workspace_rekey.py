@@ -31,8 +31,9 @@ from recalld.store.sqlite import SqliteStore
 from recalld.store.sqlite import schema as sqlite_schema
 from recalld.store.sqlite.schema import DB_NAME, SqliteDb
 
-from .conftest import ROLE_PASSWORDS, DaemonFactory, TeamDb
-from .test_workspace_identity import checkout
+from tests.support.daemon import DaemonFactory
+from tests.support.git import checkout
+from tests.support.team import ROLE_PASSWORDS, TeamDb
 
 IDENTITY = "github.com/acme/app"
 GONE = "/ws/gone-checkout"

@@ -19,7 +19,7 @@ from recalld.store.postgres import PgStore
 from recalld.store.sql.sides import SqlReader, SqlWriteTx
 from recalld.store.sqlite import SqliteStore
 
-from .conftest import TeamDb
+from tests.support.team import TeamDb
 
 pytestmark = pytest.mark.both_backends
 

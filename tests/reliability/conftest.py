@@ -55,3 +55,24 @@ def other_user() -> Iterator[tuple[int, int]]:
     finally:
         if created:
             subprocess.run(["userdel", PEER_USER], capture_output=True, timeout=30)
+
+
+@pytest.fixture(scope="session")
+def peer_python(other_user: tuple[int, int]) -> str:
+    """A python the other user can run (ours may live under root's 0700 home)."""
+    uid, gid = other_user
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if (
+            os.path.exists(candidate)
+            and subprocess.run(
+                [candidate, "-I", "-c", "pass"],
+                user=uid,
+                group=gid,
+                extra_groups=[],
+                capture_output=True,
+                timeout=30,
+            ).returncode
+            == 0
+        ):
+            return candidate
+    pytest.skip("no python the second user may run")

@@ -21,7 +21,8 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from recall_client import protocol as p
 from recall_client.client import DaemonUnavailable, RemoteError, connect
 
-from ..conftest import DaemonProcess
+from tests.support.daemon import DaemonProcess
+
 from .writes import SOCKET_WRITES, SocketWrite
 
 __all__ = [

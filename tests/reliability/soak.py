@@ -31,7 +31,8 @@ import anyio
 from recall_client import protocol as p
 from recall_client.client import DaemonUnavailable, RemoteError
 
-from ..conftest import DaemonProcess
+from tests.support.daemon import DaemonProcess
+
 from .harness import (
     Attempt,
     Ledger,

@@ -7,7 +7,8 @@ import random
 import anyio
 from recall_client import protocol as p
 
-from ..conftest import DaemonProcess
+from tests.support.daemon import DaemonProcess
+
 from .harness import FIGURES, Attempt, Ledger, check_ledger, integrity, unique_text, unique_word
 from .writes import SOCKET_WRITES
 

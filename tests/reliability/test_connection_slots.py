@@ -20,7 +20,7 @@ import anyio
 import pytest
 from recall_client import protocol as p
 
-from ..conftest import DaemonFactory, DaemonProcess
+from tests.support.daemon import DaemonFactory, DaemonProcess
 
 # Opens COUNT sockets to PATH and holds them; with "hello" each says hello and reads its
 # reply. Prints the replies' kinds, then, for every line read on stdin, which sockets

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import random
 
-from ..conftest import DaemonFactory
+from tests.support.daemon import DaemonFactory
+
 from .harness import FIGURES, Ledger, crash_trial, integrity, snapshot_ids, vector_ids
 
 TRIALS = 3

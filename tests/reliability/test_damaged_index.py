@@ -14,7 +14,8 @@ import msgspec
 import pytest
 from recall_client import protocol as p
 
-from ..conftest import DaemonFactory, DaemonProcess
+from tests.support.daemon import DaemonFactory, DaemonProcess
+
 from .harness import FIGURES, snapshot_ids, vector_ids, wait_index_agrees
 
 RECORDS = 40

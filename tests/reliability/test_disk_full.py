@@ -20,7 +20,8 @@ import pytest
 from recall_client import protocol as p
 from recall_client.client import RecallClient, RemoteError
 
-from ..conftest import DaemonFactory, DaemonProcess
+from tests.support.daemon import DaemonFactory, DaemonProcess
+
 from .harness import FIGURES, Attempt, Ledger, check_ledger, integrity, wait_index_agrees
 from .writes import SOCKET_WRITES
 

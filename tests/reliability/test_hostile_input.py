@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from recall_client import protocol as p
 
-from ..conftest import DaemonFactory, DaemonProcess
+from tests.support.daemon import DaemonFactory, DaemonProcess
+
 from .harness import FIGURES, RawConnection
 
 ERROR_CODES = set(get_args(p.ErrorCode))

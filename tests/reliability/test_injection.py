@@ -10,8 +10,9 @@ from recall_client import protocol as p
 from recalld.domain.policy import TRUST_FLOOR as DEFAULT_TRUST_FLOOR
 from recalld.ingest.trust import assess
 
-from ..conftest import DaemonProcess
-from .corpus import BENIGN_NOTES, INJECTIONS
+from tests.support.corpus import BENIGN_NOTES, INJECTIONS
+from tests.support.daemon import DaemonProcess
+
 from .harness import FIGURES
 
 

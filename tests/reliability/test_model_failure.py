@@ -7,7 +7,8 @@ import json
 from mcp import Client
 from recall_client import protocol as p
 
-from ..conftest import DaemonFactory, DaemonProcess
+from tests.support.daemon import DaemonFactory, DaemonProcess
+
 from .writes import ctl, shim_params
 
 

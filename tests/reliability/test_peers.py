@@ -8,7 +8,6 @@ system might, and puts them back.
 
 from __future__ import annotations
 
-import os
 import shutil
 import stat
 import subprocess
@@ -19,7 +18,8 @@ from pathlib import Path
 import pytest
 from recall_client import protocol as p
 
-from ..conftest import DaemonProcess
+from tests.support.daemon import DaemonProcess
+
 from .harness import FIGURES
 
 # Runs as the other user, with nothing but the standard library. The daemon judges a peer
@@ -68,27 +68,6 @@ async def peer_daemon(reachable_root: Path) -> AsyncIterator[DaemonProcess]:
         yield d
     finally:
         d.kill()
-
-
-@pytest.fixture(scope="session")
-def peer_python(other_user: tuple[int, int]) -> str:
-    """A python the other user can run (ours may live under root's 0700 home)."""
-    uid, gid = other_user
-    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if (
-            os.path.exists(candidate)
-            and subprocess.run(
-                [candidate, "-I", "-c", "pass"],
-                user=uid,
-                group=gid,
-                extra_groups=[],
-                capture_output=True,
-                timeout=30,
-            ).returncode
-            == 0
-        ):
-            return candidate
-    pytest.skip("no python the second user may run")
 
 
 def connect_as(user: tuple[int, int], python: str, socket: Path) -> list[p.Reply] | str:

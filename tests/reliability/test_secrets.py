@@ -18,8 +18,9 @@ from recalld.ingest import redact as redaction
 from recalld.ingest.redact import redact
 from recalld.ingest.textfold import fold
 
-from ..conftest import DaemonProcess
-from .corpus import PROSE, SECRETS, Secret
+from tests.support.corpus import PROSE, SECRETS, Secret
+from tests.support.daemon import DaemonProcess
+
 from .harness import FIGURES
 from .writes import WRITE_PATHS
 

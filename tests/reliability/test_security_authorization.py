@@ -18,8 +18,9 @@ from recall_client import protocol as p
 from recall_client.client import RecallClient, RemoteError, connect
 from recall_client.paths import read_admin_token
 
-from ..conftest import DaemonProcess
-from ..episode_helpers import HIJACK, database_bytes, settled
+from tests.support.daemon import DaemonProcess
+from tests.support.episodes import HIJACK, database_bytes, settled
+
 from .writes import ctl, shim_params
 
 pytestmark = pytest.mark.both_backends

@@ -20,7 +20,8 @@ from recall_client.client import RemoteError, connect
 from recall_client.paths import read_admin_token
 from recalld.domain import git_history
 
-from ..conftest import BIN, DaemonFactory, DaemonProcess
+from tests.support.daemon import BIN, DaemonFactory, DaemonProcess
+
 from .harness import FIGURES, RawConnection
 
 

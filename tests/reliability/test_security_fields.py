@@ -21,7 +21,8 @@ from recalld.domain.scopes import READ
 from recalld.edge.registry import ROUTES
 from recalld.ingest.sanitize import sanitize
 
-from ..conftest import DaemonProcess
+from tests.support.daemon import DaemonProcess
+
 from .harness import FIGURES
 
 WORKSPACE = "/ws/fields"

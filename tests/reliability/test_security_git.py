@@ -9,45 +9,25 @@ still works that way); recalld reads repositories with libgit2 and refuses this 
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from recall_client import protocol as p
 from recall_client.client import RemoteError
 
-from ..conftest import DaemonFactory, DaemonProcess
+from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.git import try_git
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git program")
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(
-        GIT_AUTHOR_NAME="t",
-        GIT_AUTHOR_EMAIL="t@t",
-        GIT_COMMITTER_NAME="t",
-        GIT_COMMITTER_EMAIL="t@t",
-    )
-    out = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-        check=False,
-    )
-    return out.stdout.strip()
 
 
 def trap(root: Path) -> tuple[Path, Path]:
     """(repository, marker): the marker appears when anything runs the repo's sshCommand."""
     repo, marker = root / "trap", root / "PWNED"
     repo.mkdir()
-    git(repo, "init", "-q")
-    git(repo, "commit", "-q", "--allow-empty", "-m", "one")
+    try_git(repo, "init", "-q")
+    try_git(repo, "commit", "-q", "--allow-empty", "-m", "one")
     for key, value in (
         ("core.repositoryformatversion", "1"),
         ("extensions.partialClone", "origin"),
@@ -56,7 +36,7 @@ def trap(root: Path) -> tuple[Path, Path]:
         ("protocol.ssh.allow", "always"),
         ("core.sshCommand", f"touch {marker}; false"),
     ):
-        git(repo, "config", key, value)
+        try_git(repo, "config", key, value)
     branch = (repo / ".git" / "HEAD").read_text().split("refs/heads/")[1].strip()
     # HEAD names a commit this clone does not have: reading it means fetching it.
     (repo / ".git" / "refs" / "heads" / branch).write_text("12" * 20 + "\n")
@@ -65,7 +45,7 @@ def trap(root: Path) -> tuple[Path, Path]:
 
 def assert_trap_is_live(repo: Path, marker: Path) -> None:
     """The git program falls for it: without this the test below would prove nothing."""
-    git(repo, "rev-list", "--count", "HEAD")
+    try_git(repo, "rev-list", "--count", "HEAD")
     assert marker.exists(), "git no longer lazily fetches here; the trap needs rebuilding"
     marker.unlink()
 
@@ -110,8 +90,8 @@ async def test_origin_repo_must_be_the_workspace_top_level(
     mine, other = tmp_path / "mine", tmp_path / "other"
     for repo in (mine, other):
         repo.mkdir()
-        git(repo, "init", "-q")
-        git(repo, "commit", "-q", "--allow-empty", "-m", "one")
+        try_git(repo, "init", "-q")
+        try_git(repo, "commit", "-q", "--allow-empty", "-m", "one")
     async with running_daemon.client(workspace=str(mine)) as rc:
         for claimed in (str(other), "/etc", str(tmp_path)):
             with pytest.raises(RemoteError) as refused:
@@ -126,7 +106,7 @@ async def test_origin_repo_must_be_the_workspace_top_level(
         )
         found = await rc.call(p.MemoryStore(text="leaves it to recalld"), p.MemoryStored)
     assert given.origin_repo == found.origin_repo == str(mine)
-    assert given.origin_commit == git(mine, "rev-parse", "HEAD")
+    assert given.origin_commit == try_git(mine, "rev-parse", "HEAD")
 
 
 async def test_the_daemons_own_git_environment_is_ignored(
@@ -135,8 +115,8 @@ async def test_the_daemons_own_git_environment_is_ignored(
     # With GIT_DIR in its environment, `git rev-parse` anywhere answered for that repository.
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    git(elsewhere, "init", "-q")
-    git(elsewhere, "commit", "-q", "--allow-empty", "-m", "one")
+    try_git(elsewhere, "init", "-q")
+    try_git(elsewhere, "commit", "-q", "--allow-empty", "-m", "one")
     plain = tmp_path / "plain"
     plain.mkdir()
     d = daemon_factory(

@@ -19,8 +19,8 @@ import pytest
 from recall_client import protocol as p
 from recalld.domain.git_history import MAX_PARENTS, WalkBudget, count_commits
 
-from ..conftest import DaemonFactory
-from .test_security_git import git
+from tests.support.daemon import DaemonFactory
+from tests.support.git import try_git
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git program")
 
@@ -61,8 +61,8 @@ def build_history(repo: Path, base: str) -> None:
         check=True,
         timeout=120,
     )
-    git(repo, "update-ref", "refs/heads/main", "refs/heads/build")
-    git(repo, "update-ref", "-d", "refs/heads/build")
+    try_git(repo, "update-ref", "refs/heads/main", "refs/heads/build")
+    try_git(repo, "update-ref", "-d", "refs/heads/build")
 
 
 def walked_units(log: str, repo: Path) -> list[int]:
@@ -78,11 +78,11 @@ async def test_octopus_merges_pay_for_every_parent_and_end_the_walk(
 ) -> None:
     repo = tmp_path / "octopus"
     (repo / "src").mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
+    try_git(repo, "init", "-q", "-b", "main")
     (repo / "src" / "app.py").write_text("print('hi')\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "base")
-    base = git(repo, "rev-parse", "HEAD")
+    try_git(repo, "add", ".")
+    try_git(repo, "commit", "-qm", "base")
+    base = try_git(repo, "rev-parse", "HEAD")
     d = daemon_factory(extra_env={"RECALLD_LOG_LEVEL": "DEBUG"})
     await d.start()
     async with d.client(workspace=str(repo)) as rc:
@@ -120,25 +120,25 @@ def test_the_walk_counts_as_git_does_across_merges(tmp_path: Path) -> None:
     branches and merges it counts what ``git rev-list`` counts, from every base."""
     repo = tmp_path / "branchy"
     repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
+    try_git(repo, "init", "-q", "-b", "main")
     (repo / "src").mkdir()
 
     def change(name: str, label: str) -> None:
         (repo / "src" / name).write_text(f"{name} {label}\n")
-        git(repo, "add", "-A")
-        git(repo, "commit", "-qm", f"{name} {label}")
+        try_git(repo, "add", "-A")
+        try_git(repo, "commit", "-qm", f"{name} {label}")
 
     change("app.py", "0")
     for i in range(1, 4):
-        git(repo, "checkout", "-q", "-b", f"side{i}", "main")
+        try_git(repo, "checkout", "-q", "-b", f"side{i}", "main")
         for k in range(i + 1):
             change("app.py" if k % 2 else f"side{i}.txt", f"{i}.{k}")
-        git(repo, "checkout", "-q", "main")
+        try_git(repo, "checkout", "-q", "main")
         change("main.txt", str(i))
-        git(repo, "merge", "-q", "--no-edit", f"side{i}")
-    head = git(repo, "rev-parse", "HEAD")
+        try_git(repo, "merge", "-q", "--no-edit", f"side{i}")
+    head = try_git(repo, "rev-parse", "HEAD")
     top = str(repo)
-    bases = git(repo, "rev-list", "--all").split()
+    bases = try_git(repo, "rev-list", "--all").split()
     assert len(bases) == 16
     for base in bases:
         count = count_commits(
@@ -150,10 +150,10 @@ def test_the_walk_counts_as_git_does_across_merges(tmp_path: Path) -> None:
             budget=WalkBudget(units=10**6, deadline=math.inf),
         )
         assert count is not None and count.cut is None
-        assert count.commits == int(git(repo, "rev-list", "--count", f"{base}..{head}"))
+        assert count.commits == int(try_git(repo, "rev-list", "--count", f"{base}..{head}"))
         # No merge here changes src/app.py itself, so the commits that touched it are the
         # non-merges git lists for the path.
-        touched = git(
+        touched = try_git(
             repo,
             "rev-list",
             "--count",

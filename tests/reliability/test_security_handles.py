@@ -22,8 +22,8 @@ from recall_client import protocol as p
 from recall_client.client import RecallClient, RemoteError, connect
 from recall_client.paths import read_admin_token
 
-from ..conftest import DaemonProcess
-from ..episode_helpers import settled
+from tests.support.daemon import DaemonProcess
+from tests.support.episodes import settled
 
 pytestmark = pytest.mark.both_backends
 

@@ -21,7 +21,8 @@ from recalld.domain.drift import scrape_paths
 from recalld.ingest.redact import redact
 from recalld.ingest.trust import assess
 
-from ..conftest import DaemonProcess
+from tests.support.daemon import DaemonProcess
+
 from .harness import FIGURES
 
 MAX_TEXT = 100_000

@@ -22,8 +22,7 @@ import pytest
 from recall_client.autostart import ensure_daemon
 from recall_client.client import UntrustedSocket, connect
 
-from ..conftest import BIN, DaemonProcess
-from .test_peers import peer_python  # noqa: F401  (a fixture)
+from tests.support.daemon import BIN, DaemonProcess
 
 # Listens on a unix socket as the other user, and prints what each client sent it.
 LISTENER = r"""
@@ -100,7 +99,7 @@ def test_a_socket_directory_inside_another_users_directory_is_refused(
 async def test_clients_send_nothing_to_another_users_socket(
     shared_root: Path,
     other_user: tuple[int, int],
-    peer_python: str,  # noqa: F811
+    peer_python: str,
 ) -> None:
     uid, gid = other_user
     planted = shared_root / "planted"

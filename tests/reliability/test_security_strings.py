@@ -24,8 +24,9 @@ from mcp import Client
 from recall_client import protocol as p
 from recall_client.paths import find_workspace
 
-from ..conftest import BIN, DaemonProcess
-from ..episode_helpers import database_bytes
+from tests.support.daemon import BIN, DaemonProcess
+from tests.support.episodes import database_bytes
+
 from .harness import RawConnection
 from .writes import shim_params
 

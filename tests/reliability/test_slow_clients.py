@@ -12,7 +12,8 @@ import pytest
 from recall_client import protocol as p
 from recall_client.client import Session
 
-from ..conftest import DaemonFactory, DaemonProcess
+from tests.support.daemon import DaemonFactory, DaemonProcess
+
 from .harness import FIGURES, RawConnection
 
 IDLE_S = 2.0

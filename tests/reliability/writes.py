@@ -26,7 +26,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from recall_client import protocol as p
 
-from ..conftest import BIN, DaemonProcess
+from tests.support.daemon import BIN, DaemonProcess
 
 __all__ = ["SOCKET_WRITES", "WRITE_PATHS", "SocketWrite", "WritePath"]
 

@@ -18,7 +18,7 @@ The rules are written here rather than loaded from a secret scanner's rule file:
 rules (read for ideas) are RE2 patterns, linear by construction, and under Python's
 backtracking ``re`` each would need the rewriting described above the rules, rule by rule.
 Every rule has a secret it alone finds and a near miss it leaves alone in the corpus
-(tests/reliability/corpus.py).
+(tests/support/corpus.py).
 """
 
 from __future__ import annotations

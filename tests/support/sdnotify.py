@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -11,9 +10,9 @@ from typing import IO
 import anyio
 from anyio.abc import UNIXDatagramSocket
 
-from .conftest import BIN, DaemonProcess
+from .daemon import BIN, DaemonProcess
 
-__all__ = ["NotifyListener", "pid_alive", "start_with_notify", "wait_pid_exit"]
+__all__ = ["NotifyListener", "start_with_notify"]
 
 
 class NotifyListener:
@@ -64,25 +63,3 @@ async def start_with_notify(
         )
     await listener.until("READY=1")
     return listener
-
-
-def pid_alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
-
-
-async def wait_pid_exit(pid: int, within_s: float = 30.0) -> None:
-    """Wait for a process that is not our child to exit (pidfd: no polling)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        with anyio.fail_after(within_s):
-            await anyio.wait_readable(fd)
-    finally:
-        os.close(fd)

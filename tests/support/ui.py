@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlencode
 
-from .conftest import BIN, DaemonProcess
+from .daemon import BIN, DaemonProcess
 
 _URL = re.compile(r"open (http://127\.0\.0\.1:(\d+)/\?token=([A-Za-z0-9_-]+))")
 _PAGE = re.compile(r"sign in \(once\) by opening (file://\S+)")
@@ -181,3 +181,10 @@ class Http:
         assert '<meta http-equiv="refresh" content="0;url=/">' in reply.text
         self.server.new_link()
         return self
+
+
+def csrf_of(html: str) -> str:
+    """The CSRF token a page's forms carry."""
+    found = re.search(r'name="csrf" value="([0-9a-f]{64})"', html)
+    assert found, "the page carries no CSRF field"
+    return found.group(1)

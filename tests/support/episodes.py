@@ -7,7 +7,7 @@ from typing import Any
 from recall_client import protocol as p
 from recall_client.client import RecallClient
 
-from .conftest import DaemonProcess
+from .daemon import DaemonProcess
 
 # Trust-scoring fixtures: one summary per band the reader contract cares about.
 SAFE = "ran pytest -q in services/billing; 212 passed"
