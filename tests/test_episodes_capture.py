@@ -14,7 +14,7 @@ from recalld.ingest.redact import redact
 from recalld.store.port import WriteTx
 from recalld.store.sqlite import SqliteStore
 
-from tests.support.daemon import DaemonFactory, DaemonProcess
+from tests.support.daemon import DaemonFactory, DaemonProcess, unchecked_call
 from tests.support.episodes import (
     HIJACK,
     LOW_TRUST,
@@ -289,10 +289,22 @@ async def test_a_verdict_on_one_episode_and_a_verdict_of_zero(
 
 
 @pytest.mark.parametrize(
+    "fields",
+    [{"task_result": 1.0}, {"task_result": 1.0, "episode_id": "ep_x", "session_id": "s"}],
+)
+async def test_a_verdict_naming_neither_or_both_targets_is_refused_by_client_and_daemon(
+    running_daemon: DaemonProcess, fields: dict[str, object]
+) -> None:
+    with pytest.raises(p.RequestRuleError, match="exactly one of episode_id or session_id"):
+        p.WorkResult(**fields)  # type: ignore[arg-type]
+    reply = await unchecked_call(running_daemon, {"op": "work_result", **fields})
+    assert isinstance(reply, p.Error) and reply.code == "invalid_request"
+    assert "exactly one of episode_id or session_id" in reply.message
+
+
+@pytest.mark.parametrize(
     ("fields", "code"),
     [
-        ({"task_result": 1.0}, "invalid_request"),
-        ({"task_result": 1.0, "episode_id": "ep_x", "session_id": "s"}, "invalid_request"),
         ({"task_result": 1.0, "episode_id": "ep_nope"}, "not_found"),
         ({"task_result": 1.0, "session_id": "no-such-session"}, "not_found"),
         ({"task_result": -0.1, "session_id": "s"}, "invalid_request"),

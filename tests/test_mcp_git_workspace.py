@@ -53,7 +53,7 @@ def _repo(tmp_path: Path) -> Path:
 
 
 async def test_every_tool_validates_in_a_git_workspace_with_commits(
-    running_daemon: DaemonProcess, tmp_path: Path
+    running_daemon: DaemonProcess, tmp_path: Path, backend: str
 ) -> None:
     repo = _repo(tmp_path)
     async with Client(shim(str(running_daemon.socket), "--workspace", str(repo))) as client:
@@ -126,6 +126,14 @@ async def test_every_tool_validates_in_a_git_workspace_with_commits(
         verified = await call("memory_verify", id=deploy["id"], verified_paths=["deploy.sh"])
         assert verified["verified_commit"] == git(repo, "rev-parse", "HEAD")
         await call("memory_fact_resolve", subject="owner", accept=True)
+        if backend == "postgres":
+            preview = await call("memory_share", id=auth["id"])
+            assert preview["shared"] is False and preview["record"]["id"] == auth["id"]
+        else:
+            # A local store has no team: the tool answers so, as a typed tool error.
+            refused = await client.call_tool("memory_share", {"id": auth["id"]})
+            assert refused.is_error and "no team to share with" in str(refused.content)
+            call.ran.add("memory_share")
 
         episode = await call(
             "capture_episode",

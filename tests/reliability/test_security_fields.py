@@ -198,7 +198,9 @@ async def test_a_secret_in_any_field_of_any_write_request_is_not_stored(
                 p.MemoryUpdate: {"memory_id": base.record_id, "text": unique},
                 p.MemoryVerify: {"memory_id": base.record_id},
                 p.MemoryRecordUse: {"use_token": use_token},
-                p.MemoryFactResolve: {"subject": "a subject", "accept": True},
+                # One of accept or keep_id (the request's own rule): keep_id when it is tried.
+                p.MemoryFactResolve: {"subject": "a subject"}
+                | ({} if field == "keep_id" else {"accept": True}),
                 p.CaptureEpisode: {"summary": unique},
                 p.WorkResult: {"task_result": 1.0, "session_id": "s-fields"},
                 p.Forget: {"record_id": "mem_nosuchrecord"},

@@ -107,6 +107,22 @@ def _in_struct(item: mi.StructType, field: str, wrap: Wrap) -> Wrap:
     return lambda value: [_required(item) | {field: wrap(value)}]
 
 
+# What a request's own rule (its __post_init__, a RequestRuleError) needs beyond its required
+# fields, so that the string under test is what decoding refuses. The field under test
+# replaces its entry here; keep_id stands instead of accept, never beside it.
+RULED: dict[str, dict[str, Any]] = {
+    "memory_record_use": {"memory_ids": ["ok"], "outcome": "used"},
+    "memory_fact_resolve": {"accept": True},
+    "context_block": {"prompt": "ok"},
+}
+
+
+def _ruled(op: str, field: str) -> dict[str, Any]:
+    if op == "memory_fact_resolve" and field == "keep_id":
+        return {}
+    return RULED.get(op, {})
+
+
 def cases() -> Iterator[Case]:
     for cls in typing.get_args(p.Requests):
         info = mi.type_info(cls)
@@ -117,7 +133,8 @@ def cases() -> Iterator[Case]:
             if (decl.min_length or 0) > 0 and decl.pattern is None:
                 values.append(BLANK)
             for value in values:
-                body = {"op": cls.__struct_config__.tag, **_required(info), field: wrap(value)}
+                op = cls.__struct_config__.tag
+                body = {"op": op, **_required(info), **_ruled(op, field), field: wrap(value)}
                 yield Case(body["op"], where, body)
 
 
