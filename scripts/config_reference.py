@@ -44,6 +44,8 @@ def _values(t: Any) -> str:
             if x is not None
         ]
         return ("integer" if whole else "number") + (" " + ", ".join(bounds) if bounds else "")
+    if isinstance(t, inspect.DictType) and isinstance(t.value_type, inspect.StructType):
+        return "tables of " + ", ".join(f"`{f.name}`" for f in t.value_type.fields)
     return "text"
 
 

@@ -35,6 +35,7 @@ def test_the_table_has_a_row_per_key_saying_whether_sighup_applies_it() -> None:
         "require_approval",
         "context_session_budget",
         "context_prompt_budget",
+        "workspace",
     }
 
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from recall_client.ctl_context import CONTEXT_HOOK_TIMEOUT_S
 from recall_client.jsonc_edit import JsonDocument, JsonSyntaxError
 
+from tests.support.context import hook_payload, item_ids, make_shop, remember
 from tests.support.daemon import BIN, DaemonProcess
 from tests.support.episodes import search
 from tests.support.hooks import payload, readme_hook_command, run_hook
@@ -59,6 +60,61 @@ CLAUDE_SETTINGS = """{
     ]
   },
   "model": "opus"
+}
+"""
+# ~/.codex/hooks.json as Codex's hooks docs show it: a user's own session-start note and a
+# Bash policy check.
+CODEX_HOOKS_JSON = """{
+  "hooks": {
+    "SessionStart": [
+      {
+        "matcher": "startup|resume",
+        "hooks": [
+          {
+            "type": "command",
+            "command": "python3 ~/.codex/hooks/session_start.py",
+            "statusMessage": "Loading session notes",
+            "timeout": 10
+          }
+        ]
+      }
+    ],
+    "PreToolUse": [
+      {
+        "matcher": "Bash",
+        "hooks": [{"type": "command", "command": "/usr/bin/python3 ~/.codex/hooks/policy.py"}]
+      }
+    ]
+  }
+}
+"""
+# Gemini CLI's settings with hooks of the user's own (timeouts in milliseconds).
+GEMINI_WITH_HOOKS = """{
+  // Gemini CLI settings
+  "theme": "GitHub",
+  "mcpServers": {
+    "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/src"]}
+  },
+  "hooksConfig": {"enabled": true},
+  "hooks": {
+    /* block rm -rf */
+    "BeforeTool": [
+      {
+        "matcher": "run_shell_command",
+        "hooks": [
+          {
+            "name": "guard",
+            "type": "command",
+            "command": "~/.gemini/hooks/guard.sh",
+            "timeout": 5000
+          }
+        ]
+      }
+    ],
+    "SessionStart": [
+      {"matcher": "startup", "hooks": [{"type": "command", "command": "git status --short"}]}
+    ]
+  }
 }
 """
 CODEX_TOML = """# Codex settings
@@ -264,8 +320,9 @@ def test_connect_writes_the_entry_its_host_reads_and_keeps_everything_else(
     )
     # Every other key, the other server included, is as it was; its bytes too.
     assert config[case.servers_key][case.other] == original[case.servers_key][case.other]
-    assert {k: v for k, v in config.items() if k != case.servers_key} == {
-        k: v for k, v in original.items() if k != case.servers_key
+    ours = {case.servers_key, "hooks"} if case.host == "gemini" else {case.servers_key}
+    assert {k: v for k, v in config.items() if k not in ours} == {
+        k: v for k, v in original.items() if k not in ours
     }
     text = path.read_text()
     assert case.other_text in text
@@ -314,7 +371,9 @@ def test_claude_code_gets_the_documented_capture_hooks_beside_its_own(home: Path
     for event in CONTEXT_EVENTS:
         [group] = ours[event]
         [hook] = group["hooks"]
-        assert shlex.split(hook["command"]) == [CTL, "--agent", "claude-code", "context"]
+        assert shlex.split(hook["command"]) == [
+            *(CTL, "--agent", "claude-code", "context", "--host", "claude-code")
+        ]
         assert hook["timeout"] == CONTEXT_HOOK_TIMEOUT_S and "matcher" not in group
     # The user's own hooks and settings are untouched, their bytes too.
     original = json.loads(CLAUDE_SETTINGS)
@@ -408,7 +467,8 @@ def test_list_shows_each_host_found_its_file_and_whether_it_is_connected(home: P
         and str(home / ".claude.json") in lines["claude-code"]
     )
     assert (
-        " connected " in lines["codex"] and str(home / ".codex" / "config.toml") in lines["codex"]
+        " connected, hooks " in lines["codex"]
+        and str(home / ".codex" / "config.toml") in lines["codex"]
     )
     assert recallctl("connect", "claude-code").returncode == 0
     claude = recallctl("connect", "--list").stdout.splitlines()[0]
@@ -475,3 +535,178 @@ def test_any_text_parses_or_is_a_json_syntax_error(text: str, comments: bool) ->
         JsonDocument(text, comments=comments)
     except JsonSyntaxError:
         pass
+
+
+# ------------------------------------------------------------------ Codex's and Gemini CLI's hooks
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    return make_shop(tmp_path)
+
+
+@dataclass(frozen=True)
+class HookCase:
+    host: str
+    file: str  # under HOME
+    original: str
+    read: Callable[[Path], Any]
+    unit: int  # the host's timeout unit, in seconds
+    # event -> recallctl's arguments after --agent HOST
+    events: dict[str, tuple[str, ...]]
+    theirs: dict[str, int]  # event -> how many of the user's own groups it holds
+
+
+CAPTURE = ("capture", "--quiet")
+HOOK_CASES = [
+    HookCase(
+        "codex",
+        ".codex/hooks.json",
+        CODEX_HOOKS_JSON,
+        read_json,
+        1,
+        {
+            "PostToolUse": CAPTURE,
+            "Stop": CAPTURE,
+            "SessionStart": ("context", "--host", "codex"),
+            "UserPromptSubmit": ("context", "--host", "codex"),
+        },
+        {"SessionStart": 1, "PreToolUse": 1},
+    ),
+    HookCase(
+        "gemini",
+        ".gemini/settings.json",
+        GEMINI_WITH_HOOKS,
+        read_jsonc,
+        1000,
+        {
+            "AfterTool": CAPTURE,
+            "AfterAgent": CAPTURE,
+            "SessionStart": ("context", "--host", "gemini"),
+            "BeforeAgent": ("context", "--host", "gemini"),
+        },
+        {"SessionStart": 1, "BeforeTool": 1},
+    ),
+]
+
+
+def ours_in(hooks: dict[str, Any]) -> dict[str, list[Any]]:
+    return {
+        event: [g for g in groups if "recallctl" in g["hooks"][0]["command"]]
+        for event, groups in hooks.items()
+    }
+
+
+@pytest.mark.parametrize("case", HOOK_CASES, ids=[c.host for c in HOOK_CASES])
+def test_codex_and_gemini_get_capture_and_context_hooks_beside_their_own(
+    case: HookCase, home: Path
+) -> None:
+    path = home / case.file
+    path.parent.mkdir(parents=True)
+    path.write_text(case.original)
+    assert recallctl("connect", case.host).returncode == 0
+
+    hooks = case.read(path)["hooks"]  # the format's own parser accepts it
+    ours = {e: g for e, g in ours_in(hooks).items() if g}
+    assert set(ours) == set(case.events)
+    for event, argv in case.events.items():
+        [group] = ours[event]
+        [hook] = group["hooks"]
+        assert shlex.split(hook["command"]) == [CTL, "--agent", case.host, *argv]
+        seconds = CONTEXT_HOOK_TIMEOUT_S if argv[0] == "context" else 10
+        assert hook["type"] == "command" and hook["timeout"] == seconds * case.unit
+        assert "matcher" not in group  # every tool, every start
+    # The user's own hooks are kept, and come first.
+    original = json.loads(strip_jsonc(case.original))["hooks"]
+    for event, n in case.theirs.items():
+        assert hooks[event][:n] == original[event]
+    text = path.read_text()
+    again = recallctl("connect", case.host)
+    assert again.returncode == 0 and "already connected" in again.stdout
+    assert path.read_text() == text
+
+    # Gemini CLI's servers and hooks share the file: both go, every other byte stays.
+    assert recallctl("disconnect", case.host).returncode == 0
+    assert path.read_text() == case.original
+
+
+@pytest.mark.parametrize(
+    ("host", "file", "start", "prompt", "prompt_event"),
+    [
+        (
+            "codex",
+            ".codex/hooks.json",
+            "codex_session_start.json",
+            "codex_user_prompt_submit.json",
+            "UserPromptSubmit",
+        ),
+        (
+            "gemini",
+            ".gemini/settings.json",
+            "gemini_cli_session_start.json",
+            "gemini_cli_before_agent.json",
+            "BeforeAgent",
+        ),
+    ],
+)
+async def test_the_context_hooks_connect_wrote_answer_in_the_hosts_own_shape(
+    running_daemon: DaemonProcess,
+    home: Path,
+    shop: Path,
+    host: str,
+    file: str,
+    start: str,
+    prompt: str,
+    prompt_event: str,
+) -> None:
+    assert recallctl("connect", host).returncode == 0
+    hooks = read_jsonc(home / file)["hooks"]
+    async with running_daemon.client(agent=host, workspace=str(shop)) as rc:
+        fact = await remember(
+            rc, "Releases of the shop go out on Fridays.", kind="fact", subject="release day"
+        )
+        total = await remember(
+            rc,
+            "The cart total is computed with Decimal, never float: a float total is off by a "
+            "cent on discounted orders.",
+        )
+    await running_daemon.settled()
+    env = running_daemon.env()
+    for event, fixture, wanted in (("SessionStart", start, fact), (prompt_event, prompt, total)):
+        [group] = ours_in(hooks)[event]
+        out = run_hook(shlex.split(group["hooks"][0]["command"]), hook_payload(fixture, shop), env)
+        assert out.returncode == 0, out.stderr
+        reply = json.loads(out.stdout)
+        # Codex's output schemas allow these members and no other.
+        assert set(reply) == {"hookSpecificOutput"}
+        assert set(reply["hookSpecificOutput"]) == {"hookEventName", "additionalContext"}
+        assert reply["hookSpecificOutput"]["hookEventName"] == event
+        assert wanted in item_ids(reply["hookSpecificOutput"]["additionalContext"])
+    # Another host's prompt event is not this host's: nothing printed, one line why, exit 0.
+    other = {
+        "gemini": "claude_code_user_prompt_submit.json",
+        "codex": "gemini_cli_before_agent.json",
+    }[host]
+    [group] = ours_in(hooks)[prompt_event]
+    out = run_hook(shlex.split(group["hooks"][0]["command"]), hook_payload(other, shop), env)
+    assert out.returncode == 0 and out.stdout == ""
+    assert f"not {host}'s context event" in out.stderr
+
+
+async def test_the_capture_hook_gemini_got_records_its_after_tool_payload(
+    running_daemon: DaemonProcess, home: Path, tmp_path: Path
+) -> None:
+    assert recallctl("connect", "gemini").returncode == 0
+    [group] = ours_in(read_jsonc(home / ".gemini" / "settings.json")["hooks"])["AfterTool"]
+    checkout = tmp_path / "shop"
+    (checkout / ".git").mkdir(parents=True)
+    out = run_hook(
+        shlex.split(group["hooks"][0]["command"]),
+        payload("gemini_cli_after_tool.json", checkout),
+        running_daemon.env(),
+    )
+    assert out.returncode == 0, out.stderr
+    async with running_daemon.client(agent="gemini", workspace=str(checkout)) as rc:
+        [ep] = (await search(rc, include_pending=True)).results
+    assert ep.tool == "run_shell_command" and ep.status == "error"
+    assert ep.episode_type == "tool_call"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -19,24 +18,17 @@ from typing import Any
 import msgspec
 import pytest
 from recall_client import protocol as p
-from recall_client.client import RecallClient
 from recalld.pipeline.model import HashEmbedder
 
+from tests.support.context import hook_payload, item_ids, make_shop, remember
 from tests.support.daemon import BIN, DaemonProcess
 from tests.support.git import git
 
 pytestmark = pytest.mark.both_backends
 
-FIXTURES = Path(__file__).parent / "fixtures"
 AGENT = "claude-code"
 OLD_SESSION = "4d1c8a2e-old-session"
 count = HashEmbedder().count_tokens
-
-
-def hook_payload(name: str, cwd: Path, **changes: Any) -> str:
-    obj = json.loads((FIXTURES / name).read_text())
-    obj.update(cwd=str(cwd), **changes)
-    return json.dumps(obj)
 
 
 def context_hook(
@@ -70,10 +62,6 @@ def additional_context(out: subprocess.CompletedProcess[str], event: str) -> str
     return text
 
 
-def item_ids(block: str) -> list[str]:
-    return re.findall(r"^- \[((?:mem|ep|les)_\w+)\]", block, re.M)
-
-
 def line_of(block: str, record_id: str) -> str:
     [line] = [x for x in block.splitlines() if x.startswith(f"- [{record_id}]")]
     return line
@@ -91,20 +79,7 @@ def commit_after_now(repo: Path, message: str) -> None:
 
 @pytest.fixture
 def shop(tmp_path: Path) -> Path:
-    """A checkout with commits; the hooks run in a subdirectory of it."""
-    repo = tmp_path / "shop"
-    (repo / "services" / "cart").mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "services" / "cart" / "total.py").write_text("TOTAL = 'Decimal'\n")
-    (repo / "services" / "cart" / "tax.py").write_text("RATE = 0.2\n")
-    (repo / "README.md").write_text("shop\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "one")
-    return repo
-
-
-async def remember(rc: RecallClient, text: str, **kw: Any) -> str:
-    return (await rc.call(p.MemoryStore(text=text, **kw), p.MemoryStored)).record_id
+    return make_shop(tmp_path)
 
 
 async def previous_session(d: DaemonProcess, shop: Path) -> dict[str, str]:
@@ -335,3 +310,64 @@ async def test_with_the_real_model_the_budget_is_its_tokenizers(
     assert reply["tokenizer"] == "all-MiniLM-L6-v2"
     assert reply.get("items"), reply
     assert reply["tokens"] == counted <= 80
+
+
+@pytest.mark.sqlite_only
+async def test_a_workspace_table_gives_its_workspace_its_own_budgets(
+    daemon_factory: Any, tmp_path: Path
+) -> None:
+    """``[workspace."ID or PATH"]`` in the daemon's config: the shop (named by identity) gets
+    its own budgets, the docs checkout (named by path) has its prompts' block off, and any
+    other workspace the daemon's defaults."""
+    repos = {}
+    for name in ("shop", "docs", "blog"):
+        repo = tmp_path / name
+        repo.mkdir()
+        git(repo, "init", "-q", "-b", "main")
+        (repo / "README.md").write_text(f"{name}\n")
+        git(repo, "add", ".")
+        git(repo, "commit", "-qm", "one")
+        repos[name] = repo
+    git(repos["shop"], "remote", "add", "origin", "git@github.com:Acme/Shop.git")
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "recalld" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        "context_prompt_budget = 500\n"
+        '[workspace."github.com/acme/shop"]\n'
+        "context_session_budget = 300\n"
+        "context_prompt_budget = 150\n"
+        f'[workspace."{repos["docs"]}"]\n'
+        "context_prompt_budget = 0\n"
+    )
+    d = daemon_factory()
+    await d.start()
+    for repo in repos.values():
+        async with d.client(agent=AGENT, workspace=str(repo)) as rc:
+            await remember(rc, f"The {repo.name} README says what {repo.name} is for.")
+    await d.settled()
+
+    def budgets(repo: Path) -> tuple[int, int | None]:
+        start = context_hook(d, hook_payload("claude_code_session_start.json", repo), "--json")
+        prompt = context_hook(
+            d,
+            hook_payload("claude_code_user_prompt_submit.json", repo, prompt="what is README"),
+            "--json",
+        )
+        assert start.returncode == prompt.returncode == 0, (start.stderr, prompt.stderr)
+        got = json.loads(prompt.stdout)
+        assert got["tokens"] <= got["budget"]
+        return json.loads(start.stdout)["budget"], got["budget"]
+
+    assert budgets(repos["shop"]) == (300, 150)  # its own, by identity
+    assert budgets(repos["docs"]) == (1200, 0)  # by path: prompts off, the daemon's start
+    assert budgets(repos["blog"]) == (1200, 500)  # the daemon's (the file's, then the default)
+    # 0 turns it off: the docs checkout's prompts get nothing printed for the host.
+    off = context_hook(d, hook_payload("claude_code_user_prompt_submit.json", repos["docs"]))
+    assert off.returncode == 0 and off.stdout == "", off.stderr
+    # --budget in a project's hook still says its own.
+    shop_prompt = hook_payload(
+        "claude_code_user_prompt_submit.json", repos["shop"], session_id="another"
+    )
+    assert (
+        json.loads(context_hook(d, shop_prompt, "--budget", "40", "--json").stdout)["budget"] == 40
+    )

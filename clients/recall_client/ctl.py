@@ -431,6 +431,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the block's size in tokens (default: the daemon's context_session_budget or "
         "context_prompt_budget; 0: nothing)",
     )
+    cx.add_argument(
+        "--host",
+        choices=sorted(ctl_context.HOST_EVENTS),
+        help="the host whose hook runs this (recallctl connect writes it): only its context "
+        "events are taken (default: any host's)",
+    )
     cx.add_argument("--json", action="store_true", help="print the daemon's whole reply")
     cx.set_defaults(local=ctl_context.context, prepare=_read_payload)
 

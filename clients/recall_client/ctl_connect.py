@@ -49,16 +49,39 @@ class HookSpec:
     timeout: int = HOOK_TIMEOUT_S
 
 
-# The capture hooks, as docs/usage.md's "Capturing episodes with hooks" shows them.
-CAPTURE_HOOKS = (
-    HookSpec("PostToolUse", "*", ("capture", "--quiet")),
-    HookSpec("PostToolUseFailure", "*", ("capture", "--quiet")),
-    HookSpec("Stop", None, ("capture", "--quiet")),
+_CAPTURE = ("capture", "--quiet")
+
+
+def _context_hooks(host: str, prompt_event: str) -> tuple[HookSpec, ...]:
+    """The context hooks: a session's start (new, resumed, cleared or compacted) and each
+    prompt, ``--host`` naming whose events and output the command serves."""
+    argv = ("context", "--host", host)
+    return (
+        HookSpec("SessionStart", None, argv, CONTEXT_HOOK_TIMEOUT_S),
+        HookSpec(prompt_event, None, argv, CONTEXT_HOOK_TIMEOUT_S),
+    )
+
+
+# Claude Code's capture hooks, as docs/usage.md's "Capturing episodes with hooks" shows them.
+CLAUDE_HOOKS = (
+    HookSpec("PostToolUse", "*", _CAPTURE),
+    HookSpec("PostToolUseFailure", "*", _CAPTURE),
+    HookSpec("Stop", None, _CAPTURE),
+    *_context_hooks("claude-code", "UserPromptSubmit"),
 )
-# The context hooks: a session's start (new, resumed, cleared or compacted) and each prompt.
-CONTEXT_HOOKS = (
-    HookSpec("SessionStart", None, ("context",), CONTEXT_HOOK_TIMEOUT_S),
-    HookSpec("UserPromptSubmit", None, ("context",), CONTEXT_HOOK_TIMEOUT_S),
+# Codex's hooks.json has Claude Code's shape; its matcher is a regex over the tool's name,
+# so none is given (every tool). A failed call is a PostToolUse too (it has no failure event).
+CODEX_HOOKS = (
+    HookSpec("PostToolUse", None, _CAPTURE),
+    HookSpec("Stop", None, _CAPTURE),
+    *_context_hooks("codex", "UserPromptSubmit"),
+)
+# Gemini CLI: AfterTool is its PostToolUse, AfterAgent its Stop, BeforeAgent its
+# UserPromptSubmit; its timeouts are milliseconds (Host.timeout_unit).
+GEMINI_HOOKS = (
+    HookSpec("AfterTool", None, _CAPTURE),
+    HookSpec("AfterAgent", None, _CAPTURE),
+    *_context_hooks("gemini", "BeforeAgent"),
 )
 
 
@@ -77,6 +100,9 @@ class Host:
     hooks_user_file: Callable[[], Path] | None = None
     hooks_project_file: str | None = None
     hooks: tuple[HookSpec, ...] = ()
+    hooks_fmt: Format = "json"
+    # A hook's timeout in the host's unit: seconds (1), or milliseconds (1000).
+    timeout_unit: int = 1
 
     def server_entry(self) -> dict[str, Any]:
         entry: dict[str, Any] = {"type": "stdio"} if self.typed else {}
@@ -113,7 +139,7 @@ HOSTS: dict[str, Host] = {
             installed=lambda: (_home() / ".claude").is_dir() or (_home() / ".claude.json").exists(),
             hooks_user_file=lambda: _home() / ".claude" / "settings.json",
             hooks_project_file=".claude/settings.json",
-            hooks=CAPTURE_HOOKS + CONTEXT_HOOKS,
+            hooks=CLAUDE_HOOKS,
         ),
         Host(
             "codex",
@@ -124,6 +150,11 @@ HOSTS: dict[str, Host] = {
             servers_key="mcp_servers",
             typed=False,
             installed=lambda: _codex_home().is_dir(),
+            # Codex reads hooks from hooks.json beside config.toml (or [hooks] tables in it);
+            # the JSON file keeps them apart from the user's settings.
+            hooks_user_file=lambda: _codex_home() / "hooks.json",
+            hooks_project_file=".codex/hooks.json",
+            hooks=CODEX_HOOKS,
         ),
         Host(
             "cursor",
@@ -145,6 +176,12 @@ HOSTS: dict[str, Host] = {
             servers_key="mcpServers",
             typed=False,
             installed=lambda: (_home() / ".gemini").is_dir(),
+            # Its hooks live in the same settings file as its servers.
+            hooks_user_file=lambda: _home() / ".gemini" / "settings.json",
+            hooks_project_file=".gemini/settings.json",
+            hooks=GEMINI_HOOKS,
+            hooks_fmt="jsonc",
+            timeout_unit=1000,
         ),
         Host(
             "vscode",
@@ -345,16 +382,17 @@ def _is_recalld_group(group: Any) -> bool:
 
 def _hook_group(host: Host, spec: HookSpec) -> dict[str, Any]:
     group: dict[str, Any] = {} if spec.matcher is None else {"matcher": spec.matcher}
-    group["hooks"] = [
-        {"type": "command", "command": hook_command(host, spec), "timeout": spec.timeout}
-    ]
+    timeout = spec.timeout * host.timeout_unit
+    group["hooks"] = [{"type": "command", "command": hook_command(host, spec), "timeout": timeout}]
     return group
 
 
 def _edit_hooks(file: _File, host: Host, *, connect: bool) -> None:
-    """recalld's hook groups in a Claude Code settings file: each event's groups of everyone
-    else stay as they are (bytes included); recalld's, of any install, are replaced by this
-    install's (connect) or removed (disconnect)."""
+    """recalld's hook groups in a host's hooks file (Claude Code's shape: event -> groups of
+    hooks): each event's groups of everyone else stay as they are (bytes included);
+    recalld's, of any install, are replaced by this install's (connect) or removed
+    (disconnect), and a ``hooks`` left empty by that goes too."""
+    removed = False
     for spec in host.hooks:
         path = ("hooks", spec.event)
         groups = file.get(path)
@@ -367,11 +405,14 @@ def _edit_hooks(file: _File, host: Host, *, connect: bool) -> None:
             continue
         if not connect and ours and len(ours) == len(groups):
             file.delete(path)
+            removed = True
             continue
         for i in reversed(ours):
             file.remove(path, i)
         if connect:
             file.append(path, wanted)
+    if removed and file.get(("hooks",)) == {}:
+        file.delete(("hooks",))
 
 
 def plan(host: Host, project: Path | None, *, connect: bool) -> list[_Edit]:
@@ -388,11 +429,13 @@ def plan(host: Host, project: Path | None, *, connect: bool) -> list[_Edit]:
         servers.set(key, host.server_entry())
     else:
         servers.delete(key)
-    edits.append(servers.edit())
     if hooks_path is not None and host.hooks:
-        hooks = _File(hooks_path, "json")
+        # Gemini CLI's hooks share its servers' file: one parse, one edit, one write.
+        hooks = servers if hooks_path == servers_path else _File(hooks_path, host.hooks_fmt)
         _edit_hooks(hooks, host, connect=connect)
-        edits.append(hooks.edit())
+        if hooks is not servers:
+            edits.append(hooks.edit())
+    edits.insert(0, servers.edit())
     return edits
 
 
@@ -412,7 +455,7 @@ def _hooks_status(host: Host, project: Path | None) -> str:
     if hooks_path is None or not host.hooks:
         return ""
     try:
-        file = _File(hooks_path, "json")
+        file = _File(hooks_path, host.hooks_fmt)
     except ConfigError:
         return " (hooks unreadable)"
     wired = all(
@@ -511,8 +554,9 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
             name,
             help=f"{what} an agent host's config ({', '.join(hosts)})",
             description=f"{what.capitalize()} HOST's own config files: the recalld MCP "
-            "server (this install's recall-mcp, --agent HOST) and, for claude-code, the "
-            "capture hooks. Files are edited in place (other entries and comments kept), "
+            "server (this install's recall-mcp, --agent HOST) and, for claude-code, codex and "
+            "gemini, the capture and context hooks. Files are edited in place (other "
+            "entries and comments kept), "
             f"backed up beside themselves ({BACKUP_SUFFIX}) first; a file that does not "
             "parse is refused and nothing changes.",
         )

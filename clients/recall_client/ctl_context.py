@@ -1,14 +1,19 @@
 """``recallctl context``: a host's context hook. Reads the hook's payload on stdin, asks the
 daemon for the block and prints it in the host's output format.
 
-Hosts and their events (each host's payload names its event in ``hook_event_name``):
+Hosts and their events (each host's payload names its event in ``hook_event_name``;
+``--host`` names the host, so a payload of another host's event is refused, not guessed):
 
 - Claude Code and Codex: ``SessionStart`` and ``UserPromptSubmit``;
 - Gemini CLI: ``SessionStart`` and ``BeforeAgent`` (its prompt-submit event).
 
 All three take ``{"hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": TEXT}}``
-on stdout. Context is a nicety, never a gate: with no daemon, a bad payload or an error the
-hook prints nothing on stdout, says why in one stderr line, and exits 0 within
+on stdout (Claude Code's hook output, Codex's generated ``session-start`` and
+``user-prompt-submit`` output schemas, which allow no other member, and Gemini CLI's
+``BeforeAgentOutput`` / ``SessionStart`` output): one shape, written by :func:`hook_output`.
+
+Context is a nicety, never a gate: with no daemon, a bad payload or an error the hook prints
+nothing on stdout, says why in one stderr line, and exits 0 within
 :data:`CONTEXT_BUDGET_S`; it never starts a daemon (capture's hooks do).
 """
 
@@ -27,7 +32,14 @@ from .client import DaemonUnavailable, RemoteError, connect
 from .ctl_hello import hello_tokens
 from .paths import find_workspace
 
-__all__ = ["CONTEXT_BUDGET_S", "CONTEXT_HOOK_TIMEOUT_S", "EVENTS", "context", "read_payload"]
+__all__ = [
+    "CONTEXT_BUDGET_S",
+    "CONTEXT_HOOK_TIMEOUT_S",
+    "HOST_EVENTS",
+    "context",
+    "hook_output",
+    "read_payload",
+]
 
 # The timeout of the context hooks `recallctl connect` writes, and the command's own deadline
 # (an answer later than this is not worth the host's wait).
@@ -37,12 +49,14 @@ CONTEXT_BUDGET_S = 2.0
 MAX_PAYLOAD = 1024 * 1024
 QUERY_CHARS = 4_000
 
-# hook_event_name -> the block's event.
-EVENTS: dict[str, p.ContextEvent] = {
-    "SessionStart": "session_start",
-    "UserPromptSubmit": "prompt",
-    "BeforeAgent": "prompt",
+# Each host's context events: hook_event_name -> the block's event.
+HOST_EVENTS: dict[str, dict[str, p.ContextEvent]] = {
+    "claude-code": {"SessionStart": "session_start", "UserPromptSubmit": "prompt"},
+    "codex": {"SessionStart": "session_start", "UserPromptSubmit": "prompt"},
+    "gemini": {"SessionStart": "session_start", "BeforeAgent": "prompt"},
 }
+# Without --host (a hook written by hand): any host's event.
+_ANY_HOST = {name: event for events in HOST_EVENTS.values() for name, event in events.items()}
 
 _json = msgspec.json.Encoder()
 
@@ -55,12 +69,17 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() and "\x00" not in value else None
 
 
-def read_payload(raw: bytes, budget: int | None) -> tuple[str, p.ContextBlock, str]:
-    """(hook event name, the request, workspace) of a hook payload.
+def read_payload(
+    raw: bytes, budget: int | None, host: str | None = None
+) -> tuple[str, p.ContextBlock, str]:
+    """(hook event name, the request, workspace) of ``host``'s hook payload (any host's
+    when None).
 
     Raises:
-        PayloadError: it is not JSON, not an object, or lacks what a context hook sends.
+        PayloadError: it is not JSON, not an object, not one of the host's context events,
+            or lacks what a context hook sends.
     """
+    events = _ANY_HOST if host is None else HOST_EVENTS[host]
     if len(raw) > MAX_PAYLOAD:
         raise PayloadError(f"the payload is over {MAX_PAYLOAD} bytes")
     try:
@@ -70,21 +89,29 @@ def read_payload(raw: bytes, budget: int | None) -> tuple[str, p.ContextBlock, s
     if not isinstance(obj, dict):
         raise PayloadError("the payload is not a JSON object")
     name = _text(obj.get("hook_event_name"))
-    if name not in EVENTS:
-        raise PayloadError(f"hook_event_name {name!r} is not a context event ({', '.join(EVENTS)})")
+    if name not in events:
+        whose = f"{host}'s" if host else "a"
+        raise PayloadError(
+            f"hook_event_name {name!r} is not {whose} context event ({', '.join(events)})"
+        )
     session = _text(obj.get("session_id"))
     if session is None:
         raise PayloadError("the payload has no session_id")
     prompt = None
-    if EVENTS[name] == "prompt":
+    if events[name] == "prompt":
         prompt = _text(obj.get("prompt"))
         if prompt is None:
             raise PayloadError(f"the {name} payload has no prompt")
         prompt = prompt[:QUERY_CHARS]
     cwd = _text(obj.get("cwd"))
     workspace = find_workspace(Path(cwd)) if cwd else find_workspace()
-    req = p.ContextBlock(event=EVENTS[name], session_id=session[:200], prompt=prompt, budget=budget)
+    req = p.ContextBlock(event=events[name], session_id=session[:200], prompt=prompt, budget=budget)
     return name, req, workspace
+
+
+def hook_output(event_name: str, text: str) -> dict[str, Any]:
+    """What a host's context hook prints for ``text`` (the module says whose shape it is)."""
+    return {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}
 
 
 def _fail(why: str) -> int:
@@ -95,7 +122,7 @@ def _fail(why: str) -> int:
 async def context(args: argparse.Namespace) -> int:
     """Print the host's context output for stdin's payload; always 0 (see the module)."""
     try:
-        name, req, workspace = read_payload(args.stdin_bytes, args.budget)
+        name, req, workspace = read_payload(args.stdin_bytes, args.budget, args.host)
     except PayloadError as exc:
         return _fail(str(exc))
     reply: p.ContextInjected | None = None
@@ -122,6 +149,5 @@ async def context(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(_json.encode(reply).decode() + "\n")
     elif reply.text:
-        out = {"hookSpecificOutput": {"hookEventName": name, "additionalContext": reply.text}}
-        sys.stdout.write(_json.encode(out).decode() + "\n")
+        sys.stdout.write(_json.encode(hook_output(name, reply.text)).decode() + "\n")
     return 0

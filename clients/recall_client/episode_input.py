@@ -69,6 +69,11 @@ _EVENT_TYPES = {
     "PreCompact": "compaction",
     "PostCompact": "compaction",
     "Notification": "notification",
+    # Gemini CLI's names for the same moments.
+    "BeforeTool": "tool_intent",
+    "AfterTool": "tool_call",
+    "BeforeAgent": "prompt",
+    "AfterAgent": "turn_end",
 }
 # Tools whose results are someone else's words: trust scoring weighs the source.
 _WEB_TOOLS = frozenset({"WebFetch", "WebSearch"})
@@ -179,7 +184,7 @@ def episode_from_hook(payload: dict[str, Any]) -> p.CaptureEpisode:
     else:
         fields["summary"] = _event_summary(event, payload)
         fields["status"] = "error" if event == "StopFailure" else "ok"
-        if event == "UserPromptSubmit":
+        if _EVENT_TYPES.get(event) == "prompt":
             fields["source"] = "user"
     # The summary quotes what the tool printed, which may hold a NUL (a binary file's
     # bytes); no request may carry one, so it is kept as U+FFFD rather than lose the step.
@@ -218,7 +223,7 @@ def _tool_fields(event: str, tool: str, payload: dict[str, Any]) -> dict[str, An
         files = [v for key in _FILE_KEYS if isinstance(v := tool_input.get(key), str) and v]
         if files:
             fields["files"] = files
-    if event == "PreToolUse":
+    if _EVENT_TYPES.get(event) == "tool_intent":
         fields.update(status="started", summary=what)
         return fields
     failed, error_code, detail = _outcome(event, payload, response)
@@ -297,6 +302,7 @@ def _event_summary(event: str, payload: dict[str, Any]) -> str:
             line
             for key in (
                 "last_assistant_message",
+                "prompt_response",
                 "prompt",
                 "message",
                 "reason",
@@ -318,6 +324,8 @@ def _event_summary(event: str, payload: dict[str, Any]) -> str:
         "PreCompact": "context compaction",
         "PostCompact": "context compacted",
         "Notification": "notification",
+        "BeforeAgent": "prompt",
+        "AfterAgent": "turn ended",
     }.get(event, event)
     return f"{label}: {detail}" if detail else label
 

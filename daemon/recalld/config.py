@@ -11,7 +11,7 @@ from msgspec import Meta
 from recall_client import paths
 from recall_client.protocol import MAX_FRAME
 
-__all__ = ["ENV", "RELOADABLE", "ConfigError", "Settings", "load_settings"]
+__all__ = ["ENV", "RELOADABLE", "ConfigError", "Settings", "WorkspaceSettings", "load_settings"]
 
 
 class ConfigError(ValueError):
@@ -29,6 +29,17 @@ def _key(
         extra["shown"] = shown
     meta: Meta = Meta(description=description, extra=extra, **bounds)
     return meta
+
+
+MAX_BUDGET = 20_000
+
+
+class WorkspaceSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One workspace's own values (``[workspace."ID or PATH"]``); a key left out is the
+    daemon's."""
+
+    context_session_budget: Annotated[int, Meta(ge=0, le=MAX_BUDGET)] | None = None
+    context_prompt_budget: Annotated[int, Meta(ge=0, le=MAX_BUDGET)] | None = None
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -248,7 +259,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             "(a project's hooks may say their own)",
             reload=True,
             ge=0,
-            le=20_000,
+            le=MAX_BUDGET,
         ),
     ] = 1_200
     context_prompt_budget: Annotated[
@@ -257,9 +268,20 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             "tokens of the block a context hook injects before each prompt; 0 turns it off",
             reload=True,
             ge=0,
-            le=20_000,
+            le=MAX_BUDGET,
         ),
     ] = 600
+    workspace: Annotated[
+        dict[str, WorkspaceSettings],
+        _key(
+            "one workspace's own context_session_budget and context_prompt_budget (0 turns "
+            'it off there): `[workspace."github.com/acme/shop"]`, the workspace\'s identity '
+            'as `recallctl workspaces` lists it, or `[workspace."/home/me/src/shop"]`, its '
+            "checkout's top level; the environment variable takes the tables as JSON",
+            reload=True,
+            shown="none",
+        ),
+    ] = msgspec.field(default_factory=dict)
 
     @property
     def socket_path(self) -> Path:
@@ -273,6 +295,25 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     def database_connection_limit(self) -> int:
         """database_connections, or what the search workers need plus one for reads aside."""
         return self.database_connections or self.search_workers + 4
+
+    def context_budget(self, session_start: bool, workspace: str, path: str) -> int:
+        """The context block's budget for ``workspace`` (its identity; ``path``: its checkout,
+        "" when none): its own table's (by identity, else by path), else the daemon's."""
+        key = "context_session_budget" if session_start else "context_prompt_budget"
+        own = self.workspace.get(workspace)
+        if own is None and path:
+            here = os.path.normpath(path)
+            own = next(
+                (
+                    ws
+                    for name, ws in self.workspace.items()
+                    if name.startswith(("/", "~"))
+                    and os.path.normpath(os.path.expanduser(name)) == here
+                ),
+                None,
+            )
+        value: int | None = getattr(own, key) if own is not None else None
+        return value if value is not None else int(getattr(self, key))
 
     def __post_init__(self) -> None:
         if self.database_connection_limit < self.search_workers + 4:
@@ -301,6 +342,37 @@ RELOADABLE = frozenset(k for k, extra in _declared().items() if extra.get("reloa
 ENV = {f"RECALLD_{key.upper()}": key for key in Settings.__struct_fields__}
 
 
+def _from_env(env: str, key: str, value: str) -> object:
+    """An environment variable's value: text (converted like the file's), a table as JSON.
+
+    Raises:
+        ConfigError: a table's value is not JSON.
+    """
+    if key not in _TABLES:
+        return value
+    try:
+        return msgspec.json.decode(value)
+    except msgspec.DecodeError as exc:
+        raise ConfigError(f"{env}: not JSON ({exc})") from exc
+
+
+def _tables() -> frozenset[str]:
+    info = msgspec.inspect.type_info(Settings)
+    assert isinstance(info, msgspec.inspect.StructType)
+    return frozenset(
+        f.name
+        for f in info.fields
+        if isinstance(
+            f.type.type if isinstance(f.type, msgspec.inspect.Metadata) else f.type,
+            msgspec.inspect.DictType,
+        )
+    )
+
+
+# Keys whose value is a table of tables (the environment gives them as JSON).
+_TABLES = _tables()
+
+
 def load_settings(config_file: Path | None = None, **overrides: object) -> Settings:
     """Read the TOML config (if any), apply env overrides, then explicit ``overrides``.
 
@@ -317,7 +389,7 @@ def load_settings(config_file: Path | None = None, **overrides: object) -> Setti
     for env, key in ENV.items():
         value = os.environ.get(env)
         if value:
-            raw[key] = value
+            raw[key] = _from_env(env, key, value)
     raw.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return msgspec.convert(raw, Settings, strict=False)

@@ -42,11 +42,13 @@ class _Injected(WriteJob):
         tx.memories.record_uses(self.principal, self.uses, "injected", self.event, now)
 
 
-def _budget(services: Services, req: p.ContextBlock) -> int:
+def _budget(services: Services, who: Principal, req: p.ContextBlock, workspace: str) -> int:
+    """The request's own budget, else the workspace's (its table in the config, by identity
+    or by the connection's checkout), else the daemon's."""
     if req.budget is not None:
         return req.budget
-    s = services.settings()
-    return s.context_session_budget if req.event == "session_start" else s.context_prompt_budget
+    path = who.path if workspace == who.workspace else ""
+    return services.settings().context_budget(req.event == "session_start", workspace, path)
 
 
 async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.ContextInjected:
@@ -55,14 +57,14 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
     Raises:
         RecallError: ``busy`` / ``unavailable``.
     """
-    budget = _budget(services, req)
+    workspace = req.workspace or who.workspace
+    budget = _budget(services, who, req, workspace)
     model = services.model
     empty = p.ContextInjected(
         id=0, event=req.event, budget=budget, tokens=0, tokenizer=model.tokenizer, text=""
     )
     if budget == 0:
         return empty
-    workspace = req.workspace or who.workspace
     log = services.injected
     given = log.given(workspace, req.session_id, restart=req.event == "session_start")
     qvec = PendingVector() if req.prompt is not None and services.semantic() else None

@@ -1,0 +1,46 @@
+"""The context hooks' test support: host payload fixtures, a checkout with commits, and
+reading a block's items."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from recall_client import protocol as p
+from recall_client.client import RecallClient
+
+from tests.support.git import git
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+
+def hook_payload(name: str, cwd: Path, **changes: Any) -> str:
+    """The fixture ``name`` (a host's recorded payload), run from ``cwd``."""
+    obj = json.loads((FIXTURES / name).read_text())
+    obj.update(cwd=str(cwd), **changes)
+    return json.dumps(obj)
+
+
+def item_ids(block: str) -> list[str]:
+    """The record ids a context block lists, in order."""
+    return re.findall(r"^- \[((?:mem|ep|les)_\w+)\]", block, re.M)
+
+
+def make_shop(tmp_path: Path) -> Path:
+    """A checkout with commits; the hooks run in a subdirectory of it."""
+    repo = tmp_path / "shop"
+    (repo / "services" / "cart").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "services" / "cart" / "total.py").write_text("TOTAL = 'Decimal'\n")
+    (repo / "services" / "cart" / "tax.py").write_text("RATE = 0.2\n")
+    (repo / "README.md").write_text("shop\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "one")
+    return repo
+
+
+async def remember(rc: RecallClient, text: str, **kw: Any) -> str:
+    """Store a memory; its id."""
+    return (await rc.call(p.MemoryStore(text=text, **kw), p.MemoryStored)).record_id
