@@ -27,7 +27,7 @@ from tests.support.git import git
 
 pytestmark = pytest.mark.both_backends
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 AGENT = "claude-code"
 OLD_SESSION = "4d1c8a2e-old-session"
 count = HashEmbedder().count_tokens
