@@ -5,7 +5,7 @@ each key's type, bounds, default and :func:`recalld.config._key` metadata).
     .venv/bin/python scripts/config_reference.py --write    # put it into docs/configuration.md
 
 docs/configuration.md holds the table between the two markers below;
-``tests/test_config_reference.py`` fails when it differs from what this prints, so a key added
+``tests/ops/test_config_reference.py`` fails when it differs from what this prints, so a key added
 to ``Settings`` needs only ``--write``.
 """
 

@@ -6,7 +6,7 @@ protocol request and reply (clients/recall_client/mcp_shapes.py); the inputSchem
 ``additionalProperties: false``, as the shim refuses arguments a tool does not declare (a
 misnamed argument, ``outcome`` for ``status``, would otherwise run the tool on the default).
 
-tests/test_mcp_shim.py fails while the file and the protocol disagree; after changing a tool or
+tests/mcp/test_mcp_shim.py fails while the file and the protocol disagree; after changing a tool or
 a request or reply it sends:
 
     .venv/bin/python scripts/mcp_tools.py

@@ -22,7 +22,7 @@ holding what ``MCPServer`` registered, with the same answers:
 - subscriptions/listen: the SDK's ``ListenHandler``;
 - requestState: the SDK's boundary, loaded by the first request that carries one.
 
-tests/test_mcp_wire.py replays every method, notification and error against what ``MCPServer``
+tests/mcp/test_mcp_wire.py replays every method, notification and error against what ``MCPServer``
 answered, byte for byte (tools/list against mcp_tools.json).
 """
 

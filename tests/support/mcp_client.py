@@ -23,7 +23,7 @@ def shim_env() -> dict[str, str]:
 def shim(socket: str, *args: str, autostart: bool = False) -> StdioServerParameters:
     env = shim_env()
     env["RECALLD_SOCKET"] = socket
-    # A test that wants a daemon started by the shim says so (tests/test_ops_autostart.py).
+    # A test that wants a daemon started by the shim says so (tests/ops/test_ops_autostart.py).
     env["RECALLD_AUTOSTART"] = "1" if autostart else "0"
     return StdioServerParameters(
         command=str(BIN / "recall-mcp"), args=["--agent", "shim-test", *args], env=env

@@ -4,7 +4,7 @@ figures, workspace approvals and agent credentials.
 An export row (``protocol.ExportedRecord``) is the record as its tables hold it: the
 statements that read and write it are built from the row's fields, table by table
 (:data:`TABLES`), and what of a table is not in the row is named in :data:`NOT_EXPORTED`
-with why (``tests/test_export_schema.py`` checks both against the live schema).
+with why (``tests/ops/test_export_schema.py`` checks both against the live schema).
 """
 
 from __future__ import annotations

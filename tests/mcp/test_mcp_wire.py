@@ -9,7 +9,7 @@ real daemon.
 
 The daemon session pins the daemon's answers too (ids, tokens and clocks aside). After a change
 that is meant to show on the wire, in the shim or in what the daemon answers, record the
-sessions anew with ``RECALL_RECORD_WIRE=1 scripts/test tests/test_mcp_wire.py`` and review the
+sessions anew with ``RECALL_RECORD_WIRE=1 scripts/test tests/mcp/test_mcp_wire.py`` and review the
 diff.
 """
 
@@ -27,7 +27,7 @@ from tests.support.daemon import BIN, DaemonProcess
 from tests.support.mcp_client import shim_env
 from tests.support.mcp_wire import MODERN, Message, Open, envelope, normalized, run_session
 
-FIXTURES = Path(__file__).parent / "fixtures" / "mcp_wire"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_wire"
 RECORD = os.environ.get("RECALL_RECORD_WIRE") == "1"
 
 
@@ -283,7 +283,7 @@ async def replay(name: str, messages: list[Message], modern: bool, socket: str) 
 
 def listing_elided(line: str) -> str:
     """``line`` with the tools a tools/list result carries as a placeholder, once they are seen
-    to be mcp_tools.json's: the listing is the protocol's (tests/test_mcp_shim.py holds the file
+    to be mcp_tools.json's: the listing is the protocol's (tests/mcp/test_mcp_shim.py holds the file
     to it), the rest of the line is the wire's."""
     at = line.find(_TOOLS)
     if at < 0:

@@ -14,7 +14,7 @@ from retrieval_variants import PARAPHRASES, SYNONYMS, drop_letter, paraphrase, w
 
 from tests.support.daemon import REPO
 
-FIXTURE = Path(__file__).parent / "fixtures" / "tiny_dialogue"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_dialogue"
 BENCH = str(REPO / "scripts" / "retrieval_bench.py")
 
 

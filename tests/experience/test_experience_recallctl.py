@@ -21,7 +21,7 @@ from tests.support.daemon import BIN, REPO, DaemonFactory, DaemonProcess
 
 pytestmark = pytest.mark.both_backends
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 AGENT = "claude-code"
 SESSION = "0d9a7e31-2c54-4b8f-a6e0-93f1b2c4d5e6"
 

@@ -31,7 +31,7 @@ from recalld.pipeline.onnx_model import OnnxEmbedder
 
 pytestmark = pytest.mark.real_model
 
-FIXTURE = Path(__file__).parent / "fixtures" / "minilm_reference.npz"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "minilm_reference.npz"
 MIN_COSINE = 1 - 1e-5
 
 

@@ -1,0 +1,1 @@
+"""The benchmark harnesses of scripts/ (their own logic, on tiny inputs)."""

@@ -1,0 +1,1 @@
+"""Context hooks and the packing of a context block."""

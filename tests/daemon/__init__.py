@@ -1,0 +1,1 @@
+"""The daemon end to end, and its frame reader."""

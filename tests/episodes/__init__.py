@@ -1,0 +1,1 @@
+"""Work episodes: capture, hooks, the spool, work_search."""

@@ -1,0 +1,1 @@
+"""Experiences and lessons: record, search, roll-up, through the daemon, recall-mcp, recallctl."""

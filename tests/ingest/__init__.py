@@ -1,0 +1,1 @@
+"""What capture runs on a text before it is stored: redaction, trust scoring, their prefilters."""

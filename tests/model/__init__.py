@@ -1,0 +1,1 @@
+"""The embedding model: its actor, and the torch-free ONNX graph."""

@@ -1,0 +1,1 @@
+"""Operations: lifecycle, systemd, autostart, approval, recallctl commands, export and import."""

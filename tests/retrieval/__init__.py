@@ -1,0 +1,1 @@
+"""Retrieval: query processing, fusion, term matching, the reranker, the real model."""

@@ -1,0 +1,1 @@
+"""The stores: the FAISS index, group commits on each engine."""

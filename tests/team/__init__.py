@@ -1,0 +1,1 @@
+"""Team memory on PostgreSQL: several daemons, the pooler, moving in, row-level security."""

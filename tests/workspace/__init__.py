@@ -1,0 +1,1 @@
+"""Workspaces: a repository's identity, and re-keying stores keyed by path."""
