@@ -1,8 +1,8 @@
-"""Write clients/recall_client/mcp_tools.json: recall-mcp's tool listing, as the protocol makes it.
+"""Write clients/recall_client/mcp/tools.json: recall-mcp's tool listing, as the protocol makes it.
 
 recall-mcp answers tools/list from that file, so that neither initialize nor tools/list loads the
 protocol or the tool modules. Each tool's inputSchema and outputSchema are derived from its
-protocol request and reply (clients/recall_client/mcp_shapes.py); the inputSchema is closed with
+protocol request and reply (clients/recall_client/mcp/shapes.py); the inputSchema is closed with
 ``additionalProperties: false``, as the shim refuses arguments a tool does not declare (a
 misnamed argument, ``outcome`` for ``status``, would otherwise run the tool on the default).
 
@@ -22,7 +22,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "clients")]
 
-from recall_client.mcp_server import LISTING, every_tool  # noqa: E402
+from recall_client.mcp.server import LISTING, every_tool  # noqa: E402
 
 __all__ = ["listing", "render"]
 

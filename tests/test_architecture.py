@@ -47,8 +47,30 @@ LAYERS = [
         "recalld.__main__",
     },
 ]
+# The client's layers, likewise: what every client shares, then the three parts (the MCP
+# shim, recallctl's commands, the web page), then the entry point that joins two of them.
+CLIENT_LAYERS = [
+    {"recall_client", "recall_client.protocol", "recall_client.paths"},
+    {
+        "recall_client.client",
+        "recall_client.hello",
+        "recall_client.launch",
+        "recall_client.autostart",
+        "recall_client.spool",
+    },
+    {"recall_client.mcp", "recall_client.ctl", "recall_client.ui"},
+    {"recall_client.recallctl"},
+]
 # Peers of one layer that must not lean on each other.
-APART = [("recalld.store", "recalld.ingest"), ("recalld.pipeline", "recalld.retrieval")]
+APART = [
+    ("recalld.store", "recalld.ingest"),
+    ("recalld.pipeline", "recalld.retrieval"),
+    ("recall_client.mcp", "recall_client.ctl"),
+    ("recall_client.mcp", "recall_client.ui"),
+    ("recall_client.ctl", "recall_client.ui"),
+]
+# What of the client the daemon may import: its shared bottom, never a part.
+DAEMON_MAY_USE = set().union(*CLIENT_LAYERS[:2])
 
 
 def modules() -> dict[str, Path]:
@@ -94,7 +116,7 @@ def graph() -> dict[str, set[str]]:
 
 def layer_of(name: str) -> tuple[int, str]:
     best: tuple[int, str] | None = None
-    for i, layer in enumerate(LAYERS):
+    for i, layer in enumerate(CLIENT_LAYERS if name.startswith("recall_client") else LAYERS):
         for prefix in layer:
             if name == prefix or name.startswith(prefix + "."):
                 if best is None or len(prefix) > len(best[1]):
@@ -138,6 +160,22 @@ def test_there_is_no_import_cycle() -> None:
     assert not cycles, f"import cycles: {cycles}"
 
 
+def test_the_daemon_uses_only_the_clients_shared_bottom_and_only_ctl_the_daemon() -> None:
+    """recalld imports the protocol, paths, the client and the spool, never the MCP shim,
+    recallctl's commands or the page; of the client, only recallctl's admin commands (which
+    set up and fill a store, or read the daemon's config) import the daemon."""
+    wrong = []
+    for module, deps in graph().items():
+        for dep in deps:
+            if module.startswith("recalld") and dep.startswith("recall_client"):
+                if layer_of(dep)[1] not in DAEMON_MAY_USE:
+                    wrong.append(f"{module} -> {dep}")
+            if module.startswith("recall_client") and dep.startswith("recalld"):
+                if not module.startswith("recall_client.ctl."):
+                    wrong.append(f"{module} -> {dep}")
+    assert not wrong, wrong
+
+
 def test_nothing_imports_the_app() -> None:
     importers = [m for m, deps in graph().items() if "recalld.app" in deps and m != "recalld.main"]
     assert not importers, f"{importers} import recalld.app (use Services / StatusParts)"
@@ -146,11 +184,10 @@ def test_nothing_imports_the_app() -> None:
 def test_each_layer_imports_only_the_layers_below() -> None:
     wrong = []
     for module, deps in graph().items():
-        if not module.startswith("recalld"):
-            continue
+        package = module.split(".")[0]
         mine, my_prefix = layer_of(module)
         for dep in deps:
-            if not dep.startswith("recalld"):
+            if dep.split(".")[0] != package:
                 continue
             theirs, their_prefix = layer_of(dep)
             if theirs > mine or (
@@ -176,7 +213,7 @@ def test_only_the_app_knows_the_engines_and_only_the_store_speaks_sql() -> None:
         and not m.startswith(ENGINES)
         # The app picks the engine; `recallctl db init` and `recallctl migrate` set up and
         # fill one, which is the engine's own business.
-        and m not in ("recalld.app", "recall_client.ctl_db")
+        and m not in ("recalld.app", "recall_client.ctl.db")
     )
     assert not engine_users, f"{engine_users} use an engine directly (use the port)"
     sql = re.compile(r"\b(?:SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b|\bMATCH\b|bm25\(")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from recall_client import protocol as p
 from recall_client.client import DaemonUnavailable, RemoteError, connect
-from recall_client.ctl_capture import CAPTURE_BUDGET_S, HOOK_TIMEOUT_S
+from recall_client.ctl.capture import CAPTURE_BUDGET_S, HOOK_TIMEOUT_S
 from recall_client.spool import MAX_BYTES, MAX_FILES, SpooledCapture, default_spool
 
 from tests.support.daemon import BIN, REPO, DaemonFactory, DaemonProcess, stop_daemon

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import pytest
 from recall_client import protocol as p
-from recall_client.episode_input import InputError, episode_from_hook, episodes_from_text
+from recall_client.ctl.episode_input import InputError, episode_from_hook, episodes_from_text
 
 from tests.support.daemon import BIN, DaemonProcess
 from tests.support.episodes import database_bytes, ids, search, settled

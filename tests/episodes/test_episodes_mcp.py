@@ -332,7 +332,8 @@ def test_the_work_modules_keep_the_client_light() -> None:
     import sys
 
     code = (
-        "import sys, recall_client.mcp_work, recall_client.episode_input, recall_client.ctl\n"
+        "import sys, recall_client.mcp.work, recall_client.ctl.episode_input\n"
+        "import recall_client.ctl.main\n"
         "heavy = {'torch', 'faiss', 'aiosqlite', 'sentence_transformers', 'numpy'}"
         " & set(sys.modules)\n"
         "sys.exit(1 if heavy else 0)\n"

@@ -192,7 +192,7 @@ async def test_record_search_explain_context_forget_round_trip(
 
 def test_the_experience_tools_load_nothing_heavy() -> None:
     code = (
-        "import sys, recall_client.mcp_experience\n"
+        "import sys, recall_client.mcp.experience\n"
         "heavy = {'torch', 'faiss', 'aiosqlite', 'sentence_transformers', 'numpy'}"
         " & set(sys.modules)\n"
         "sys.exit(f'client imported {sorted(heavy)}' if heavy else 0)\n"

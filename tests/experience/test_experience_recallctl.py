@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from recall_client import protocol as p
-from recall_client.ctl_experience import PAYLOAD_WAIT_S
+from recall_client.ctl.experience import PAYLOAD_WAIT_S
 
 from tests.support.daemon import BIN, REPO, DaemonFactory, DaemonProcess
 

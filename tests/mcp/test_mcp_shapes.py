@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec import inspect as mi
 from recall_client import protocol as p
-from recall_client.mcp_server import every_tool
-from recall_client.mcp_shapes import ArgumentError, Shape, request_of, result_of
+from recall_client.mcp.server import every_tool
+from recall_client.mcp.shapes import ArgumentError, Shape, request_of, result_of
 
 TOOLS = {tool.name: tool for tool in every_tool()}
 # Validators built once: checking a schema against the metaschema costs ~20 ms, which the
@@ -245,3 +245,31 @@ def _minimal(name: str, shape: Shape) -> dict[str, Any]:
 def test_the_bounds_walk_reaches_every_tool() -> None:
     # Every tool takes a bounded argument; one the walk missed would go untested above.
     assert {name for name, _, _ in BOUNDS} == set(TOOLS)
+
+
+def _literal_values(t: Any) -> list[Any]:
+    if isinstance(t, mi.Metadata):
+        return _literal_values(t.type)
+    if isinstance(t, mi.LiteralType):
+        return list(t.values)
+    if isinstance(t, mi.UnionType):
+        return [v for member in t.types for v in _literal_values(member)]
+    return []
+
+
+def test_every_literal_default_is_the_literals_own_object() -> None:
+    # msgspec decodes a Literal to the objects the Literal holds and omit_defaults compares a
+    # str default by identity: a default spelled anew in another module is encoded where the
+    # Struct means to leave it out, and the tool's structured content changes shape.
+    strays = []
+    for name in p.__all__:
+        t = getattr(p, name)
+        if not (isinstance(t, type) and issubclass(t, msgspec.Struct)):
+            continue
+        info = mi.type_info(t)
+        assert isinstance(info, mi.StructType)
+        for f in info.fields:
+            values = _literal_values(f.type)
+            if isinstance(f.default, str) and values and not any(v is f.default for v in values):
+                strays.append(f"{name}.{f.name}")
+    assert strays == []

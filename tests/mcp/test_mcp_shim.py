@@ -13,7 +13,7 @@ import mcp_tools
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from recall_client.mcp_server import LISTING
+from recall_client.mcp.server import LISTING
 
 from tests.support.daemon import BIN, DaemonProcess
 from tests.support.mcp_client import hints_of, shim, text_of
@@ -84,9 +84,9 @@ async def test_without_a_daemon_initialize_is_answered_and_tools_fail_clearly(
 
 def test_the_client_package_never_loads_torch_faiss_or_aiosqlite() -> None:
     code = (
-        "import sys, recall_client, recall_client.client, recall_client.ctl, "
-        "recall_client.mcp_shim, recall_client.mcp_server, recall_client.mcp_memory, "
-        "recall_client.mcp_common, recall_client.protocol\n"
+        "import sys, recall_client, recall_client.client, recall_client.ctl.main, "
+        "recall_client.mcp.shim, recall_client.mcp.server, recall_client.mcp.memory, "
+        "recall_client.mcp.common, recall_client.protocol\n"
         "heavy = {'torch', 'faiss', 'aiosqlite', 'sentence_transformers', 'numpy'}"
         " & set(sys.modules)\n"
         "print(sorted(heavy))\n"
@@ -118,11 +118,11 @@ HEAVY = (
 )
 # What initialize and tools/list do without: the tool modules, the protocol, the daemon client.
 FIRST_CALL = (
-    "recall_client.mcp_memory",
-    "recall_client.mcp_work",
-    "recall_client.mcp_experience",
-    "recall_client.mcp_common",
-    "recall_client.mcp_shapes",
+    "recall_client.mcp.memory",
+    "recall_client.mcp.work",
+    "recall_client.mcp.experience",
+    "recall_client.mcp.common",
+    "recall_client.mcp.shapes",
     "recall_client.client",
     "recall_client.protocol",
 )
@@ -138,7 +138,7 @@ def shim_reporting_modules(socket: str, report: Path) -> StdioServerParameters:
     code = (
         "import atexit, sys\n"
         f"atexit.register(lambda: open({str(report)!r}, 'w').write('\\n'.join(sys.modules)))\n"
-        "from recall_client.mcp_shim import main\n"
+        "from recall_client.mcp.shim import main\n"
         f"main({params.args!r})\n"
     )
     return StdioServerParameters(command=sys.executable, args=["-c", code], env=params.env)
@@ -166,7 +166,7 @@ async def test_tool_calls_load_none_of_the_sdk_s_http_side(
         lessons = await client.call_tool("search_experience", {"query": "lint"})
     assert not any(r.is_error for r in (stored, found, episodes, lessons))
     modules = set(report.read_text().split())
-    assert "recall_client.mcp_memory" in modules
+    assert "recall_client.mcp.memory" in modules
     assert loaded(modules, HEAVY) == []
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recall_client.mcp_server import LISTING
+from recall_client.mcp.server import LISTING
 
 from tests.support.daemon import BIN, DaemonProcess
 from tests.support.mcp_client import shim_env
@@ -283,7 +283,7 @@ async def replay(name: str, messages: list[Message], modern: bool, socket: str) 
 
 def listing_elided(line: str) -> str:
     """``line`` with the tools a tools/list result carries as a placeholder, once they are seen
-    to be mcp_tools.json's: the listing is the protocol's (tests/mcp/test_mcp_shim.py holds the file
+    to be mcp/tools.json's: the listing is the protocol's (tests/mcp/test_mcp_shim.py holds the file
     to it), the rest of the line is the wire's."""
     at = line.find(_TOOLS)
     if at < 0:
@@ -291,7 +291,7 @@ def listing_elided(line: str) -> str:
     start = at + len(_TOOLS) - 1
     tools, end = json.JSONDecoder().raw_decode(line, start)
     assert tools == json.loads(LISTING.read_text()), "tools/list answered another listing"
-    return f'{line[:start]}"<mcp_tools.json>"{line[end:]}'
+    return f'{line[:start]}"<mcp/tools.json>"{line[end:]}'
 
 
 _TOOLS = '"tools":['

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from recall_client.ctl_context import CONTEXT_HOOK_TIMEOUT_S
-from recall_client.jsonc_edit import JsonDocument, JsonSyntaxError
+from recall_client.ctl.context import CONTEXT_HOOK_TIMEOUT_S
+from recall_client.ctl.jsonc_edit import JsonDocument, JsonSyntaxError
 
 from tests.support.context import hook_payload, item_ids, make_shop, remember
 from tests.support.daemon import BIN, DaemonProcess

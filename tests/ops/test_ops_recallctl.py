@@ -15,7 +15,7 @@ import anyio
 import msgspec
 import pytest
 from recall_client import protocol as p
-from recall_client.progress import Progress
+from recall_client.ctl.progress import Progress
 
 from tests.support.daemon import BIN, DaemonFactory, DaemonProcess
 from tests.support.memories import wait_embedded

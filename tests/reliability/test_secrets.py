@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from recall_client import protocol as p
 from recall_client.client import connect
-from recall_client.episode_input import episodes_from_text
+from recall_client.ctl.episode_input import episodes_from_text
 from recall_client.paths import read_admin_token
 from recalld.ingest import redact as redaction
 from recalld.ingest.redact import redact

@@ -15,7 +15,7 @@ import pytest
 from pooler import PgBouncer, installed
 from recall_client import protocol as p
 from recall_client.client import RemoteError, connect
-from recall_client.ctl import render_status
+from recall_client.ctl.main import render_status
 from recall_client.paths import read_admin_token
 
 from tests.support.daemon import DaemonFactory, DaemonProcess

@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
-from ..ctl_hello import hello_tokens
+from ..hello import hello_tokens
 from ..paths import find_workspace
 from . import experience_pages, memory_pages, ops_pages, overview, work_pages
 from .context import UI

@@ -11,8 +11,8 @@ from typing import Any
 
 import msgspec
 
-from . import protocol as p
-from .client import RecallClient, RemoteError
+from .. import protocol as p
+from ..client import RecallClient, RemoteError
 
 __all__ = ["add_commands", "render_items", "render_preview"]
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import msgspec
 
-from . import protocol as p
-from .paths import find_workspace
+from .. import protocol as p
+from ..paths import find_workspace
 
 __all__ = [
     "InputError",

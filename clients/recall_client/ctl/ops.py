@@ -20,10 +20,10 @@ from typing import Any, TextIO
 import anyio
 import msgspec
 
-from . import paths
-from . import protocol as p
-from .client import DaemonUnavailable, RecallClient, RemoteError, connect
-from .ctl_hello import hello_tokens
+from .. import paths
+from .. import protocol as p
+from ..client import DaemonUnavailable, RecallClient, RemoteError, connect
+from ..hello import hello_tokens
 from .progress import Progress
 
 __all__ = ["add_commands"]

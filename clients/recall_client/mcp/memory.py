@@ -2,7 +2,7 @@
 
 ``memory_store``, ``memory_search``, ``memory_update``, ``memory_verify``, ``memory_show``,
 ``memory_record_use``, ``memory_fact_resolve`` and ``memory_share``. Each is one protocol
-request and its reply: mcp_shapes derives the tool's schemas, arguments and results from them,
+request and its reply: ``shapes`` derives the tool's schemas, arguments and results from them,
 so the bounds, defaults and field descriptions are the protocol's. What is here is what only
 MCP has: each tool's name, description and hints, and the names its arguments and results go
 by.
@@ -14,8 +14,8 @@ import uuid
 
 import msgspec
 
-from . import protocol as p
-from .mcp_shapes import Call, Shape, Tool, hints
+from .. import protocol as p
+from .shapes import Call, Shape, Tool, hints
 
 __all__ = ["TOOLS"]
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from . import protocol as p
-from .autostart import AutostartFailed, ensure_daemon
-from .client import DaemonUnavailable, RemoteError
+from .. import protocol as p
+from ..autostart import AutostartFailed, ensure_daemon
+from ..client import DaemonUnavailable, RemoteError
+from ..paths import autostart_enabled, find_workspace, read_admin_token, socket_path
+from ..spool import OnReply, Spool, SpooledCapture, SpoolFull, default_spool
 from .episode_input import InputError, episodes_from_text
-from .paths import autostart_enabled, find_workspace, read_admin_token, socket_path
-from .spool import OnReply, Spool, SpooledCapture, SpoolFull, default_spool
 
 __all__ = ["CAPTURE_BUDGET_S", "HOOK_TIMEOUT_S", "capture"]
 

@@ -1,32 +1,31 @@
-"""``recallctl``: status and admin client for the recalld daemon."""
+"""``recallctl``'s commands and their parser: status and admin client for the recalld daemon.
+
+The ``recallctl`` entry point (recall_client.recallctl) adds the commands of other parts
+(the web page's ``ui``), so this package imports none of them."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
 import msgspec
 
-from . import (
-    __version__,
-    ctl_capture,
-    ctl_connect,
-    ctl_context,
-    ctl_db,
-    ctl_experience,
-    ctl_memories,
-    ctl_ops,
-    ctl_ui,
-)
-from . import protocol as p
-from .client import DaemonUnavailable, RecallClient, RemoteError, connect
-from .ctl_hello import hello_tokens
+from .. import __version__
+from .. import protocol as p
+from ..client import DaemonUnavailable, RecallClient, RemoteError, connect
+from ..hello import hello_tokens
+from . import capture, context, experience, memories, ops
+from . import connect as hosts
+from . import db as database
 
-__all__ = ["main"]
+__all__ = ["AddCommands", "main"]
+
+# What adds a part's commands to recallctl's subparsers.
+AddCommands = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 _json = msgspec.json.Encoder()
 
@@ -209,7 +208,7 @@ def _read_episodes(args: argparse.Namespace) -> None:
 
 def _read_payload(args: argparse.Namespace) -> None:
     """``context``'s stdin, as bytes (the payload is JSON, read under a bound)."""
-    args.stdin_bytes = sys.stdin.buffer.read(ctl_context.MAX_PAYLOAD + 1)
+    args.stdin_bytes = sys.stdin.buffer.read(context.MAX_PAYLOAD + 1)
 
 
 async def _store(rc: RecallClient, args: argparse.Namespace) -> int:
@@ -335,7 +334,7 @@ def _unit(value: str) -> float:
     return number
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(more: Sequence[AddCommands] = ()) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="recallctl",
         description="Status and admin client for the recalld memory daemon.",
@@ -413,7 +412,7 @@ def _parser() -> argparse.ArgumentParser:
         help="print nothing on success (hooks whose stdout reaches the model)",
     )
     ca.add_argument("--json", action="store_true", help="one JSON reply per episode")
-    ca.set_defaults(local=ctl_capture.capture, prepare=_read_episodes)
+    ca.set_defaults(local=capture.capture, prepare=_read_episodes)
 
     cx = sub.add_parser(
         "context",
@@ -433,12 +432,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     cx.add_argument(
         "--host",
-        choices=sorted(ctl_context.HOST_EVENTS),
+        choices=sorted(context.HOST_EVENTS),
         help="the host whose hook runs this (recallctl connect writes it): only its context "
         "events are taken (default: any host's)",
     )
     cx.add_argument("--json", action="store_true", help="print the daemon's whole reply")
-    cx.set_defaults(local=ctl_context.context, prepare=_read_payload)
+    cx.set_defaults(local=context.context, prepare=_read_payload)
 
     ws = sub.add_parser(
         "work-search",
@@ -490,12 +489,13 @@ def _parser() -> argparse.ArgumentParser:
     fo.add_argument("--json", action="store_true")
     fo.set_defaults(run=_forget)
 
-    ctl_memories.add_commands(sub)
-    ctl_experience.add_commands(sub)
-    ctl_ops.add_commands(sub)
-    ctl_db.add_commands(sub)
-    ctl_ui.add_command(sub)
-    ctl_connect.add_commands(sub)
+    memories.add_commands(sub)
+    experience.add_commands(sub)
+    ops.add_commands(sub)
+    database.add_commands(sub)
+    for add in more:
+        add(sub)
+    hosts.add_commands(sub)
     _after_commands(ap)
     return ap
 
@@ -548,8 +548,9 @@ def _after_commands(parser: argparse.ArgumentParser) -> None:
                 _after_commands(command)
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, more: Sequence[AddCommands] = ()) -> None:
+    """Run recallctl; ``more``: what adds the commands of other parts to its parser."""
+    args = _parser(more).parse_args(argv)
     prepare: Callable[[argparse.Namespace], None] | None = getattr(args, "prepare", None)
     if prepare is not None:
         try:
@@ -604,7 +605,3 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while isinstance(leaf, BaseExceptionGroup):
         leaf = leaf.exceptions[0]
     return leaf
-
-
-if __name__ == "__main__":
-    main()

@@ -9,7 +9,7 @@ __all__ = ["add_command"]
 
 async def _serve(args: argparse.Namespace) -> int:
     # Starlette, uvicorn and Jinja2 cost every other recallctl command nothing.
-    from .ui.server import serve
+    from .server import serve
 
     return await serve(args)
 

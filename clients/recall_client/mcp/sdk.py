@@ -24,7 +24,7 @@ _REEXPORTING = ("mcp", "mcp.server", "mcp.server.mcpserver")
 def load_without_reexports() -> None:
     """Register the SDK's re-exporting packages without running their ``__init__``.
 
-    For a process that is recall-mcp and nothing else (``mcp_shim.main`` calls it first): in it
+    For a process that is recall-mcp and nothing else (``shim.main`` calls it first): in it
     ``from mcp import Client`` would fail. A package already imported is left as it is, so in a
     process that loaded the whole SDK this changes nothing.
 

@@ -13,7 +13,7 @@ holding what ``MCPServer`` registered, with the same answers:
 - initialize, ping and server/discover: the low-level ``Server``'s, with the capabilities
   ``MCPServer`` advertises (tools, resources, prompts; at 2026-07-28, ``listChanged`` and
   ``subscribe``, which its subscriptions/listen stream delivers);
-- tools/list: mcp_tools.json, the listing the protocol makes of the tool modules (mcp_shapes;
+- tools/list: mcp/tools.json, the listing the protocol makes of the tool modules (``shapes``;
   written by scripts/mcp_tools.py, held equal to it by a test);
 - tools/call: the tool modules and the protocol are imported by the first call; arguments a
   tool does not declare are refused, as the listing's ``additionalProperties: false`` says, and
@@ -23,7 +23,7 @@ holding what ``MCPServer`` registered, with the same answers:
 - requestState: the SDK's boundary, loaded by the first request that carries one.
 
 tests/mcp/test_mcp_wire.py replays every method, notification and error against what ``MCPServer``
-answered, byte for byte (tools/list against mcp_tools.json).
+answered, byte for byte (tools/list against mcp/tools.json).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 from pydantic_core import to_json
 
-from . import __version__
+from .. import __version__
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -60,14 +60,14 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
     from mcp.server.request_state import RequestStateBoundary
 
-    from . import mcp_shapes
-    from .client import Session
+    from ..client import Session
+    from . import shapes
 
 __all__ = ["INSTRUCTIONS", "LISTING", "ShimConfig", "Tools", "every_tool", "serve"]
 
 log = logging.getLogger("recall-mcp")
 
-LISTING = Path(__file__).with_name("mcp_tools.json")
+LISTING = Path(__file__).with_name("tools.json")
 
 INSTRUCTIONS = """recalld is the shared, local memory of the agents on this machine.
 Search before you re-derive: memory_search for facts, notes and decisions. Store what a later
@@ -94,15 +94,15 @@ class ShimConfig:
     agent_token_file: str | None = None
 
 
-def every_tool() -> tuple[mcp_shapes.Tool, ...]:
+def every_tool() -> tuple[shapes.Tool, ...]:
     """Every tool recall-mcp serves, in the order it lists them (loads the protocol)."""
-    from . import mcp_experience, mcp_memory, mcp_work
+    from . import experience, memory, work
 
-    return (*mcp_memory.TOOLS, *mcp_work.TOOLS, *mcp_experience.TOOLS)
+    return (*memory.TOOLS, *work.TOOLS, *experience.TOOLS)
 
 
 class Tools:
-    """The shim's tools: listed from mcp_tools.json, their code loaded when first called."""
+    """The shim's tools: listed from mcp/tools.json, their code loaded when first called."""
 
     def __init__(self, session: Callable[[], Session]) -> None:
         self._session = session
@@ -113,7 +113,7 @@ class Tools:
         return {entry["name"]: types.Tool.model_validate(entry) for entry in entries}
 
     @cached_property
-    def _tools(self) -> dict[str, mcp_shapes.Tool]:
+    def _tools(self) -> dict[str, shapes.Tool]:
         # Loaded by the first call, with the protocol: initialize and tools/list need neither.
         return {tool.name: tool for tool in every_tool()}
 
@@ -133,9 +133,9 @@ class Tools:
         if listed is None:
             raise ToolError(f"Unknown tool: {name}")
         _refuse_unknown(name, arguments, listed.input_schema)
-        from .client import DaemonUnavailable, RemoteError
-        from .mcp_common import tool_error
-        from .mcp_shapes import ArgumentError
+        from ..client import DaemonUnavailable, RemoteError
+        from .common import tool_error
+        from .shapes import ArgumentError
 
         try:
             structured = await self._tools[name](self._session().call, arguments)
@@ -218,7 +218,7 @@ class _DaemonSession:
 
     def __call__(self) -> Session:
         if self._session is None:
-            from .client import Session
+            from ..client import Session
 
             assert self._tg is not None, "tools run while the session is open"
             config = self._config

@@ -1,7 +1,7 @@
 """MCP tools for experiences and lessons (seed 000).
 
 ``record_experience``, ``search_experience``, ``explain_node``, ``forget_experience`` and
-``get_execution_context``. Each is one protocol request and its reply; mcp_shapes derives the
+``get_execution_context``. Each is one protocol request and its reply; ``shapes`` derives the
 tool's schemas, arguments and results from them. ``search_experience`` keeps the seed's names,
 bounds and result fields exactly: an experience's ``ts`` and ``session`` are explain_node's, and
 no result shows a lesson's id.
@@ -13,8 +13,8 @@ import uuid
 
 import msgspec
 
-from . import protocol as p
-from .mcp_shapes import Call, Shape, Tool, hints
+from .. import protocol as p
+from .shapes import Call, Shape, Tool, hints
 
 __all__ = ["TOOLS"]
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .ctl_capture import HOOK_TIMEOUT_S
-from .ctl_context import CONTEXT_HOOK_TIMEOUT_S
+from .capture import HOOK_TIMEOUT_S
+from .context import CONTEXT_HOOK_TIMEOUT_S
 from .jsonc_edit import JsonDocument, JsonSyntaxError
 
 __all__ = ["HOSTS", "SERVER_NAME", "HookSpec", "Host", "add_commands", "hook_command", "plan"]

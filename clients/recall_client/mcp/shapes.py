@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar, get_type_hints
 import msgspec
 from msgspec import inspect as mi
 
-from . import protocol as p
+from .. import protocol as p
 
 __all__ = [
     "ArgumentError",

@@ -17,9 +17,9 @@ from typing import Any
 
 import msgspec
 
-from . import protocol as p
-from .client import RecallClient, connect
-from .ctl_hello import hello_tokens
+from .. import protocol as p
+from ..client import RecallClient, connect
+from ..hello import hello_tokens
 from .episode_input import InputError, session_from_hook
 
 __all__ = ["add_commands"]

@@ -1,7 +1,7 @@
 """MCP tools for work episodes (seed 001): ``capture_episode``, ``work_search``,
 ``work_result`` and ``forget``.
 
-Each is one protocol request and its reply; mcp_shapes derives the tool's schemas, arguments
+Each is one protocol request and its reply; ``shapes`` derives the tool's schemas, arguments
 and results from them. work_search's parameters, defaults, bounds and result fields are the
 seed's; the fields response_format=concise drops are UNSET in the reply, so absent from the
 structured content, not null.
@@ -13,9 +13,9 @@ import uuid
 
 import msgspec
 
-from . import protocol as p
-from .client import DaemonUnavailable, RemoteError
-from .mcp_shapes import Call, Shape, Tool, hints
+from .. import protocol as p
+from ..client import DaemonUnavailable, RemoteError
+from .shapes import Call, Shape, Tool, hints
 
 __all__ = ["TOOLS"]
 

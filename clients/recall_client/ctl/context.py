@@ -27,10 +27,10 @@ from typing import Any
 import anyio
 import msgspec
 
-from . import protocol as p
-from .client import DaemonUnavailable, RemoteError, connect
-from .ctl_hello import hello_tokens
-from .paths import find_workspace
+from .. import protocol as p
+from ..client import DaemonUnavailable, RemoteError, connect
+from ..hello import hello_tokens
+from ..paths import find_workspace
 
 __all__ = [
     "CONTEXT_BUDGET_S",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from .client import DaemonUnavailable, RemoteError
+from ..client import DaemonUnavailable, RemoteError
 
 __all__ = ["tool_error"]
 

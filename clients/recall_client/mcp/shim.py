@@ -16,8 +16,9 @@ import sys
 
 import anyio
 
-from . import __version__, mcp_sdk
-from .paths import autostart_enabled, find_workspace
+from .. import __version__
+from ..paths import autostart_enabled, find_workspace
+from . import sdk
 
 __all__ = ["main"]
 
@@ -70,8 +71,8 @@ def main(argv: list[str] | None = None) -> None:
         format="recall-mcp %(levelname)s %(name)s: %(message)s",
     )
     # This process is the shim and nothing else: it loads the SDK's server side alone.
-    mcp_sdk.load_without_reexports()
-    from .mcp_server import ShimConfig, serve
+    sdk.load_without_reexports()
+    from .server import ShimConfig, serve
 
     config = ShimConfig(
         agent=args.agent or "agent",

@@ -1,0 +1,1 @@
+"""``recallctl``: the status and admin client's commands, one module per family."""

@@ -1,0 +1,1 @@
+"""``recall-mcp``: the MCP stdio shim that forwards an agent host's tool calls to the daemon."""
