@@ -20,37 +20,14 @@ import pytest
 from recall_client import protocol as p
 from recalld.pipeline.model import HashEmbedder
 
-from tests.support.context import hook_payload, item_ids, make_shop, remember
-from tests.support.daemon import BIN, DaemonProcess
+from tests.support.context import AGENT, context_hook, hook_payload, item_ids, make_shop, remember
+from tests.support.daemon import DaemonProcess
 from tests.support.git import git
 
 pytestmark = pytest.mark.both_backends
 
-AGENT = "claude-code"
 OLD_SESSION = "4d1c8a2e-old-session"
 count = HashEmbedder().count_tokens
-
-
-def context_hook(
-    d: DaemonProcess, stdin: str, *args: str, socket: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    """The hook command ``recallctl connect claude-code`` writes, as the host runs it."""
-    return subprocess.run(
-        [
-            str(BIN / "recallctl"),
-            "--agent",
-            AGENT,
-            "--socket",
-            str(socket or d.socket),
-            "context",
-            *args,
-        ],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=d.env(),
-    )
 
 
 def additional_context(out: subprocess.CompletedProcess[str], event: str) -> str:

@@ -190,6 +190,11 @@ PROBES: dict[type[p.Request], list[Probe]] = {
             lambda h: p.ContextBlock(event="prompt", session_id=h, prompt="zebra quilting"),
         )
     ],
+    # The log is the caller's own: another's session or memory finds no injection.
+    p.ContextLog: [
+        Probe("session", lambda h: p.ContextLog(session_id=h)),
+        Probe("memory", lambda h: p.ContextLog(memory_id=h)),
+    ],
 }
 # The request types that name no handle of a workspace's (or only ones tested elsewhere).
 NO_HANDLE = {

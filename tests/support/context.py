@@ -1,19 +1,45 @@
-"""The context hooks' test support: host payload fixtures, a checkout with commits, and
-reading a block's items."""
+"""The context hooks' test support: host payload fixtures, the hook command as a host runs
+it, a checkout with commits, and reading a block's items."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from recall_client import protocol as p
 from recall_client.client import RecallClient
 
+from tests.support.daemon import BIN, DaemonProcess
 from tests.support.git import git
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
+# The agent name `recallctl connect claude-code` writes into its hooks.
+AGENT = "claude-code"
+
+
+def context_hook(
+    d: DaemonProcess, stdin: str, *args: str, socket: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The hook command ``recallctl connect claude-code`` writes, as the host runs it."""
+    return subprocess.run(
+        [
+            str(BIN / "recallctl"),
+            "--agent",
+            AGENT,
+            "--socket",
+            str(socket or d.socket),
+            "context",
+            *args,
+        ],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=d.env(),
+    )
 
 
 def hook_payload(name: str, cwd: Path, **changes: Any) -> str:

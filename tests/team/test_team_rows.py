@@ -116,6 +116,33 @@ TABLES: dict[str, Table] = {
     "workspace_rekey": Table(
         lambda r, t: [{"since": int(hashlib.blake2b(t.encode(), digest_size=3).hexdigest(), 16)}]
     ),
+    "context_injections": Table(
+        lambda r, t: [
+            {
+                "id": f"ctx_{t}",
+                "ts": 1.0,
+                "workspace": WS,
+                "uid": 1000,
+                "agent": "a",
+                "session": t,
+                "event": "prompt",
+                "budget": 600,
+                "tokens": 12,
+            }
+        ]
+    ),
+    "context_items": Table(
+        lambda r, t: [
+            {
+                "injection": f"ctx_{t}",
+                "position": 0,
+                "item_id": f"mem_{t}",
+                "section": "memories",
+                "tokens": 12,
+                "use_token": t,
+            }
+        ]
+    ),
 }
 
 # Every function of the schema (not an extension's), and calls of it; {b}, {t}, {p} are the

@@ -67,7 +67,17 @@ from .codec import (
     frame,
     peek_request_id,
 )
-from .context import ContextBlock, ContextEvent, ContextInjected, ContextItem, ContextSection
+from .context import (
+    ContextBlock,
+    ContextEvent,
+    ContextInjected,
+    ContextInjection,
+    ContextItem,
+    ContextLog,
+    ContextLogResult,
+    ContextSection,
+    LoggedItem,
+)
 from .experience import (
     MAX_EXPERIENCE_FILES,
     Description,
@@ -239,7 +249,10 @@ __all__ = [
     "ContextBlock",
     "ContextEvent",
     "ContextInjected",
+    "ContextInjection",
     "ContextItem",
+    "ContextLog",
+    "ContextLogResult",
     "ContextSection",
     "CortexFact",
     "DatabaseStatus",
@@ -299,6 +312,7 @@ __all__ = [
     "LessonInfo",
     "LessonText",
     "ListCursor",
+    "LoggedItem",
     "MemoryChanged",
     "MemoryDetail",
     "MemoryEvent",

@@ -7,7 +7,7 @@ import msgspec
 from msgspec import Struct
 
 from .base import HEADER, Error, Reply, Request
-from .context import ContextBlock, ContextInjected
+from .context import ContextBlock, ContextInjected, ContextLog, ContextLogResult
 from .experience import (
     ExecutionContext,
     ExperienceForgotten,
@@ -82,6 +82,7 @@ Requests = (
     | GetExecutionContext
     | RollUpExperience
     | ContextBlock
+    | ContextLog
     | OpsRequests
 )
 
@@ -111,6 +112,7 @@ Replies = (
     | ExecutionContext
     | ExperienceRolledUp
     | ContextInjected
+    | ContextLogResult
     | OpsReplies
 )
 

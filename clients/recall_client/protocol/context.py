@@ -1,4 +1,5 @@
-"""Context injection (the hosts' context hooks): the block a hook asks for and gets."""
+"""Context injection (the hosts' context hooks): the block a hook asks for and gets, and the
+log of what was injected."""
 
 from __future__ import annotations
 
@@ -6,7 +7,18 @@ from typing import Annotated, Literal
 
 from msgspec import Meta, Struct
 
-from .base import Path, Query, Reply, Request, RequestRuleError, SessionId, StalenessVerdict
+from .base import (
+    ListCursor,
+    MemoryId,
+    Path,
+    Query,
+    Reply,
+    Request,
+    RequestRuleError,
+    SessionId,
+    StalenessVerdict,
+    StoredOutcome,
+)
 
 # ---- context injection (the hosts' context hooks)
 
@@ -35,8 +47,8 @@ class ContextBlock(Request, tag="context_block"):
 ContextSection = Literal["facts", "failures", "changed", "lessons", "memories"]
 
 
-class ContextItem(Struct, kw_only=True, omit_defaults=True):
-    """One item of an injected block, as its line in ``text`` says it."""
+class _Item(Struct, kw_only=True, omit_defaults=True):
+    """What a block's item was when it was injected: the fields a block and the log share."""
 
     id: str
     section: ContextSection
@@ -45,6 +57,11 @@ class ContextItem(Struct, kw_only=True, omit_defaults=True):
     # drifted (spot_check_recommended / spot_check_required).
     drift: StalenessVerdict | None = None
     contested: bool = False
+
+
+class ContextItem(_Item, kw_only=True, omit_defaults=True):
+    """One item of an injected block, as its line in ``text`` says it."""
+
     use_token: str | None = None
 
 
@@ -61,3 +78,59 @@ class ContextInjected(Reply, tag="context_injected"):
     # Candidates the budget left out, and those this session was given already.
     left_out: int = 0
     given_before: int = 0
+
+
+# ---- the log of injections (the web page's sessions)
+
+
+class ContextLog(Request, tag="context_log"):
+    """What the context hooks injected, newest first: each injection (a session start or a
+    prompt) with its items, and what became of each memory since. The caller's own: its
+    workspace's, its agent's and (in a team database) its database role's; another
+    workspace, every workspace or any agent needs admin:workspace."""
+
+    workspace: Path | None = None
+    all_workspaces: bool = False
+    # Every agent's injections, not only the caller's (admin:workspace).
+    any_caller: bool = False
+    # Only this host session's injections.
+    session_id: SessionId | None = None
+    # Only the injections that held this memory.
+    memory_id: MemoryId | None = None
+    # The previous reply's next_before: the page after it.
+    before: ListCursor | None = None
+    limit: Annotated[int, Meta(ge=1, le=100)] = 50
+
+    def __post_init__(self) -> None:
+        if self.all_workspaces and self.workspace is not None:
+            raise RequestRuleError("give workspace or all_workspaces, not both: they contradict")
+
+
+class LoggedItem(_Item, kw_only=True, omit_defaults=True):
+    """An injected item as the log keeps it (its text is the record's own: a forgotten
+    record's is gone, and its line with it)."""
+
+    # A memory's use as it stands: "injected" until a memory_record_use of the token it was
+    # injected with said what became of it. None for a lesson or an episode (not uses).
+    outcome: StoredOutcome | None = None
+
+
+class ContextInjection(Struct, kw_only=True, omit_defaults=True):
+    """One block a hook was given."""
+
+    id: str
+    ts: float
+    workspace: str
+    agent: str
+    # The host's session id, from its hook's payload.
+    session_id: str
+    event: ContextEvent
+    budget: int
+    tokens: int
+    items: list[LoggedItem] = []
+
+
+class ContextLogResult(Reply, tag="context_log_result"):
+    injections: list[ContextInjection]
+    # Pass as ``before`` for the next page; None when this was the last one.
+    next_before: str | None = None

@@ -52,8 +52,10 @@ from ..store.port import Ownership, Reader
 
 __all__ = [
     "Rule",
+    "all_workspaces",
     "any_caller",
     "check_scopes",
+    "either",
     "memories",
     "one",
     "other_workspace",
@@ -89,6 +91,21 @@ def other_workspace(who: Principal, req: Any) -> str | None:
 
 def any_caller(who: Principal, req: Any) -> str | None:
     return "any_caller" if req.any_caller else None
+
+
+def all_workspaces(who: Principal, req: Any) -> str | None:
+    return "all_workspaces" if req.all_workspaces else None
+
+
+def either(
+    *checks: Callable[[Principal, Any], str | None],
+) -> Callable[[Principal, Any], str | None]:
+    """Escalates when any of ``checks`` does (the first one's reason)."""
+
+    def escalates(who: Principal, req: Any) -> str | None:
+        return next((r for c in checks if (r := c(who, req)) is not None), None)
+
+    return escalates
 
 
 def memories(*fields: str) -> Callable[[Any], list[tuple[str, str]]]:

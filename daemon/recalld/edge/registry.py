@@ -34,7 +34,15 @@ from ..handlers import (
 )
 from ..handlers.services import Services
 from ..pipeline.intake import RequestJob
-from .authorization import Rule, any_caller, one, other_workspace, record_use
+from .authorization import (
+    Rule,
+    all_workspaces,
+    any_caller,
+    either,
+    one,
+    other_workspace,
+    record_use,
+)
 from .authorization import memories as memory_ids
 
 __all__ = ["ROUTES", "Route", "route_of"]
@@ -108,6 +116,13 @@ ROUTES: dict[type[p.Request], Route] = {
     # A read of the caller's workspace (memory_search's rule); the uses it records are the
     # daemon's own account of what it served.
     p.ContextBlock: Route(context.block, Rule(READ, other_workspace), read=True),
+    # The caller's own log: its workspace's and agent's (work_search's partition); another
+    # workspace, every workspace or any agent's is admin:workspace's (the page's).
+    p.ContextLog: Route(
+        context.injections,
+        Rule(READ, either(other_workspace, all_workspaces, any_caller)),
+        read=True,
+    ),
     # The daemon as a whole: every workspace's and agent's records, or its configuration.
     p.Export: Route(ops.export_page, Rule(ADMIN), gated=False),
     p.Import: Route(ops.import_records, Rule(ADMIN), gated=False),

@@ -1,10 +1,12 @@
-"""context_block: the block a host's context hook injects, and the uses it records.
+"""context_block: the block a host's context hook injects, the uses it records and the log
+context_log reads.
 
 The block is gathered and packed on a search worker (``retrieval.context_reader``), with a
 prompt's vector embedded meanwhile as memory_search does; tokens are the model's
 tokenizer's. Each memory injected is then recorded as a use ("injected", under the nonce of
 the token its item carries): a later memory_record_use of that token, or of the memory's
-id, says what became of it.
+id, says what became of it. The block itself (its ids, not its lines) goes in the log with
+those uses, in their transaction.
 """
 
 from __future__ import annotations
@@ -18,28 +20,42 @@ from recall_client import protocol as p
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..pipeline.writer import WriteJob
+from ..retrieval import context_log
 from ..retrieval.context_reader import Injection, gather
 from ..retrieval.fusion import PendingVector
 from ..store.port import WriteTx
 from .services import Services
 
-__all__ = ["block"]
+__all__ = ["block", "injections"]
 
 log = logging.getLogger(__name__)
 
 
 class _Injected(WriteJob):
-    """The daemon's own record of what it injected: nothing of the client's is written (the
-    prompt is not stored), so no ingest stage."""
+    """The daemon's own record of what it injected: the block in the log, and a use of each
+    memory in it, in one transaction. Nothing of the client's is written (the prompt is not
+    stored), so no ingest stage."""
 
-    __slots__ = ("event", "principal", "uses")
+    __slots__ = ("block", "principal", "session", "uses", "workspace")
 
-    def __init__(self, who: Principal, event: str, uses: list[tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        who: Principal,
+        workspace: str,
+        session: str,
+        block: p.ContextInjected,
+        uses: list[tuple[str, str]],
+    ) -> None:
         super().__init__()
-        self.principal, self.event, self.uses = who, event, uses
+        self.principal, self.workspace, self.session = who, workspace, session
+        self.block, self.uses = block, uses
 
     def apply(self, tx: WriteTx, now: float) -> None:
-        tx.memories.record_uses(self.principal, self.uses, "injected", self.event, now)
+        who = self.principal
+        tx.memories.record_uses(who, self.uses, "injected", self.block.event, now)
+        tx.context.record_injection(
+            who, self.workspace, self.session, self.block, dict(self.uses), now
+        )
 
 
 def _budget(services: Services, who: Principal, req: p.ContextBlock, workspace: str) -> int:
@@ -92,13 +108,7 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
         raise failed
     assert found is not None
     log.add(workspace, req.session_id, [item.id for item in found.items])
-    if found.uses:
-        # Queued, not waited for: the hook's answer does not wait for an fsync (the uses
-        # commit in the writer's next batch, before any later write of this connection).
-        job = _Injected(who, req.event, found.uses)
-        job.on_done = _logged
-        await services.submit(job)
-    return p.ContextInjected(
+    reply = p.ContextInjected(
         id=0,
         event=req.event,
         budget=budget,
@@ -109,8 +119,26 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
         left_out=found.packed.left_out,
         given_before=found.packed.given_before,
     )
+    if found.items:
+        # Queued, not waited for: the hook's answer does not wait for an fsync (the log and
+        # the uses commit in the writer's next batch, before any later write of this
+        # connection).
+        job = _Injected(who, workspace, req.session_id, reply, found.uses)
+        job.on_done = _logged
+        await services.submit(job)
+    return reply
 
 
 def _logged(job: WriteJob) -> None:
     if job.error is not None:
-        log.error("the uses of a context block were not recorded: %s", job.error)
+        log.error("a context block and its uses were not recorded: %s", job.error)
+
+
+async def injections(services: Services, who: Principal, req: p.ContextLog) -> p.ContextLogResult:
+    """context_log, on a search worker.
+
+    Raises:
+        RecallError: ``invalid_request`` for a bad cursor; ``busy`` / ``unavailable``.
+    """
+    result: p.ContextLogResult = await services.read(partial(context_log.page, who=who, req=req))
+    return result

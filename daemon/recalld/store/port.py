@@ -16,7 +16,7 @@ once (``store.sql``). The shapes are the engine's business, not the callers'.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,6 +29,8 @@ from ..domain.principal import Principal
 __all__ = [
     "ApprovalRow",
     "BatchJob",
+    "ContextReads",
+    "ContextWrites",
     "CredentialRow",
     "DoctorFigures",
     "EpisodeReads",
@@ -545,6 +547,24 @@ class OperationReads(Protocol):
         ...
 
 
+class ContextReads(Protocol):
+    def injections(
+        self,
+        *,
+        workspace: str | None,
+        uid: int,
+        agent: str | None,
+        session: str | None,
+        memory_id: str | None,
+        before: tuple[float, str] | None,
+        limit: int,
+    ) -> list[p.ContextInjection]:
+        """Up to ``limit`` injections of ``uid`` (and of the workspace, agent and session
+        where given; holding ``memory_id`` where given), newest first by (ts, id),
+        strictly after the (ts, id) ``before``; each item with its use's outcome now."""
+        ...
+
+
 class Reader(Protocol):
     """One read connection's view of the store."""
 
@@ -560,6 +580,8 @@ class Reader(Protocol):
     def records(self) -> RecordReads: ...
     @property
     def ops(self) -> OperationReads: ...
+    @property
+    def context(self) -> ContextReads: ...
 
 
 # --------------------------------------------------------------------------- writes
@@ -675,6 +697,21 @@ class OperationWrites(Protocol):
     def revoke_agent(self, agent: str) -> bool: ...
 
 
+class ContextWrites(Protocol):
+    def record_injection(
+        self,
+        who: Principal,
+        workspace: str,
+        session: str,
+        block: p.ContextInjected,
+        nonces: Mapping[str, str],
+        now: float,
+    ) -> str:
+        """Log the block a context hook was given (``nonces``: its memories' use tokens',
+        memory id -> nonce); the injection's id."""
+        ...
+
+
 class WriteTx(Protocol):
     """One job's part of a group-commit transaction: everything it writes commits, or rolls
     back, with it. ``read`` sees the transaction's own writes."""
@@ -691,6 +728,8 @@ class WriteTx(Protocol):
     def experiences(self) -> ExperienceWrites: ...
     @property
     def ops(self) -> OperationWrites: ...
+    @property
+    def context(self) -> ContextWrites: ...
 
 
 class BatchJob(Protocol):

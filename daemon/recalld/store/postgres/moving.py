@@ -12,7 +12,8 @@ page), so a rerun, or one after a crash, adds nothing twice; links, lesson suppo
 approvals and credentials go last, ON CONFLICT DO NOTHING. A record there under another id
 (the same content, moved in from another machine of the same person) is kept once, and
 what named the local copy names that one. Later local changes to a moved record do not
-follow it: move in, then point the daemon at the database.
+follow it: move in, then point the daemon at the database. The context hooks' log stays
+behind: it is this machine's account of what its hooks injected, kept for its own page.
 """
 
 from __future__ import annotations

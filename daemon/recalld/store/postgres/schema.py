@@ -507,6 +507,41 @@ MIGRATIONS: list[str] = [
     {_owned_table("workspace_aliases")}
     {_owned_table("workspace_rekey")}
     """,
+    # 4: the context hooks' log, as SQLite's 13: each member's own (what a hook gave one
+    # person's agent is no one else's to read), keyed by owner so that no key tells a
+    # member another's row exists.
+    f"""
+    CREATE TABLE context_injections (
+        {_OWNER},
+        id        text NOT NULL,
+        ts        double precision NOT NULL,
+        workspace text NOT NULL,
+        uid       integer NOT NULL,
+        agent     text NOT NULL,
+        session   text NOT NULL,
+        event     text NOT NULL,
+        budget    integer NOT NULL,
+        tokens    integer NOT NULL,
+        PRIMARY KEY (owner, id)
+    );
+    CREATE INDEX context_injections_newest ON context_injections (owner, workspace, ts, id);
+    CREATE INDEX context_injections_session ON context_injections (owner, session, ts);
+    CREATE TABLE context_items (
+        {_OWNER},
+        injection text NOT NULL,
+        position  integer NOT NULL,
+        item_id   text NOT NULL,
+        section   text NOT NULL,
+        tokens    integer NOT NULL,
+        drift     text,
+        contested integer NOT NULL DEFAULT 0,
+        use_token text,
+        PRIMARY KEY (owner, injection, position)
+    );
+    CREATE INDEX context_items_item ON context_items (owner, item_id);
+    {_owned_table("context_injections")}
+    {_owned_table("context_items")}
+    """,
 ]
 
 

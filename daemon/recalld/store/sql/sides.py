@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Generic, TypeVar
 
 from ..port import RetrievalReads
+from .context import SqlContextReads, SqlContextWrites
 from .db import Db
 from .episodes import SqlEpisodeReads, SqlEpisodeWrites
 from .experiences import NearLessons, SqlExperienceReads, SqlExperienceWrites
@@ -30,6 +31,7 @@ class SqlReader(Generic[D]):
         self.experiences = SqlExperienceReads(db)
         self.records = SqlRecordReads(db)
         self.ops = SqlOperationReads(db)
+        self.context = SqlContextReads(db)
 
 
 class SqlWriteTx:
@@ -42,3 +44,4 @@ class SqlWriteTx:
         self.episodes = SqlEpisodeWrites(db)
         self.experiences = SqlExperienceWrites(db, lessons)
         self.ops = SqlOperationWrites(db)
+        self.context = SqlContextWrites(db)

@@ -292,6 +292,37 @@ MIGRATIONS: list[str] = [
     CREATE TABLE workspace_rekey (owner TEXT PRIMARY KEY) WITHOUT ROWID;
     INSERT INTO workspace_rekey (owner) VALUES ('local');
     """,
+    # 13: the context hooks' log: each block a hook was given and its items, kept after the
+    # uses they recorded change (see recalld.store.sql.context). Ids only, never the lines:
+    # an item's text is its record's. No foreign key: an item is written only with its
+    # injection, in its transaction, and PostgreSQL's would check across owners.
+    """
+    CREATE TABLE context_injections (
+        id        TEXT PRIMARY KEY,          -- ctx_...
+        ts        REAL NOT NULL,
+        workspace TEXT NOT NULL,
+        uid       INTEGER NOT NULL,
+        agent     TEXT NOT NULL,
+        session   TEXT NOT NULL,             -- the host's session id (its hook's payload)
+        event     TEXT NOT NULL,             -- session_start | prompt
+        budget    INTEGER NOT NULL,
+        tokens    INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX context_injections_newest ON context_injections(workspace, uid, ts, id);
+    CREATE INDEX context_injections_session ON context_injections(session, ts);
+    CREATE TABLE context_items (
+        injection TEXT NOT NULL,             -- context_injections.id
+        position  INTEGER NOT NULL,          -- its place in the block
+        item_id   TEXT NOT NULL,             -- a memory's, lesson's or episode's public id
+        section   TEXT NOT NULL,
+        tokens    INTEGER NOT NULL,
+        drift     TEXT,
+        contested INTEGER NOT NULL DEFAULT 0,
+        use_token TEXT,                      -- a memory's: its use's memory_uses.token
+        PRIMARY KEY (injection, position)
+    ) WITHOUT ROWID;
+    CREATE INDEX context_items_item ON context_items(item_id);
+    """,
 ]
 
 
