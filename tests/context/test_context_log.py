@@ -230,11 +230,6 @@ async def test_a_store_of_the_previous_schema_gains_the_log_at_start(
                 (i.id, i.section, i.tokens, i.drift, i.contested) for i in log.injections[-1].items
             ]
         finally:
-            assert await d.stop() == 0
+            assert await d.stop() == 0, d.log()
     if backend == "sqlite":
-        conn = sqlite3.connect(d.data_dir / DB_NAME)
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-        finally:
-            conn.close()
-        assert version == len(sqlite_schema.MIGRATIONS)
+        assert d.sql("PRAGMA user_version") == [(len(sqlite_schema.MIGRATIONS),)]
