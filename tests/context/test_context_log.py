@@ -13,7 +13,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import psycopg
 import pytest
 from recall_client import protocol as p
@@ -23,7 +22,14 @@ from recalld.store.postgres import schema as pg_schema
 from recalld.store.sqlite import schema as sqlite_schema
 from recalld.store.sqlite.schema import DB_NAME, SqliteDb
 
-from tests.support.context import AGENT, context_hook, hook_payload, make_shop, remember
+from tests.support.context import (
+    AGENT,
+    hook_block,
+    hook_payload,
+    hook_session,
+    make_shop,
+    seed_shop,
+)
 from tests.support.daemon import DaemonFactory, DaemonProcess
 from tests.support.team import ROLE_PASSWORDS, TeamDb
 
@@ -35,53 +41,6 @@ SESSION = "9f7c2c1e-log-session"
 @pytest.fixture
 def shop(tmp_path: Path) -> Path:
     return make_shop(tmp_path)
-
-
-async def seed(d: DaemonProcess, shop: Path) -> dict[str, str]:
-    """A fact, two memories and a lesson the hooks can inject."""
-    async with d.client(agent=AGENT, workspace=str(shop)) as rc:
-        ids = {
-            "fact": await remember(
-                rc, "Releases of the shop go out on Fridays.", kind="fact", subject="release day"
-            ),
-            "total": await remember(
-                rc,
-                "The cart total is computed in total.py with Decimal, never float.",
-                paths=["services/cart/total.py"],
-            ),
-            "discount": await remember(
-                rc, "Discounted orders take the discount per line before the total is summed."
-            ),
-        }
-        done = await rc.call(
-            p.RecordExperience(
-                description="fixed rounding of the cart total on main",
-                status="success",
-                lessons=["Round the cart total once, at the end, on main and release branches"],
-            ),
-            p.ExperienceRecorded,
-        )
-    ids["lesson"] = done.lessons[0].id
-    await d.settled()
-    return ids
-
-
-def injected(d: DaemonProcess, payload: str) -> p.ContextInjected:
-    out = context_hook(d, payload, "--json")
-    assert out.returncode == 0, out.stderr
-    return msgspec.json.decode(out.stdout, type=p.ContextInjected)
-
-
-async def a_session(d: DaemonProcess, shop: Path) -> tuple[p.ContextInjected, p.ContextInjected]:
-    """A session start and a prompt of :data:`SESSION`, as the host sends them."""
-    start = injected(d, hook_payload("claude_code_session_start.json", shop, session_id=SESSION))
-    prompt = injected(
-        d, hook_payload("claude_code_user_prompt_submit.json", shop, session_id=SESSION)
-    )
-    # The log is queued before the hook's answer: a write after it commits after the log.
-    async with d.client(agent=AGENT, workspace=str(shop)) as rc:
-        await rc.call(p.CaptureEpisode(summary="a later step", session_id=SESSION))
-    return start, prompt
 
 
 def as_logged(block: p.ContextInjected) -> list[tuple[str, str, int, str | None, bool]]:
@@ -97,8 +56,8 @@ async def test_each_block_is_logged_with_its_items_and_their_outcomes_as_they_st
     running_daemon: DaemonProcess, shop: Path
 ) -> None:
     d = running_daemon
-    ids = await seed(d, shop)
-    start, prompt = await a_session(d, shop)
+    ids = await seed_shop(d, shop)
+    start, prompt = await hook_session(d, shop, SESSION)
     assert start.items and prompt.items
     assert ids["lesson"] in {i.id for i in start.items}
     assert ids["discount"] in {i.id for i in prompt.items}
@@ -131,9 +90,9 @@ async def test_the_log_pages_and_narrows_to_a_session_or_a_memory(
     running_daemon: DaemonProcess, shop: Path
 ) -> None:
     d = running_daemon
-    ids = await seed(d, shop)
-    await a_session(d, shop)
-    injected(d, hook_payload("claude_code_session_start.json", shop, session_id="another"))
+    ids = await seed_shop(d, shop)
+    await hook_session(d, shop, SESSION)
+    hook_block(d, hook_payload("claude_code_session_start.json", shop, session_id="another"))
     async with d.client(agent=AGENT, workspace=str(shop)) as rc:
         await rc.call(p.CaptureEpisode(summary="after the other session", session_id="another"))
         first = await log_of(rc, limit=2)
@@ -157,8 +116,8 @@ async def test_only_the_callers_own_injections_are_read(
     running_daemon: DaemonProcess, shop: Path
 ) -> None:
     d = running_daemon
-    await seed(d, shop)
-    await a_session(d, shop)
+    await seed_shop(d, shop)
+    await hook_session(d, shop, SESSION)
     # Another agent of the workspace, and the same agent name in another workspace.
     async with d.client(agent="helper", workspace=str(shop)) as rc:
         assert (await log_of(rc)).injections == []
@@ -221,8 +180,8 @@ async def test_a_store_of_the_previous_schema_gains_the_log_at_start(
             d.extra_env["RECALLD_DATABASE_URL"] = db.url("alice")
         await d.start()
         try:
-            ids = await seed(d, shop)
-            start, _ = await a_session(d, shop)
+            ids = await seed_shop(d, shop)
+            start, _ = await hook_session(d, shop, SESSION)
             async with d.client(agent=AGENT, workspace=str(shop)) as rc:
                 log = await log_of(rc, memory_id=ids["fact"])
             assert [e.event for e in log.injections][-1:] == ["session_start"]

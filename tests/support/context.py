@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from recall_client import protocol as p
 from recall_client.client import RecallClient
 
@@ -70,3 +71,53 @@ def make_shop(tmp_path: Path) -> Path:
 async def remember(rc: RecallClient, text: str, **kw: Any) -> str:
     """Store a memory; its id."""
     return (await rc.call(p.MemoryStore(text=text, **kw), p.MemoryStored)).record_id
+
+
+async def seed_shop(d: DaemonProcess, shop: Path) -> dict[str, str]:
+    """A fact, two memories and a lesson the hooks can inject in ``shop``; their ids."""
+    async with d.client(agent=AGENT, workspace=str(shop)) as rc:
+        ids = {
+            "fact": await remember(
+                rc, "Releases of the shop go out on Fridays.", kind="fact", subject="release day"
+            ),
+            "total": await remember(
+                rc,
+                "The cart total is computed in total.py with Decimal, never float.",
+                paths=["services/cart/total.py"],
+            ),
+            "discount": await remember(
+                rc, "Discounted orders take the discount per line before the total is summed."
+            ),
+        }
+        done = await rc.call(
+            p.RecordExperience(
+                description="fixed rounding of the cart total on main",
+                status="success",
+                lessons=["Round the cart total once, at the end, on main and release branches"],
+            ),
+            p.ExperienceRecorded,
+        )
+    ids["lesson"] = done.lessons[0].id
+    await d.settled()
+    return ids
+
+
+def hook_block(d: DaemonProcess, payload: str) -> p.ContextInjected:
+    """The block the hook gets for ``payload`` (its ``--json`` output)."""
+    out = context_hook(d, payload, "--json")
+    assert out.returncode == 0, out.stderr
+    return msgspec.json.decode(out.stdout, type=p.ContextInjected)
+
+
+async def hook_session(
+    d: DaemonProcess, shop: Path, session: str
+) -> tuple[p.ContextInjected, p.ContextInjected]:
+    """A session start and a prompt of ``session`` in ``shop``, as Claude Code sends them."""
+    start = hook_block(d, hook_payload("claude_code_session_start.json", shop, session_id=session))
+    prompt = hook_block(
+        d, hook_payload("claude_code_user_prompt_submit.json", shop, session_id=session)
+    )
+    # The log is queued before the hook's answer: a write after it commits after the log.
+    async with d.client(agent=AGENT, workspace=str(shop)) as rc:
+        await rc.call(p.CaptureEpisode(summary="a later step", session_id=session))
+    return start, prompt

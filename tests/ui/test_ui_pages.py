@@ -6,10 +6,14 @@ The page acts as recallctl does: with the admin token it sees every workspace; w
 
 from __future__ import annotations
 
+import html
 import json
+import re
+from pathlib import Path
 
 from recall_client import protocol as p
 
+from tests.support.context import AGENT, hook_session, make_shop, seed_shop
 from tests.support.daemon import DaemonFactory, DaemonProcess
 from tests.support.team import TeamDb, raw_count, team
 from tests.support.ui import Http, csrf_of, ui_server
@@ -134,3 +138,74 @@ async def test_the_memory_page_reviews_then_shares_a_private_memory_with_the_tea
             assert f"/memory/{memory_id}/share" not in http.get(f"/memory/{memory_id}").text
             refused = http.get(f"/memory/{memory_id}/share")
             assert refused.status_code == 403 and "only its owner" in refused.text
+
+
+async def test_sessions_show_what_the_hooks_injected_and_what_became_of_it(
+    running_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    d = running_daemon
+    shop = make_shop(tmp_path)
+    ids = await seed_shop(d, shop)
+    # A host session id is whatever the host sent: the page shows it as text.
+    session = '<script>alert("s")</script>-9f2'
+    start, prompt = await hook_session(d, shop, session)
+    token = next(i.use_token for i in prompt.items if i.id == ids["discount"])
+    assert token is not None
+    async with d.client(agent=AGENT, workspace=str(shop)) as rc:
+        await rc.call(p.MemoryRecordUse(use_token=token, outcome="contradicted"), p.UseRecorded)
+    escaped = "&lt;script&gt;alert("  # as the templates escape it
+    with ui_server(d, shop) as server:
+        http = Http(server).sign_in()
+        assert 'href="/sessions"' in http.get("/").text
+        listing = http.get("/sessions")
+        assert listing.status_code == 200
+        assert escaped in listing.text and session not in listing.text
+        assert AGENT in listing.text
+        # One session row: its items, one contradicted, the other memories injected only.
+        [row] = re.findall(
+            r"<tr><td><a href=\"/sessions/show\?[^\"]+\">.*?</tr>", listing.text, re.S
+        )
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        memories = [i for b in (start, prompt) for i in b.items if i.id.startswith("mem_")]
+        # injections, items, then used, ignored, contradicted, corrected, injected only.
+        assert cells[4:] == [
+            "2",
+            str(len(start.items) + len(prompt.items)),
+            "0",
+            "0",
+            "1",
+            "0",
+            str(len(memories) - 1),
+        ]
+        link = re.search(r'href="(/sessions/show\?[^"]+)"', row)
+        assert link is not None
+        shown = http.get(html.unescape(link.group(1))).text
+        assert escaped in shown and session not in shown
+        # Each injection, oldest first, with each item as injected and its outcome now.
+        assert shown.index("Session start") < shown.index("Prompt")
+        assert f"{start.tokens} of {start.budget} tokens" in shown
+        for item in (*start.items, *prompt.items):
+            assert item.id in shown
+        assert f'<a href="/memory/{ids["discount"]}">' in shown
+        assert "contradicted" in shown and "injected only" in shown and "not a use" in shown
+        # A memory's page names the sessions it was injected into.
+        memory = http.get(f"/memory/{ids['discount']}").text
+        assert "Injected into sessions" in memory and escaped in memory
+        assert "/sessions/show?" in memory and "contradicted" in memory
+        assert http.get("/sessions/show").status_code == 400
+
+
+async def test_without_the_admin_token_sessions_are_the_pages_own_agents(
+    running_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    d = running_daemon
+    shop = make_shop(tmp_path)
+    await seed_shop(d, shop)
+    await hook_session(d, shop, "s-of-claude")
+    with ui_server(d, shop, admin=False) as server:
+        http = Http(server).sign_in()
+        own = http.get("/sessions")
+        assert own.status_code == 200
+        assert "s-of-claude" not in own.text and "No context was injected" in own.text
+        every = http.get("/sessions?ws=*")
+        assert every.status_code == 403 and "admin:workspace" in every.text

@@ -1,4 +1,5 @@
-"""Memories: the list of a workspace (or all), search, one memory, and what a person may do to it.
+"""Memories: the list of a workspace (or all), search, one memory (with the sessions the
+context hooks injected it into), and what a person may do to it.
 
 Every action is the daemon's own request (memory_update, memory_verify, forget,
 memory_fact_resolve, memory_record_use, memory_share), sent over the connection of the
@@ -26,6 +27,8 @@ _KINDS = get_args(p.MemoryKind)
 _STALENESS = get_args(p.StalenessVerdict)
 _OUTCOMES = get_args(p.Outcome)
 _MODES = ("hybrid", "keyword", "bm25")
+# The sessions a memory's page lists it was injected into, at most (the newest).
+_INJECTIONS = 20
 
 
 def _day(raw: str, *, end: bool = False) -> float | None:
@@ -138,10 +141,21 @@ def routes(ui: UI) -> list[Route]:
     async def memory(request: Request) -> Response:
         memory_id = request.path_params["memory_id"]
         shown = await ui.link.call(p.MemoryShow(memory_id=memory_id), p.MemoryShown)
+        # The context hooks' injections of it: every workspace's and agent's with
+        # admin:workspace (a global memory is injected anywhere), else the page's own.
+        admin = await ui.link.is_admin()
+        injected = await ui.link.call(
+            p.ContextLog(
+                memory_id=memory_id, all_workspaces=admin, any_caller=admin, limit=_INJECTIONS
+            ),
+            p.ContextLogResult,
+        )
         return ui.pages.render(
             request,
             "memory.html",
             m=shown.memory,
+            admin=admin,
+            injected=injected,
             outcomes=_OUTCOMES,
             notice=request.query_params.get("done", ""),
         )

@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..hello import hello_tokens
 from ..paths import find_workspace
-from . import experience_pages, memory_pages, ops_pages, overview, work_pages
+from . import context_pages, experience_pages, memory_pages, ops_pages, overview, work_pages
 from .context import UI
 from .guard import Guard
 from .launch import SignInLinks
@@ -41,6 +41,7 @@ def build_app(ui: UI) -> Starlette:
         *overview.routes(ui),
         *memory_pages.routes(ui),
         *work_pages.routes(ui),
+        *context_pages.routes(ui),
         *experience_pages.routes(ui),
         *ops_pages.routes(ui),
         Mount("/static", StaticFiles(directory=_STATIC), name="static"),
