@@ -28,6 +28,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
 
+from tests.support.context import AGENT, hook_session, make_shop, seed_shop
 from tests.support.daemon import DaemonFactory, DaemonProcess
 from tests.support.mcp_client import open_tools, shim
 from tests.support.ui import Http, UiServer, ui_server
@@ -199,6 +200,7 @@ async def test_every_page_renders_labelled_and_the_overview_is_live(
             "overview": "/",
             "memories": f"/memories?ws={WS}",
             "work": f"/work?ws={WS}",
+            "sessions": f"/sessions?ws={WS}",
             "experiences": f"/experiences?ws={WS}",
             "operations": "/operations?doctor=1",
         }
@@ -387,6 +389,38 @@ async def test_a_session_is_a_timeline_and_takes_a_verdict(
             p.WorkSearchResult,
         )
     assert [e.task_result for e in found.results] == [0.25, 0.25, 0.25]
+
+
+async def test_a_sessions_injections_show_each_items_outcome_and_lead_to_the_memory(
+    running_daemon: DaemonProcess, page_on: Callable[[UiServer], Page], tmp_path: Path
+) -> None:
+    d = running_daemon
+    shop = make_shop(tmp_path)
+    ids = await seed_shop(d, shop)
+    _, prompt = await hook_session(d, shop, "sess-ctx-7")
+    [item] = [i for i in prompt.items if i.id == ids["discount"]]
+    assert item.use_token is not None
+    async with d.client(agent=AGENT, workspace=str(shop)) as rc:
+        await rc.call(p.MemoryRecordUse(use_token=item.use_token, outcome="used"), p.UseRecorded)
+    with ui_server(d, shop) as server:
+        page = page_on(server)
+        page.link("Sessions")
+        page.wait(lambda: "sess-ctx-7" in page.text())
+        page.shot("sessions")
+        page.link("sess-ctx-7")
+        page.wait(lambda: "Context injected into" in page.text())
+        assert [h.text.split()[0] for h in page.driver.find_elements(By.CSS_SELECTOR, "h2")] == [
+            "Session",
+            "Prompt",
+        ]
+        row = page.css(f"a[href='/memory/{ids['discount']}']").find_element(By.XPATH, "../..")
+        assert row.find_element(By.CSS_SELECTOR, "td.outcome").text == "used"
+        assert page.unlabelled_controls() == []
+        page.shot("context-session")
+        page.link(ids["discount"])
+        page.wait(lambda: "Injected into sessions" in page.text())
+        assert "sess-ctx-7" in page.css("ul.injected").text
+        assert "used" in page.css("ul.injected").text
 
 
 async def test_an_experience_shows_its_lessons_and_is_forgotten(
