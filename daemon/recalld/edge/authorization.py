@@ -25,9 +25,9 @@ Handles that are not record ids are keys within the caller's workspace, and the 
 them up only there (no rule can check a key the store would then look up more widely):
 
 - a session, and work_result's episode (capture_episode's chain, work_result, work_search,
-  roll_up_experience, explain_node's episodes): the caller's workspace, and its agent unless
-  ``any_caller`` (admin:workspace) says any agent's; the same session name elsewhere is
-  another session;
+  roll_up_experience, explain_node's episodes, context_log): the caller's workspace, and its
+  agent unless ``any_caller`` (admin:workspace) says any agent's; the same session name
+  elsewhere is another session;
 - an idempotency key: the caller's agent in the caller's workspace (a replay answers with
   the first request's record, so a key shared across workspaces would hand one over);
 - a fact's subject (memory_store's supersession, memory_fact_resolve): the workspace's facts,

@@ -117,7 +117,8 @@ ROUTES: dict[type[p.Request], Route] = {
     # daemon's own account of what it served.
     p.ContextBlock: Route(context.block, Rule(READ, other_workspace), read=True),
     # The caller's own log: its workspace's and agent's (work_search's partition); another
-    # workspace, every workspace or any agent's is admin:workspace's (the page's).
+    # workspace, every workspace or any agent's is admin:workspace's (the page's). Its
+    # memory_id only narrows that log, so an id not the caller's finds what none finds.
     p.ContextLog: Route(
         context.injections,
         Rule(READ, either(other_workspace, all_workspaces, any_caller)),

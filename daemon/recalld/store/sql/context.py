@@ -9,7 +9,7 @@ now: "injected" until a memory_record_use of that token replaced it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, cast
 
 from recall_client import protocol as p
@@ -132,7 +132,6 @@ class SqlContextWrites:
                 block.tokens,
             ),
         )
-        items: Sequence[p.ContextItem] = block.items
         self._conn.executemany(
             "INSERT INTO context_items"
             " (injection, position, item_id, section, tokens, drift, contested, use_token)"
@@ -148,7 +147,7 @@ class SqlContextWrites:
                     int(item.contested),
                     nonces.get(item.id),
                 )
-                for n, item in enumerate(items)
+                for n, item in enumerate(block.items)
             ],
         )
         return injection
