@@ -25,6 +25,7 @@ from ..ingest.trust import score
 from ..pipeline.intake import RequestJob
 from ..retrieval import listing as browse
 from ..retrieval.fusion import PendingVector
+from ..retrieval.memory_detail import memory_detail
 from ..store.port import WriteTx
 from .services import Services
 
@@ -243,9 +244,8 @@ async def search(services: Services, who: Principal, req: p.MemorySearch) -> p.M
 
 async def show(services: Services, who: Principal, req: p.MemoryShow) -> p.MemoryShown:
     """memory_show, on a search worker. Raises RecallError not_found / forbidden."""
-    reader = services.memory
-    result: p.MemoryShown = await services.read(partial(reader.show, who=who, req=req))
-    return result
+    detail: p.MemoryDetail = await services.read(partial(memory_detail, who=who, req=req))
+    return p.MemoryShown(id=0, memory=detail)
 
 
 async def listing(services: Services, who: Principal, req: p.MemoryList) -> p.MemoryListResult:

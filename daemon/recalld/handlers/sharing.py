@@ -21,7 +21,7 @@ from ..domain.principal import Principal
 from ..errors import RecallError
 from ..ingest.sanitize import sanitize
 from ..pipeline.intake import RequestJob
-from ..retrieval.memory_reader import owner_of
+from ..retrieval.memory_rows import owner_of
 from ..store.port import Reader, ShareRow, WriteTx
 from .services import Services
 

@@ -36,15 +36,10 @@ from ..store.port import EpisodeRow, MemoryRow, Reader
 from . import experience_reader
 from .context_pack import Candidate, Packed, Section, TokenCounter, pack
 from .fusion import PendingVector
-from .memory_reader import (
-    LOW_TRUST,
-    Checkouts,
-    MemoryReader,
-    contested_slots,
-    memory_filter,
-    staleness,
-    use_outcomes,
-)
+from .memory_reader import MemoryReader
+from .memory_rows import LOW_TRUST, contested_slots, memory_filter
+from .staleness import Checkouts, staleness
+from .use_outcomes import use_outcomes
 
 __all__ = ["Injection", "SessionLog", "gather"]
 

@@ -6,9 +6,9 @@ on (``next_before``) is the ``ts`` and id of the last item it returned, ``"<ts>:
 next page is what sorts strictly after it, so a record stored meanwhile never shifts a page
 (one newer than the first page shows up on the next first page, not in the middle).
 
-memory_list runs under memory_search's contract (:func:`memory_reader.memory_filter`: the
+memory_list runs under memory_search's contract (:func:`memory_rows.memory_filter`: the
 workspace and its global memories, or every workspace; eligible, live, unexpired) and judges
-staleness as memory_search and memory_show do (:func:`memory_reader.staleness`).
+staleness as memory_search and memory_show do (:func:`staleness.staleness`).
 experience_list runs under search_experience's: the caller's workspace's experiences.
 """
 
@@ -25,16 +25,9 @@ from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import Filter, MemoryRow, Reader
 from .experience_reader import lesson_infos
-from .memory_reader import (
-    LOW_TRUST,
-    Checkouts,
-    Staleness,
-    contested_slots,
-    memory_filter,
-    owner_of,
-    staleness,
-    use_outcomes,
-)
+from .memory_rows import LOW_TRUST, contested_slots, memory_filter, owner_of
+from .staleness import Checkouts, Staleness, staleness
+from .use_outcomes import use_outcomes
 
 __all__ = ["MAX_EXAMINED", "cursor", "experiences", "memories", "parse_cursor"]
 
