@@ -145,7 +145,6 @@ def memories(
     contested = contested_slots(reader, [row for row, _ in kept], now)
     counted = Filter(kind="memory", now=now, workspace=None if every_count else who.workspace)
     return p.MemoryListResult(
-        id=0,
         items=[_item(row, judged, contested) for row, judged in kept],
         next_before=next_before,
         workspaces=reader.memories.workspace_counts(counted),
@@ -215,7 +214,6 @@ def experiences(reader: Reader, workspace: str, req: p.ExperienceList) -> p.Expe
     more = len(shown) < len(rowids)
     last = rows[shown[-1]] if shown else None
     return p.ExperienceListResult(
-        id=0,
         experiences=[rows[rowid].info(0.0, None) for rowid in shown],
         lessons=_lessons(reader, shown),
         next_before=cursor(last.ts, last.id) if more and last is not None else None,

@@ -35,14 +35,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from recall_client import protocol as p
 
 from ..domain import git_history, use_tokens
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import Filter, MemoryRow, Reader
-from .fusion import RRF_K, Candidate, PendingVector, retrieve
+from .fusion import RRF_K, Candidate, PendingVector, QueryVector, retrieve
 from .memory_rows import LOW_TRUST, contender, contested_slots, memory_filter, owner_of, summary
 from .rerank import Reranker
 from .staleness import Checkouts, staleness
@@ -181,7 +180,7 @@ class MemoryReader:
         reader: Reader,
         who: Principal,
         req: p.MemorySearch,
-        qvec: np.ndarray | PendingVector | None,
+        qvec: QueryVector,
     ) -> p.MemorySearchResult:
         """Run one memory_search. Raises RecallError(invalid_request) for contradictory flags."""
         now = time.time()
@@ -208,7 +207,6 @@ class MemoryReader:
         terms = query_terms(req.query)
         visible = self._visibility(reader, who, req, now, trace)
         empty = p.MemorySearchResult(
-            id=0,
             query=req.query,
             hits=[],
             semantic_used=False,
@@ -322,7 +320,6 @@ class MemoryReader:
             c.pinned for c in cortex if c.score >= 1.0
         )
         return p.MemorySearchResult(
-            id=0,
             query=req.query,
             hits=hits,
             semantic_used=semantic,

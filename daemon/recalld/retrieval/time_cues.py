@@ -12,9 +12,10 @@ __all__ = ["temporal_window"]
 _MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
 _MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
 _CUE = re.compile(
-    r"\b(?:when|timeline|history|chronolog\w*|ago|yesterday|today|recently|last time|"
-    r"(?:this|last|past) (?:\d+ )?(?:days?|weeks?|months?|years?)|in (?:19|20)\d\d|"
-    r"(?:since|in|during) (?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\b)",
+    # Whole words only: "ago" is no cue inside "agony", nor "today" inside "todays".
+    r"\b(?:when|timelines?|histor(?:y|ies)|chronolog\w*|ago|yesterday|today|recently|"
+    r"last time|(?:this|last|past) (?:\d+ )?(?:days?|weeks?|months?|years?)|in (?:19|20)\d\d|"
+    r"(?:since|in|during) (?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r"))\b",
     re.IGNORECASE,
 )
 _SPAN = re.compile(r"\b(this|last|past) (\d+ )?(day|week|month|year)s?\b", re.IGNORECASE)

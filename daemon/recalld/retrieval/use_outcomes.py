@@ -4,14 +4,14 @@ since has cleared, as the factor memory_search scores with and the outcomes it r
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from recall_client import protocol as p
 
-from ..store.port import MemoryRow, Reader
+from ..store.port import MemoryRow, Reader, UseRow
 
-__all__ = ["Outcomes", "use_outcomes"]
+__all__ = ["Outcomes", "judge_uses", "use_outcomes"]
 
 NEGATIVE_WINDOW_DAYS = 30.0
 NEGATIVES_PER_HIT = 2
@@ -27,13 +27,22 @@ class Outcomes:
 def use_outcomes(reader: Reader, rows: Iterable[MemoryRow], now: float) -> dict[int, Outcomes]:
     """Recent negative uses not cleared since by a use, a correction, an update or a verify."""
     rows = list(rows)
-    out = {r.rowid: Outcomes() for r in rows}
     if not rows:
-        return out
+        return {}
+    # Only uses after the last verification (an update verifies) and inside the window count.
     since = {r.rowid: max(r.last_verified_at, now - NEGATIVE_WINDOW_DAYS * 86400) for r in rows}
+    return judge_uses(reader.memories.uses(list(since)), since)
+
+
+def judge_uses(uses: Iterable[UseRow], since: Mapping[int, float]) -> dict[int, Outcomes]:
+    """Each memory's outcomes from its uses, newest first (as the store lists them), those
+    after ``since[rowid]``: walking back, a use or a correction clears everything older; the
+    ignored and contradicted uses before it lower the factor (a contradiction twice as much,
+    saturating at 0.7) and the first of each kind is reported, at most two a memory."""
+    out = {rowid: Outcomes() for rowid in since}
     seen: dict[int, dict[str, int]] = {}
     cleared: set[int] = set()
-    for use in reader.memories.uses(list(out)):
+    for use in uses:
         rowid, outcome, ts, note = use.rowid, use.outcome, use.ts, use.note
         # An injection says nothing yet of what became of the memory.
         if outcome == "injected" or rowid in cleared or ts <= since[rowid]:
