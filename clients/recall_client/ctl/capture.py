@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import anyio
-import msgspec
 
 from .. import protocol as p
 from ..autostart import AutostartFailed, ensure_daemon
@@ -22,6 +21,7 @@ from ..client import DaemonUnavailable, RemoteError
 from ..paths import autostart_enabled, find_workspace, read_admin_token, socket_path
 from ..spool import OnReply, Spool, SpooledCapture, SpoolFull, default_spool
 from .episode_input import InputError, episodes_from_text
+from .output import print_json_line
 
 __all__ = ["CAPTURE_BUDGET_S", "HOOK_TIMEOUT_S", "capture"]
 
@@ -29,8 +29,6 @@ __all__ = ["CAPTURE_BUDGET_S", "HOOK_TIMEOUT_S", "capture"]
 HOOK_TIMEOUT_S = 10
 # Capture's own deadline: room left inside the hook timeout for the interpreter to start.
 CAPTURE_BUDGET_S = HOOK_TIMEOUT_S - 3
-
-_json = msgspec.json.Encoder()
 
 
 async def capture(args: argparse.Namespace) -> int:
@@ -82,7 +80,7 @@ async def capture(args: argparse.Namespace) -> int:
             failed += 1
             print(f"recallctl capture: {reply.code}: {reply.message}", file=sys.stderr)
         elif args.json:
-            sys.stdout.write(_json.encode(reply).decode() + "\n")
+            print_json_line(reply)
         elif not args.quiet:
             print(reply.record_id + _flags(reply))
     return 1 if failed else 0

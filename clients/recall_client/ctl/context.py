@@ -31,6 +31,7 @@ from .. import protocol as p
 from ..client import DaemonUnavailable, RemoteError, connect
 from ..hello import hello_tokens
 from ..paths import find_workspace
+from .output import print_json_line
 
 __all__ = [
     "CONTEXT_BUDGET_S",
@@ -57,8 +58,6 @@ HOST_EVENTS: dict[str, dict[str, p.ContextEvent]] = {
 }
 # Without --host (a hook written by hand): any host's event.
 _ANY_HOST = {name: event for events in HOST_EVENTS.values() for name, event in events.items()}
-
-_json = msgspec.json.Encoder()
 
 
 class PayloadError(ValueError):
@@ -147,7 +146,7 @@ async def context(args: argparse.Namespace) -> int:
     if reply is None:
         return _fail(f"no context: recalld did not answer within {CONTEXT_BUDGET_S:g}s")
     if args.json:
-        sys.stdout.write(_json.encode(reply).decode() + "\n")
+        print_json_line(reply)
     elif reply.text:
-        sys.stdout.write(_json.encode(hook_output(name, reply.text)).decode() + "\n")
+        print_json_line(hook_output(name, reply.text))
     return 0

@@ -18,13 +18,10 @@ from urllib.parse import quote, urlencode
 
 import msgspec
 
+from .output import say
 from .progress import Progress
 
 __all__ = ["add_commands", "daemon_url"]
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- db init
@@ -37,7 +34,7 @@ class _Refused(Exception):
 def _read_password(name: str, spec: str) -> str:
     path = Path(spec).expanduser()
     if path.stat().st_mode & 0o077:
-        _say(f"recallctl db init: warning: {path} is readable by others (chmod 600 it)")
+        say(f"recallctl db init: warning: {path} is readable by others (chmod 600 it)")
     lines = path.read_text(encoding="utf-8").splitlines()
     if not lines or not lines[0]:
         raise _Refused(f"{path} holds no password for role {name} (its first line is empty)")
@@ -102,7 +99,7 @@ async def _db_init(args: argparse.Namespace) -> int:
     try:
         passwords = _passwords(roles, args.password_file or [])
     except (_Refused, OSError) as exc:
-        _say(f"recallctl db init: {exc}")
+        say(f"recallctl db init: {exc}")
         return 1
     import psycopg
     from recalld.store.postgres.db import redacted_url
@@ -111,7 +108,7 @@ async def _db_init(args: argparse.Namespace) -> int:
     try:
         version = init_database(args.url, passwords)
     except (psycopg.Error, RuntimeError) as exc:  # RuntimeError: a newer schema
-        _say(f"recallctl db init: {redacted_url(args.url)}: {exc}".rstrip())
+        say(f"recallctl db init: {redacted_url(args.url)}: {exc}".rstrip())
         return 1
     print(f"database {redacted_url(args.url)} is at schema version {version}")
     if not roles:
@@ -141,7 +138,7 @@ async def _migrate(args: argparse.Namespace) -> int:
         try:
             data_dir = load_settings().data_path
         except ConfigError as exc:
-            _say(f"recallctl migrate: {exc}")
+            say(f"recallctl migrate: {exc}")
             return 1
     import sqlite3
 
@@ -158,7 +155,7 @@ async def _migrate(args: argparse.Namespace) -> int:
         report = copy_store(data_dir, args.to, progress=bar.update)
     except (RuntimeError, RecallError, psycopg.Error, sqlite3.Error) as exc:
         bar.close()
-        _say(f"recallctl migrate: {where}: {exc}".rstrip())
+        say(f"recallctl migrate: {where}: {exc}".rstrip())
         return 1
     bar.close()
     if args.json:

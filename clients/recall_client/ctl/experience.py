@@ -15,29 +15,18 @@ import sys
 import time
 from typing import Any
 
-import msgspec
-
 from .. import protocol as p
 from ..client import RecallClient, connect
 from ..hello import hello_tokens
 from .episode_input import InputError, session_from_hook
+from .output import one_line, print_json
 
 __all__ = ["add_commands"]
 
-_json = msgspec.json.Encoder()
 _DESCRIPTION_SHOWN = 72
 # How long rollup waits for a hook payload on stdin. Claude Code writes the payload at once
 # but may leave stdin open (SessionEnd): reading to EOF could hang until the hook's timeout.
 PAYLOAD_WAIT_S = 5.0
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(msgspec.json.format(_json.encode(value), indent=2).decode() + "\n")
-
-
-def _clip(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _when(ts: float) -> str:
@@ -77,7 +66,7 @@ async def _search(rc: RecallClient, args: argparse.Namespace) -> int:
         p.SearchExperience(query=args.query, limit=args.limit), p.ExperienceSearchResult
     )
     if args.json:
-        _print_json(reply)
+        print_json(reply)
         return 0
     if not reply.experiences:
         print("no similar experiences")
@@ -87,8 +76,8 @@ async def _search(rc: RecallClient, args: argparse.Namespace) -> int:
     )
     for e in reply.experiences:
         print(
-            f"{e.score:6.3f}  {e.id:<22} {e.status:<8} {_clip(e.task_class, 10):<10} "
-            f"{e.tool_calls:>5} {e.minutes:>6g}  {_clip(e.description, _DESCRIPTION_SHOWN)}"
+            f"{e.score:6.3f}  {e.id:<22} {e.status:<8} {one_line(e.task_class, 10):<10} "
+            f"{e.tool_calls:>5} {e.minutes:>6g}  {one_line(e.description, _DESCRIPTION_SHOWN)}"
         )
     if reply.lessons:
         print("\nlessons (confidence, support)")
@@ -104,7 +93,7 @@ async def _list(rc: RecallClient, args: argparse.Namespace) -> int:
         p.ExperienceListResult,
     )
     if args.json:
-        _print_json(reply)
+        print_json(reply)
         return 0
     if not reply.experiences:
         print("no experiences")
@@ -115,8 +104,8 @@ async def _list(rc: RecallClient, args: argparse.Namespace) -> int:
         )
     for e in reply.experiences:
         print(
-            f"{_when(e.ts):<16}  {e.id:<22} {e.status:<8} {_clip(e.task_class, 10):<10} "
-            f"{e.tool_calls:>5} {e.minutes:>6g}  {_clip(e.description, _DESCRIPTION_SHOWN)}"
+            f"{_when(e.ts):<16}  {e.id:<22} {e.status:<8} {one_line(e.task_class, 10):<10} "
+            f"{e.tool_calls:>5} {e.minutes:>6g}  {one_line(e.description, _DESCRIPTION_SHOWN)}"
         )
     if reply.lessons:
         print("\nlessons (confidence, support)")
@@ -129,14 +118,14 @@ async def _list(rc: RecallClient, args: argparse.Namespace) -> int:
 async def _show(rc: RecallClient, args: argparse.Namespace) -> int:
     reply = await rc.call(p.ExplainNode(record_id=args.id, query=args.query), p.NodeExplained)
     if args.json:
-        _print_json(reply)
+        print_json(reply)
         return 0
     lines = _experience_lines(reply.experience)
     if reply.lessons:
         lines += ["lessons (confidence, support)", *_lesson_lines(reply.lessons)]
     if reply.episodes:
         lines.append(f"episodes of the session ({len(reply.episodes)})")
-        lines += [f"  {_when(ep.ts)}  {ep.id}  {_clip(ep.text, 100)}" for ep in reply.episodes]
+        lines += [f"  {_when(ep.ts)}  {ep.id}  {one_line(ep.text, 100)}" for ep in reply.episodes]
     r = reply.ranking
     if r is not None:
         rank = f"rank {r.rank}" if r.rank is not None else "not returned"
@@ -153,7 +142,7 @@ async def _show(rc: RecallClient, args: argparse.Namespace) -> int:
 async def _forget(rc: RecallClient, args: argparse.Namespace) -> int:
     reply = await rc.call(p.ForgetExperience(record_id=args.id), p.ExperienceForgotten)
     if args.json:
-        _print_json(reply)
+        print_json(reply)
     elif reply.already_forgotten:
         print(f"{reply.record_id} was already forgotten")
     else:
@@ -181,7 +170,7 @@ async def _record(rc: RecallClient, args: argparse.Namespace) -> int:
         p.ExperienceRecorded,
     )
     if args.json:
-        _print_json(reply)
+        print_json(reply)
         return 0
     print(reply.record_id + (" (duplicate: already recorded)" if reply.duplicate else ""))
     if reply.lessons:
@@ -228,7 +217,7 @@ async def _rollup(args: argparse.Namespace) -> int:
             p.ExperienceRolledUp,
         )
     if args.json:
-        _print_json(reply)
+        print_json(reply)
     elif not args.quiet:
         print(_rolled_up(reply))
     return 0

@@ -21,17 +21,12 @@ from ..hello import hello_tokens
 from . import capture, context, experience, memories, ops
 from . import connect as hosts
 from . import db as database
+from .output import print_json, print_json_line
 
 __all__ = ["AddCommands", "main"]
 
 # What adds a part's commands to recallctl's subparsers.
 AddCommands = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-
-_json = msgspec.json.Encoder()
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(msgspec.json.format(_json.encode(value), indent=2).decode() + "\n")
 
 
 def _database_lines(db: p.DatabaseStatus | None) -> list[str]:
@@ -123,7 +118,7 @@ async def _status(rc: RecallClient, args: argparse.Namespace) -> int:
     while True:
         reply = await rc.call(p.Status(wait_model_s=args.wait), p.StatusResult)
         if args.json:
-            _print_json(reply.report)
+            print_json(reply.report)
             return 0
         if args.watch:
             sys.stdout.write("\x1b[H\x1b[2J")
@@ -147,7 +142,7 @@ async def _search(rc: RecallClient, args: argparse.Namespace) -> int:
         p.MemorySearchResult,
     )
     if args.json:
-        _print_json(reply)
+        print_json(reply)
         return 0
     if not reply.hits:
         print("no matches")
@@ -219,7 +214,7 @@ async def _store(rc: RecallClient, args: argparse.Namespace) -> int:
         p.Stored,
     )
     if args.json:
-        _print_json(reply)
+        print_json(reply)
     else:
         print(reply.record_id + (" (duplicate)" if reply.duplicate else ""))
     return 0
@@ -244,7 +239,7 @@ async def _work_search(rc: RecallClient, args: argparse.Namespace) -> int:
     )
     if args.json:
         # The seed's output shape, the same as the work_search tool's structuredContent.
-        _print_json(
+        print_json(
             {
                 "available": reply.available,
                 "message": reply.message,
@@ -300,7 +295,7 @@ async def _work_result(rc: RecallClient, args: argparse.Namespace) -> int:
         p.VerdictSet,
     )
     if args.json:
-        _print_json(reply)
+        print_json(reply)
     else:
         print(
             f"verdict {reply.task_result:g} on {reply.matched} episode(s), {reply.updated} changed"
@@ -318,7 +313,7 @@ async def _forget(rc: RecallClient, args: argparse.Namespace) -> int:
             code = 1
             continue
         if args.json:
-            sys.stdout.write(_json.encode(reply).decode() + "\n")
+            print_json_line(reply)
         else:
             print(
                 f"{reply.record_id} ({reply.kind}) "

@@ -9,24 +9,13 @@ import sys
 import time
 from typing import Any
 
-import msgspec
-
 from .. import protocol as p
 from ..client import RecallClient, RemoteError
+from .output import one_line, print_json
 
 __all__ = ["add_commands", "render_items", "render_preview"]
 
-_json = msgspec.json.Encoder()
 _TEXT_SHOWN = 80
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(msgspec.json.format(_json.encode(value), indent=2).decode() + "\n")
-
-
-def _clip(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _flags(item: p.MemoryItem) -> str:
@@ -55,7 +44,7 @@ def render_items(items: list[p.MemoryItem], *, workspaces: bool) -> str:
         kind = f"fact ({item.subject})" if item.kind == "fact" and item.subject else item.kind
         where = f"  {item.workspace}" if workspaces else ""
         lines.append(
-            f"{when}  {item.id}  {kind}{_flags(item)}{where}  {_clip(item.text, _TEXT_SHOWN)}"
+            f"{when}  {item.id}  {kind}{_flags(item)}{where}  {one_line(item.text, _TEXT_SHOWN)}"
         )
     return "\n".join(lines)
 
@@ -78,7 +67,7 @@ async def _memories(rc: RecallClient, args: argparse.Namespace) -> int:
         p.MemoryListResult,
     )
     if args.json:
-        _print_json(reply)
+        print_json(reply)
         return 0
     if reply.items:
         print(render_items(reply.items, workspaces=args.all))
@@ -145,7 +134,7 @@ async def _share(rc: RecallClient, args: argparse.Namespace) -> int:
         print(f"recallctl share: {exc.code}: {exc.message}", file=sys.stderr)
         return 1
     if args.json:
-        _print_json(reply)
+        print_json(reply)
         return 0
     print(render_preview(reply.record))
     if reply.shared_at is not None:

@@ -24,6 +24,7 @@ from .. import paths
 from .. import protocol as p
 from ..client import DaemonUnavailable, RecallClient, RemoteError, connect
 from ..hello import hello_tokens
+from .output import print_json, say
 from .progress import Progress
 
 __all__ = ["add_commands"]
@@ -32,14 +33,6 @@ Command = Callable[[argparse.Namespace], Awaitable[int]]
 
 _json = msgspec.json.Encoder()
 DB_NAME = "recalld.db"  # the daemon's store.DB_NAME; the client does not import the daemon
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(msgspec.json.format(_json.encode(value), indent=2).decode() + "\n")
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 def _connect(args: argparse.Namespace, agent: str | None = None) -> Any:
@@ -80,7 +73,7 @@ async def _export(args: argparse.Namespace) -> int:
     kind = None if args.kind == "all" else args.kind
     dest = Path(args.output) if args.output not in (None, "-") else None
     if dest is not None and not args.force and (dest.exists() or dest.is_symlink()):
-        _say(f"recallctl export: {dest} exists; choose another name or pass --force")
+        say(f"recallctl export: {dest} exists; choose another name or pass --force")
         return 1
     # Write to a side file and rename at the end: an interrupted export leaves no half file
     # that looks complete. It holds every memory: 0600, created new.
@@ -118,7 +111,7 @@ async def _export(args: argparse.Namespace) -> int:
         if partial:
             out.close()
             partial.unlink(missing_ok=True)
-    _say(
+    say(
         f"exported {count} {'records' if kind is None else kind + ' records'} to {dest or 'stdout'}"
     )
     return 0
@@ -216,7 +209,7 @@ async def _import(args: argparse.Namespace) -> int:
     try:
         lines = await anyio.to_thread.run_sync(_read_lines, args.file)
     except OSError as exc:
-        _say(f"recallctl import: cannot read {args.file}: {exc.strerror or exc}")
+        say(f"recallctl import: cannot read {args.file}: {exc.strerror or exc}")
         return 1
     stats = _ImportStats()
     bar = Progress("importing", len(lines))
@@ -247,11 +240,11 @@ async def _import(args: argparse.Namespace) -> int:
     finally:
         bar.close()
         # What committed stays committed: say so, also when the daemon went away midway.
-        _say(stats.summary())
+        say(stats.summary())
         for message in stats.failed[:MAX_REPORTED_ERRORS]:
-            _say(f"  {message}")
+            say(f"  {message}")
         if len(stats.failed) > MAX_REPORTED_ERRORS:
-            _say(f"  ... and {len(stats.failed) - MAX_REPORTED_ERRORS} more")
+            say(f"  ... and {len(stats.failed) - MAX_REPORTED_ERRORS} more")
     return 1 if stats.failed else 0
 
 
@@ -262,7 +255,7 @@ async def _backup(args: argparse.Namespace) -> int:
     # A CLI with one task: blocking path calls are fine here.
     dest = Path(args.dest).expanduser().absolute()  # noqa: ASYNC240
     if dest.exists() and not args.force:
-        _say(f"recallctl: {dest} exists; pass --force to replace it")
+        say(f"recallctl: {dest} exists; pass --force to replace it")
         return 1
     try:
         async with _connect(args) as rc:
@@ -270,16 +263,16 @@ async def _backup(args: argparse.Namespace) -> int:
         data_dir = Path(report.data_dir)
     except DaemonUnavailable:
         data_dir = paths.data_dir()
-        _say(f"daemon not running; backing up {data_dir} directly")
+        say(f"daemon not running; backing up {data_dir} directly")
     source = data_dir / DB_NAME
     if not source.exists():
-        _say(f"recallctl: no database at {source}")
+        say(f"recallctl: no database at {source}")
         return 1
     started = time.perf_counter()
     records = await anyio.to_thread.run_sync(_backup_sync, source, dest)
     took = time.perf_counter() - started
     size = dest.stat().st_size / 1024 / 1024
-    _say(f"backed up {records} records ({size:.1f} MiB) from {source} to {dest} in {took:.2f}s")
+    say(f"backed up {records} records ({size:.1f} MiB) from {source} to {dest} in {took:.2f}s")
     return 0
 
 
@@ -328,7 +321,7 @@ async def _reindex(args: argparse.Namespace) -> int:
         # The model must be up to re-embed with; give a starting daemon time to load it.
         await rc.call(p.Status(wait_model_s=args.wait), p.StatusResult)
         started = await rc.call(p.Reindex(), p.ReindexStarted)
-        _say(f"re-embedding {started.queued} records with {started.model}")
+        say(f"re-embedding {started.queued} records with {started.model}")
         if args.no_wait:
             return 0
         bar = Progress("reindexing", started.queued)
@@ -344,7 +337,7 @@ async def _reindex(args: argparse.Namespace) -> int:
                 break
             await anyio.sleep(args.interval)
         bar.close()
-    _say(f"reindexed: {report.index.size} vectors in the index")
+    say(f"reindexed: {report.index.size} vectors in the index")
     return 0
 
 
@@ -368,7 +361,7 @@ async def _workspace(args: argparse.Namespace) -> int:
         if args.action == "list":
             listing = await rc.call(p.WorkspaceList(), p.WorkspaceListResult)
             if args.json:
-                _print_json(listing)
+                print_json(listing)
                 return 0
             gate = "on" if listing.require_approval else "off (every workspace is served)"
             print(f"require_approval {gate}")
@@ -400,7 +393,7 @@ async def _workspaces(args: argparse.Namespace) -> int:
     async with _connect(args) as rc:
         listing = await rc.call(p.WorkspaceList(), p.WorkspaceListResult)
     if args.json:
-        _print_json(listing.workspaces)
+        print_json(listing.workspaces)
         return 0
     approved = {a.workspace for a in listing.approved}
     for ws in listing.workspaces:
@@ -442,7 +435,7 @@ async def _agent(args: argparse.Namespace) -> int:
         if args.action == "list":
             listing = await rc.call(p.AgentList(), p.AgentListResult)
             if args.json:
-                _print_json(listing)
+                print_json(listing)
                 return 0
             print(f"agents with a credential ({len(listing.agents)})")
             for a in listing.agents:
@@ -460,10 +453,10 @@ async def _agent(args: argparse.Namespace) -> int:
         try:
             dest = _token_path(args.name, args.output)
         except ValueError as exc:
-            _say(f"recallctl agent add: {exc}")
+            say(f"recallctl agent add: {exc}")
             return 1
         if not args.rotate and (dest.exists() or dest.is_symlink()):
-            _say(f"recallctl agent add: {dest} exists; pass --rotate to replace the credential")
+            say(f"recallctl agent add: {dest} exists; pass --rotate to replace the credential")
             return 1
         enrolled = await rc.call(
             p.AgentEnroll(agent=args.name, rotate=args.rotate), p.AgentEnrolled
@@ -506,13 +499,13 @@ async def _doctor(args: argparse.Namespace) -> int:
                 p.DoctorCheck(name=name, ok=False, detail="not checked: the daemon is not running")
             )
     if args.json:
-        _print_json({"ok": all(c.ok for c in checks), "checks": checks})
+        print_json({"ok": all(c.ok for c in checks), "checks": checks})
     else:
         for c in checks:
             print(f"{'ok  ' if c.ok else 'FAIL'}  {c.name:<9} {c.detail}")
     failed = [c.name for c in checks if not c.ok]
     if failed:
-        _say(f"recallctl: doctor found problems: {', '.join(failed)}")
+        say(f"recallctl: doctor found problems: {', '.join(failed)}")
         return 1
     return 0
 
@@ -582,7 +575,7 @@ async def _config(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
     except ConfigError as exc:
-        _say(f"recallctl: {exc}")
+        say(f"recallctl: {exc}")
         return 1
     in_file = paths.file_config()
     values = msgspec.structs.asdict(settings)
@@ -593,7 +586,7 @@ async def _config(args: argparse.Namespace) -> int:
     }
     effective = {**values, "socket": str(settings.socket_path), "data_dir": str(settings.data_path)}
     if args.json:
-        _print_json(
+        print_json(
             {
                 "config_file": str(path),
                 "exists": path.exists(),

@@ -127,7 +127,7 @@ async def _search(call: Call, request: p.WorkSearch) -> p.WorkSearchResult:
         if exc.code != "unavailable":
             raise
         message = f"recalld unavailable: {exc.message}"
-    return p.WorkSearchResult(id=0, available=False, message=message, results=[])
+    return p.WorkSearchResult(available=False, message=message, results=[])
 
 
 TOOLS = (

@@ -232,7 +232,10 @@ class Request(_Checked, tag_field="op", kw_only=True, forbid_unknown_fields=True
 class Reply(Struct, tag_field="type", kw_only=True, omit_defaults=True):
     """Base of every daemon frame; ``id`` is the request's."""
 
-    id: int
+    # The edge stamps the request's id on the reply it sends: what builds a reply (a handler,
+    # a reader) leaves it out. Omitted on the wire when 0 (a frame of the connection, not of
+    # a request), and decoded back as 0.
+    id: int = 0
 
 
 class Error(Reply, tag="error"):

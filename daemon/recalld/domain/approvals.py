@@ -57,7 +57,6 @@ class Approvals:
 
     def listing(self, require_approval: bool) -> p.WorkspaceListResult:
         return p.WorkspaceListResult(
-            id=0,
             require_approval=require_approval,
             approved=sorted(self.approved.values(), key=lambda a: a.workspace),
             refused=sorted(

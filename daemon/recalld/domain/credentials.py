@@ -71,7 +71,6 @@ class AgentCredentials:
 
     def listing(self) -> p.AgentListResult:
         return p.AgentListResult(
-            id=0,
             agents=[
                 p.AgentCredential(agent=agent, created_at=created_at)
                 for agent, (_, created_at) in sorted(self._digests.items())

@@ -246,7 +246,7 @@ class Server:
             self.refused += 1
             log.warning("refused a connection from uid %d (pid %d)", uid, pid)
             await self._send_quietly(
-                stream, p.Error(id=0, code="forbidden", message="recalld serves only its own user")
+                stream, p.Error(code="forbidden", message="recalld serves only its own user")
             )
             return
         conn = Connection(
@@ -254,9 +254,7 @@ class Server:
         )
         refused = self.slots.take(conn)
         if refused is not None:
-            await self._send_quietly(
-                stream, p.Error(id=0, code="busy", message=refused, retryable=True)
-            )
+            await self._send_quietly(stream, p.Error(code="busy", message=refused, retryable=True))
             return
         inflight = anyio.Semaphore(settings.max_inflight_per_connection)
         reader = FrameReader(stream)
@@ -292,7 +290,6 @@ class Server:
                             await self._reply(
                                 out,
                                 p.Error(
-                                    id=0,
                                     code="invalid_request",
                                     message=f"frame is not valid msgpack: {_bounded(str(exc))}",
                                 ),
@@ -370,7 +367,6 @@ class Server:
                 await self._send_quietly(
                     stream,
                     p.Error(
-                        id=0,
                         code="invalid_request",
                         message=f"frame of {size} bytes is over the {p.MAX_FRAME}-byte limit",
                     ),
@@ -380,7 +376,6 @@ class Server:
                 await self._send_quietly(
                     stream,
                     p.Error(
-                        id=0,
                         code="busy",
                         retryable=True,
                         message="recalld holds as many request bytes as it may "
@@ -643,9 +638,9 @@ def _failed(conn: Connection, what: object, exc: BaseException) -> p.Error:
     ``internal`` without detail. The caller sets the reply's id."""
     conn.errors += 1
     if isinstance(exc, RecallError):
-        return p.Error(id=0, code=exc.code, message=exc.message, retryable=exc.retryable)
+        return p.Error(code=exc.code, message=exc.message, retryable=exc.retryable)
     log.error("%s failed", type(what).__name__, exc_info=exc)
-    return p.Error(id=0, code="internal", message="internal error; see the daemon log")
+    return p.Error(code="internal", message="internal error; see the daemon log")
 
 
 def _bounded(message: str) -> str:

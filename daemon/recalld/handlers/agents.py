@@ -51,14 +51,14 @@ async def enroll(services: Services, who: Principal, req: p.AgentEnroll) -> p.Ag
     rotated: bool = await services.write(job)
     services.credentials.set(req.agent, job.token_digest, job.created_at)
     return p.AgentEnrolled(
-        id=0, agent=req.agent, token=job.token, created_at=job.created_at, rotated=rotated
+        agent=req.agent, token=job.token, created_at=job.created_at, rotated=rotated
     )
 
 
 async def revoke(services: Services, who: Principal, req: p.AgentRevoke) -> p.AgentChanged:
     removed: bool = await services.write(_Revoke(who, req))
     services.credentials.drop(req.agent)
-    return p.AgentChanged(id=0, agent=req.agent, enrolled=False, changed=removed)
+    return p.AgentChanged(agent=req.agent, enrolled=False, changed=removed)
 
 
 async def listing(services: Services, who: Principal, req: p.AgentList) -> p.AgentListResult:

@@ -14,15 +14,12 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-import anyio
 from recall_client import protocol as p
 
 from ..domain.principal import Principal
-from ..errors import RecallError
 from ..pipeline.writer import WriteJob
 from ..retrieval import context_log
 from ..retrieval.context_reader import Injection, gather
-from ..retrieval.fusion import PendingVector
 from ..store.port import WriteTx
 from .services import Services
 
@@ -77,39 +74,27 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
     budget = _budget(services, who, req, workspace)
     model = services.model
     empty = p.ContextInjected(
-        id=0, event=req.event, budget=budget, tokens=0, tokenizer=model.tokenizer, text=""
+        event=req.event, budget=budget, tokens=0, tokenizer=model.tokenizer, text=""
     )
     if budget == 0:
         return empty
     log = services.injected
     given = log.given(workspace, req.session_id, restart=req.event == "session_start")
-    qvec = PendingVector() if req.prompt is not None and services.semantic() else None
-    failed: RecallError | None = None
-    found: Injection | None = None
-    async with anyio.create_task_group() as tg:
-        if qvec is not None and req.prompt is not None:
-            tg.start_soon(services.embed_into, req.prompt, qvec, name="prompt embedding")
-        try:
-            found = await services.read(
-                partial(
-                    gather,
-                    memory=services.memory,
-                    who=who,
-                    req=req,
-                    budget=budget,
-                    given=given,
-                    count=model.count_tokens,
-                    qvec=qvec,
-                )
+    async with services.query_vector(req.prompt) as qvec:
+        found: Injection = await services.read(
+            partial(
+                gather,
+                memory=services.memory,
+                who=who,
+                req=req,
+                budget=budget,
+                given=given,
+                count=model.count_tokens,
+                qvec=qvec,
             )
-        except RecallError as exc:
-            failed = exc  # raised as itself, not wrapped in the group's ExceptionGroup
-    if failed is not None:
-        raise failed
-    assert found is not None
+        )
     log.add(workspace, req.session_id, [item.id for item in found.items])
     reply = p.ContextInjected(
-        id=0,
         event=req.event,
         budget=budget,
         tokens=found.packed.tokens,

@@ -85,18 +85,16 @@ async def search(services: Services, who: Principal, req: p.WorkSearch) -> p.Wor
         RecallError: ``busy`` / ``unavailable``.
     """
     started = time.perf_counter()
-    qvec = None
-    if req.semantic and req.query is not None:
-        # None when there is no model or it failed: the search degrades to lexical.
-        qvec = await services.embed_query(req.query)
-    result: p.WorkSearchResult = await services.read(
-        partial(
-            work_reader.search,
-            who=who,
-            req=req,
-            qvec=qvec,
-            response_format=_response_format(services, req),
+    # Without a model, or when it fails, the search degrades to lexical.
+    async with services.query_vector(req.query if req.semantic else None) as qvec:
+        result: p.WorkSearchResult = await services.read(
+            partial(
+                work_reader.search,
+                who=who,
+                req=req,
+                qvec=qvec,
+                response_format=_response_format(services, req),
+            )
         )
-    )
     result.took_ms = round((time.perf_counter() - started) * 1000, 3)
     return result

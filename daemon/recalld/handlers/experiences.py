@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from functools import partial
 
 import msgspec
-import numpy as np
 from recall_client import protocol as p
 
 from ..domain.policy import Assessment, lesson_key
@@ -173,32 +172,26 @@ async def forget(
     return result
 
 
-async def _query_vector(services: Services, text: str) -> np.ndarray | None:
-    """The query's vector, or None when semantic search is not up."""
-    return await services.embed_query(text) if services.semantic() else None
-
-
 async def search(
     services: Services, who: Principal, req: p.SearchExperience
 ) -> p.ExperienceSearchResult:
     """search_experience: similar past tasks, best first, and the lessons they support."""
     started = time.perf_counter()
-    qvec = await _query_vector(services, req.query)
-    experiences, lessons = await services.read(
-        partial(
-            experience_reader.search,
-            workspace=who.workspace,
-            query=req.query,
-            qvec=qvec,
-            limit=req.limit,
+    async with services.query_vector(req.query) as qvec:
+        experiences, lessons = await services.read(
+            partial(
+                experience_reader.search,
+                workspace=who.workspace,
+                query=req.query,
+                qvec=qvec,
+                limit=req.limit,
+            )
         )
-    )
     return p.ExperienceSearchResult(
-        id=0,
         query=req.query,
         experiences=experiences,
         lessons=lessons,
-        semantic_used=qvec is not None,
+        semantic_used=qvec is not None and qvec.came(),
         took_ms=round((time.perf_counter() - started) * 1000, 3),
     )
 
@@ -223,18 +216,18 @@ async def explain(services: Services, who: Principal, req: p.ExplainNode) -> p.N
     Raises:
         RecallError: ``not_found`` when the workspace has no such (surfacing) experience.
     """
-    qvec = await _query_vector(services, req.query) if req.query is not None else None
-    result: p.NodeExplained = await services.read(
-        partial(
-            experience_reader.explain,
-            workspace=who.workspace,
-            agent=None if ADMIN in who.scopes else who.agent,
-            record_id=req.record_id,
-            query=req.query,
-            qvec=qvec,
-            model=services.model.name if qvec is not None else None,
+    async with services.query_vector(req.query) as qvec:
+        result: p.NodeExplained = await services.read(
+            partial(
+                experience_reader.explain,
+                workspace=who.workspace,
+                agent=None if ADMIN in who.scopes else who.agent,
+                record_id=req.record_id,
+                query=req.query,
+                qvec=qvec,
+                model=services.model.name if qvec is not None else None,
+            )
         )
-    )
     return result
 
 
@@ -242,21 +235,20 @@ async def execution_context(
     services: Services, who: Principal, req: p.GetExecutionContext
 ) -> p.ExecutionContext:
     """get_execution_context: applicable lessons and similar experiences, prompt-ready."""
-    qvec = await _query_vector(services, req.task)
-    lessons, experiences = await services.read(
-        partial(
-            experience_reader.context,
-            workspace=who.workspace,
-            task=req.task,
-            qvec=qvec,
-            limit=req.limit,
+    async with services.query_vector(req.task) as qvec:
+        lessons, experiences = await services.read(
+            partial(
+                experience_reader.context,
+                workspace=who.workspace,
+                task=req.task,
+                qvec=qvec,
+                limit=req.limit,
+            )
         )
-    )
     return p.ExecutionContext(
-        id=0,
         task=req.task,
         lessons=lessons,
         experiences=experiences,
         context=experience_reader.render_context(lessons, experiences),
-        semantic_used=qvec is not None,
+        semantic_used=qvec is not None and qvec.came(),
     )

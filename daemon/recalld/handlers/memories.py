@@ -24,7 +24,7 @@ from ..errors import RecallError
 from ..ingest.trust import score
 from ..pipeline.intake import RequestJob
 from ..retrieval import listing as browse
-from ..retrieval.fusion import PendingVector
+from ..retrieval.memory_detail import memory_detail
 from ..store.port import WriteTx
 from .services import Services
 
@@ -224,28 +224,18 @@ async def search(services: Services, who: Principal, req: p.MemorySearch) -> p.M
     """
     started = time.perf_counter()
     reader = services.memory
-    qvec = PendingVector() if reader.wants_vector(req) and services.semantic() else None
-    failed: RecallError | None = None
-    async with anyio.create_task_group() as tg:
-        if qvec is not None:
-            tg.start_soon(services.embed_into, req.query, qvec, name="query embedding")
-        try:
-            result: p.MemorySearchResult = await services.read(
-                partial(reader.search, who=who, req=req, qvec=qvec)
-            )
-        except RecallError as exc:
-            failed = exc  # raised as itself below, not wrapped in the group's ExceptionGroup
-    if failed is not None:
-        raise failed
+    async with services.query_vector(req.query if reader.wants_vector(req) else None) as qvec:
+        result: p.MemorySearchResult = await services.read(
+            partial(reader.search, who=who, req=req, qvec=qvec)
+        )
     result.took_ms = round((time.perf_counter() - started) * 1000, 3)
     return result
 
 
 async def show(services: Services, who: Principal, req: p.MemoryShow) -> p.MemoryShown:
     """memory_show, on a search worker. Raises RecallError not_found / forbidden."""
-    reader = services.memory
-    result: p.MemoryShown = await services.read(partial(reader.show, who=who, req=req))
-    return result
+    detail: p.MemoryDetail = await services.read(partial(memory_detail, who=who, req=req))
+    return p.MemoryShown(memory=detail)
 
 
 async def listing(services: Services, who: Principal, req: p.MemoryList) -> p.MemoryListResult:

@@ -154,7 +154,7 @@ async def import_records(services: Services, who: Principal, req: p.Import) -> p
     job.ingested, changed = await anyio.to_thread.run_sync(_ingest_import, req)
     outcomes: list[p.ImportOutcome] = await services.write(job)
     services.wake_embedding()
-    return p.Imported(id=0, outcomes=outcomes, redacted=changed)
+    return p.Imported(outcomes=outcomes, redacted=changed)
 
 
 async def reindex(services: Services, who: Principal, req: p.Reindex) -> p.ReindexStarted:
@@ -173,7 +173,7 @@ async def reindex(services: Services, who: Principal, req: p.Reindex) -> p.Reind
         )
     queued: int = await services.write(_Reindex(who, req))
     services.wake_embedding()
-    return p.ReindexStarted(id=0, queued=queued, model=model.name)
+    return p.ReindexStarted(queued=queued, model=model.name)
 
 
 async def doctor(services: Services, who: Principal, req: p.Doctor) -> p.DoctorResult:
@@ -183,7 +183,6 @@ async def doctor(services: Services, who: Principal, req: p.Doctor) -> p.DoctorR
     model = services.model.name if services.semantic() else None
     figures: DoctorFigures = await services.read_aside(lambda r: r.ops.doctor_figures(model))
     return p.DoctorResult(
-        id=0,
         checks=[
             _check_database(figures),
             await _check_writer(services),

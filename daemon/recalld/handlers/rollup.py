@@ -274,7 +274,6 @@ async def roll_up(
     )
     if stored is not None and stored.forgotten:
         return p.ExperienceRolledUp(
-            id=0,
             record_id=stored.record_id,
             session=req.session,
             episodes=len(episodes),

@@ -7,10 +7,12 @@ to every handler. A handler reads through ``read`` (a search worker's reader), w
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+import anyio
 import numpy as np
 from recall_client import protocol as p
 
@@ -78,6 +80,27 @@ class Services:
     def visibility(self, chosen: p.Visibility | None) -> p.Visibility:
         """A write's visibility: the one it names, else the configured default."""
         return chosen if chosen is not None else self.settings().visibility
+
+    @asynccontextmanager
+    async def query_vector(self, text: str | None) -> AsyncIterator[PendingVector | None]:
+        """The one way a read gets its query's vector: the model embeds ``text`` in its
+        priority lane while the read, started in the ``with`` block, runs its lexical side;
+        the read waits for the vector only where it needs it. None without ``text`` or when
+        semantic search is not up. An error of the block is raised as itself, not inside
+        an ExceptionGroup, whatever the embedding task did."""
+        if text is None or not self.semantic():
+            yield None
+            return
+        into = PendingVector()
+        failed: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.embed_into, text, into, name="query embedding")
+            try:
+                yield into
+            except Exception as exc:
+                failed = exc
+        if failed is not None:
+            raise failed
 
     async def embed_into(self, query: str, into: PendingVector) -> None:
         """The query's vector handed to a search that waits for it (None without a model)."""

@@ -21,7 +21,7 @@ from ..domain.principal import Principal
 from ..errors import RecallError
 from ..ingest.sanitize import sanitize
 from ..pipeline.intake import RequestJob
-from ..retrieval.memory_reader import owner_of
+from ..retrieval.memory_rows import owner_of
 from ..store.port import Reader, ShareRow, WriteTx
 from .services import Services
 
@@ -96,7 +96,7 @@ async def share(services: Services, who: Principal, req: p.MemoryShare) -> p.Mem
         )
     row, preview = await services.read(lambda reader: _review(reader, req.record_id))
     if not req.confirm:
-        return p.MemoryShared(id=0, shared=False, record=preview)
+        return p.MemoryShared(shared=False, record=preview)
     if preview.redactions:
         raise RecallError(
             "forbidden",
@@ -104,4 +104,4 @@ async def share(services: Services, who: Principal, req: p.MemoryShare) -> p.Mem
             "nothing was shared; correct its text (memory_update), then share it",
         )
     shared_at: float = await services.write(_Share(who, req, row.text))
-    return p.MemoryShared(id=0, shared=True, record=preview, shared_at=shared_at)
+    return p.MemoryShared(shared=True, record=preview, shared_at=shared_at)

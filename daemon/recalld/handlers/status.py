@@ -131,4 +131,4 @@ async def status(services: Services, who: Principal, req: p.Status) -> p.StatusR
         await services.wait_warm(req.wait_model_s)
     if req.wait_settled_s:
         await services.wait_settled(req.wait_settled_s)
-    return p.StatusResult(id=0, report=await services.report(who))
+    return p.StatusResult(report=await services.report(who))

@@ -74,15 +74,13 @@ async def approve(
             workspace=added.workspace, approved_at=added.approved_at, approved_by=added.approved_by
         )
     approvals.refused.pop(req.workspace, None)
-    return p.WorkspaceChanged(
-        id=0, workspace=req.workspace, approved=True, changed=added is not None
-    )
+    return p.WorkspaceChanged(workspace=req.workspace, approved=True, changed=added is not None)
 
 
 async def revoke(services: Services, who: Principal, req: p.WorkspaceRevoke) -> p.WorkspaceChanged:
     removed: bool = await services.write(_Revoke(who, req))
     services.approvals.approved.pop(req.workspace, None)
-    return p.WorkspaceChanged(id=0, workspace=req.workspace, approved=False, changed=removed)
+    return p.WorkspaceChanged(workspace=req.workspace, approved=False, changed=removed)
 
 
 async def listing(

@@ -36,7 +36,6 @@ def page(reader: Reader, *, who: Principal, req: p.ContextLog) -> p.ContextLogRe
     shown = found[: req.limit]
     more = len(found) > req.limit
     return p.ContextLogResult(
-        id=0,
         injections=shown,
         next_before=cursor(shown[-1].ts, shown[-1].id) if more else None,
     )

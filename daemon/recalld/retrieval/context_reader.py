@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import get_args
 
-import numpy as np
 from recall_client import protocol as p
 
 from ..domain import git_history, use_tokens
@@ -35,16 +34,11 @@ from ..domain.principal import Principal
 from ..store.port import EpisodeRow, MemoryRow, Reader
 from . import experience_reader
 from .context_pack import Candidate, Packed, Section, TokenCounter, pack
-from .fusion import PendingVector
-from .memory_reader import (
-    LOW_TRUST,
-    Checkouts,
-    MemoryReader,
-    contested_slots,
-    memory_filter,
-    staleness,
-    use_outcomes,
-)
+from .fusion import QueryVector
+from .memory_reader import MemoryReader
+from .memory_rows import LOW_TRUST, contested_slots, memory_filter
+from .staleness import Checkouts, staleness
+from .use_outcomes import use_outcomes
 
 __all__ = ["Injection", "SessionLog", "gather"]
 
@@ -228,7 +222,7 @@ def gather(
     budget: int,
     given: set[str],
     count: TokenCounter,
-    qvec: np.ndarray | PendingVector | None,
+    qvec: QueryVector,
 ) -> Injection:
     """The block for ``req`` within ``budget`` tokens, skipping ids in ``given``."""
     now = time.time()
@@ -239,17 +233,15 @@ def gather(
     def add(name: p.ContextSection, candidates: list[Candidate]) -> None:
         sections.append(Section(name, HEADINGS[name], candidates[:PER_SECTION]))
 
-    def search(query: str, vec: np.ndarray | PendingVector | None) -> p.MemorySearchResult:
+    def search(query: str, vec: QueryVector) -> p.MemorySearchResult:
         ask = p.MemorySearch(query=query, limit=PER_SECTION, workspace=workspace)
         return memory.search(reader, who, ask, vec)
 
     any_lessons = experience_reader.has_lessons(reader, workspace)
 
-    def lessons(task: str, vec: np.ndarray | PendingVector | None) -> list[Candidate]:
+    def lessons(task: str, vec: QueryVector) -> list[Candidate]:
         if not any_lessons:
             return []
-        if isinstance(vec, PendingVector):
-            vec = vec.wait()  # done: the memory search waited for it already
         found, _ = experience_reader.context(reader, workspace, task, vec, 3)
         return _lessons(found)
 

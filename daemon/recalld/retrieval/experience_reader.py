@@ -25,12 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import msgspec
-import numpy as np
 from recall_client import protocol as p
 
 from ..errors import RecallError
 from ..store.port import Filter, Reader
-from .fusion import CHANNEL_DEPTH, Candidate, retrieve
+from .fusion import CHANNEL_DEPTH, Candidate, QueryVector, retrieve, vector_of
 from .terms import query_terms
 
 __all__ = [
@@ -123,7 +122,7 @@ def _retrieve(
     kind: str,
     workspace: str,
     terms: list[str],
-    qvec: np.ndarray | None,
+    qvec: QueryVector,
     *,
     want: int | None = None,
 ) -> list[Verdict]:
@@ -183,7 +182,7 @@ def _lessons_of(reader: Reader, experience_rowids: Sequence[int]) -> list[p.Less
 
 
 def search(
-    reader: Reader, workspace: str, query: str, qvec: np.ndarray | None, limit: int
+    reader: Reader, workspace: str, query: str, qvec: QueryVector, limit: int
 ) -> tuple[list[p.ExperienceInfo], list[p.LessonInfo]]:
     """search_experience: experiences similar to the query, best first, and their lessons."""
     terms = query_terms(query)
@@ -199,7 +198,7 @@ def explain(
     agent: str | None,
     record_id: str,
     query: str | None,
-    qvec: np.ndarray | None,
+    qvec: QueryVector,
     model: str | None,
 ) -> p.NodeExplained:
     """explain_node: one experience in full; with a query, why it ranked for it. The
@@ -225,7 +224,6 @@ def explain(
             )
         ]
     return p.NodeExplained(
-        id=0,
         experience=experience,
         episodes=episodes,
         lessons=_lessons_of(reader, [rowid]),
@@ -238,7 +236,7 @@ def _ranking(
     workspace: str,
     rowid: int,
     query: str,
-    qvec: np.ndarray | None,
+    qvec: QueryVector,
     model: str | None,
 ) -> p.Ranking:
     terms = query_terms(query)
@@ -271,17 +269,18 @@ def _ranking(
     )
 
 
-def _cosine(reader: Reader, rowid: int, qvec: np.ndarray | None, model: str | None) -> float | None:
-    if qvec is None or model is None:
+def _cosine(reader: Reader, rowid: int, qvec: QueryVector, model: str | None) -> float | None:
+    query = vector_of(qvec) if model is not None else None
+    if query is None or model is None:
         return None
     vec = reader.experiences.vector(rowid, model)
-    if vec is None or vec.shape != qvec.shape:
+    if vec is None or vec.shape != query.shape:
         return None
-    return float(vec @ qvec)
+    return float(vec @ query)
 
 
 def context(
-    reader: Reader, workspace: str, task: str, qvec: np.ndarray | None, limit: int
+    reader: Reader, workspace: str, task: str, qvec: QueryVector, limit: int
 ) -> tuple[list[p.LessonInfo], list[p.ExperienceInfo]]:
     """get_execution_context: the lessons and similar past experiences that apply."""
     terms = query_terms(task)

@@ -26,9 +26,11 @@ __all__ = [
     "RRF_K",
     "Candidate",
     "PendingVector",
+    "QueryVector",
     "fuse",
     "retrieve",
     "semantic_side",
+    "vector_of",
 ]
 
 # Rank-based scores (memory_search's keyword mode ranks by term coverage with these).
@@ -64,6 +66,20 @@ class PendingVector:
         """The vector; None when embedding failed or took longer than VECTOR_WAIT_S."""
         self._done.wait(VECTOR_WAIT_S)
         return self._vec
+
+    def came(self) -> bool:
+        """Whether a vector came, without waiting: False while the model still embeds (ask
+        once the embedding is done) or when it failed."""
+        return self._done.is_set() and self._vec is not None
+
+
+# A read's query vector: ready, on its way, or none (lexical only).
+QueryVector = np.ndarray | PendingVector | None
+
+
+def vector_of(qvec: QueryVector) -> np.ndarray | None:
+    """The vector itself, waiting for one on its way."""
+    return qvec.wait() if isinstance(qvec, PendingVector) else qvec
 
 
 # The semantic channel runs beside the lexical one, in a thread of its own: waiting for the
@@ -108,7 +124,7 @@ class Candidate:
 def retrieve(
     reader: Reader,
     terms: Sequence[str],
-    qvec: np.ndarray | PendingVector | None,
+    qvec: QueryVector,
     where: Filter,
     *,
     limit: int,
@@ -205,7 +221,7 @@ def _semantic(
     reader: Reader, qvec: np.ndarray | PendingVector, where: Filter
 ) -> list[tuple[int, float]] | None:
     """The semantic channel's candidates; None when the query has no vector after all."""
-    vec = qvec.wait() if isinstance(qvec, PendingVector) else qvec
+    vec = vector_of(qvec)
     return None if vec is None else reader.search.semantic(vec, where, CHANNEL_DEPTH)
 
 

@@ -6,9 +6,9 @@ on (``next_before``) is the ``ts`` and id of the last item it returned, ``"<ts>:
 next page is what sorts strictly after it, so a record stored meanwhile never shifts a page
 (one newer than the first page shows up on the next first page, not in the middle).
 
-memory_list runs under memory_search's contract (:func:`memory_reader.memory_filter`: the
+memory_list runs under memory_search's contract (:func:`memory_rows.memory_filter`: the
 workspace and its global memories, or every workspace; eligible, live, unexpired) and judges
-staleness as memory_search and memory_show do (:func:`memory_reader.staleness`).
+staleness as memory_search and memory_show do (:func:`staleness.staleness`).
 experience_list runs under search_experience's: the caller's workspace's experiences.
 """
 
@@ -25,16 +25,9 @@ from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import Filter, MemoryRow, Reader
 from .experience_reader import lesson_infos
-from .memory_reader import (
-    LOW_TRUST,
-    Checkouts,
-    Staleness,
-    contested_slots,
-    memory_filter,
-    owner_of,
-    staleness,
-    use_outcomes,
-)
+from .memory_rows import LOW_TRUST, contested_slots, memory_filter, owner_of
+from .staleness import Checkouts, Staleness, staleness
+from .use_outcomes import use_outcomes
 
 __all__ = ["MAX_EXAMINED", "cursor", "experiences", "memories", "parse_cursor"]
 
@@ -152,7 +145,6 @@ def memories(
     contested = contested_slots(reader, [row for row, _ in kept], now)
     counted = Filter(kind="memory", now=now, workspace=None if every_count else who.workspace)
     return p.MemoryListResult(
-        id=0,
         items=[_item(row, judged, contested) for row, judged in kept],
         next_before=next_before,
         workspaces=reader.memories.workspace_counts(counted),
@@ -222,7 +214,6 @@ def experiences(reader: Reader, workspace: str, req: p.ExperienceList) -> p.Expe
     more = len(shown) < len(rowids)
     last = rows[shown[-1]] if shown else None
     return p.ExperienceListResult(
-        id=0,
         experiences=[rows[rowid].info(0.0, None) for rowid in shown],
         lessons=_lessons(reader, shown),
         next_before=cursor(last.ts, last.id) if more and last is not None else None,

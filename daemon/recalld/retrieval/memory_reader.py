@@ -1,7 +1,9 @@
-"""memory_search and memory_show, the read side: shaping retrieval into the seeds' answer.
+"""memory_search, the read side: shaping retrieval into the seeds' answer.
 
-Two pieces memory_list (``listing``) shares with them: the reader contract of memory reads
-(:func:`memory_filter`) and the one judgement of a memory's staleness (:func:`staleness`).
+What it shares with memory_show (``memory_detail``), memory_list (``listing``) and the context
+hooks lives beside it: the reader contract of memory reads (``memory_rows``), the one
+judgement of a memory's staleness (``staleness``), what became of its uses (``use_outcomes``);
+the query's time cues are ``time_cues``.
 
 Retrieval itself (channels, fusion, query terms) is ``search.retrieve``; this module builds
 the reader contract it runs under (visibility, scope and every filter, as one SQL clause),
@@ -28,57 +30,37 @@ first whatever their score.
 
 from __future__ import annotations
 
-import calendar
-import functools
-import math
-import os
-import pwd
-import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from recall_client import protocol as p
 
-from ..domain import drift, git_history, use_tokens
+from ..domain import git_history, use_tokens
 from ..domain.principal import Principal
 from ..errors import RecallError
-from ..store.port import Fact, Filter, MemoryRow, Reader
-from .fusion import RRF_K, Candidate, PendingVector, retrieve
+from ..store.port import Filter, MemoryRow, Reader
+from .fusion import RRF_K, Candidate, PendingVector, QueryVector, retrieve
+from .memory_rows import LOW_TRUST, contender, contested_slots, memory_filter, owner_of, summary
 from .rerank import Reranker
+from .staleness import Checkouts, staleness
 from .terms import Coverage, fts_tokens, make_snippet, query_terms
+from .time_cues import temporal_window
+from .use_outcomes import Outcomes, use_outcomes
 
-__all__ = [
-    "FLOOR",
-    "LOW_TRUST",
-    "Checkouts",
-    "MemoryReader",
-    "MemorySearchConfig",
-    "Outcomes",
-    "Staleness",
-    "contested_slots",
-    "memory_filter",
-    "owner_of",
-    "staleness",
-    "use_outcomes",
-]
+__all__ = ["FLOOR", "MemoryReader", "MemorySearchConfig"]
 
 FLOOR = 0.25
 # Relevance from which a hit's evidence counts in full.
 EVIDENCE_FULL = 0.25
-# Trust below this (text that instructs its reader, risky sources) is flagged low_trust.
-LOW_TRUST = 0.8
 # A hit with at least this much relevance is a confident match.
 CONFIDENT = 0.5
 RECENCY_WEIGHT = 0.15
 RECENCY_HALF_LIFE_DAYS = 30.0
 SUPERSEDED_FACTOR = 0.6
-NEGATIVE_WINDOW_DAYS = 30.0
 DEPENDS_PER_HIT = 3
 DEPENDS_PER_CALL = 10
-NEGATIVES_PER_HIT = 2
 # Compact entries carry texts up to this long whole; longer ones as a window (truncated).
 COMPACT_TEXT = 600
 RERANK_DEPTH = 30
@@ -101,21 +83,6 @@ class MemorySearchConfig:
 # --------------------------------------------------------------------------- words
 
 
-@functools.cache
-def _local_user() -> str:
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:  # a uid without a passwd entry (a container)
-        return str(os.getuid())
-
-
-def owner_of(owner: str | None) -> str:
-    """Whose a record is: its database role (``owner``), or where the database is one
-    user's (SQLite, ``owner`` None), the user this daemon runs as (only that user's peers
-    reach it)."""
-    return owner or _local_user()
-
-
 def _names(query_tokens: set[str], subject: str | None) -> bool:
     """Whether a query names a subject: every token of the subject is in the query."""
     subject_tokens = set(fts_tokens(subject or ""))
@@ -128,209 +95,6 @@ def _evidence(relevance: float) -> float:
 
 def _relevance_label(coverage: float) -> p.Relevance:
     return "high" if coverage >= 0.75 else "medium" if coverage >= 0.4 else "low"
-
-
-# --------------------------------------------------------------------------- time cues
-
-_MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
-_MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
-_CUE = re.compile(
-    r"\b(?:when|timeline|history|chronolog\w*|ago|yesterday|today|recently|last time|"
-    r"(?:this|last|past) (?:\d+ )?(?:days?|weeks?|months?|years?)|in (?:19|20)\d\d|"
-    r"(?:since|in|during) (?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\b)",
-    re.IGNORECASE,
-)
-_SPAN = re.compile(r"\b(this|last|past) (\d+ )?(day|week|month|year)s?\b", re.IGNORECASE)
-_AGO = re.compile(r"\b(\d+) (day|week|month|year)s? ago\b", re.IGNORECASE)
-_YEAR = re.compile(r"\bin ((?:19|20)\d\d)\b", re.IGNORECASE)
-_UNIT = {"day": 86400.0, "week": 7 * 86400.0, "month": 30 * 86400.0, "year": 365 * 86400.0}
-
-
-def temporal_window(query: str, now: float) -> tuple[bool, float | None, float | None]:
-    """(has a temporal cue, window start, window end); an open window is None, None."""
-    if not _CUE.search(query):
-        return False, None, None
-    q = query.lower()
-    midnight = now - (now % 86400)
-    if "yesterday" in q:
-        return True, midnight - 86400, midnight
-    if "today" in q:
-        return True, midnight, now
-    if m := _AGO.search(q):
-        unit = _UNIT[m.group(2)] * int(m.group(1))
-        return True, now - unit - _UNIT[m.group(2)], now - unit + _UNIT[m.group(2)]
-    if m := _SPAN.search(q):
-        which, n, unit = m.group(1), int(m.group(2) or 1), _UNIT[m.group(3)]
-        if which == "last" and not m.group(2):
-            return True, now - 2 * unit, now - unit
-        return True, now - n * unit, now
-    if m := _YEAR.search(q):
-        start = calendar.timegm((int(m.group(1)), 1, 1, 0, 0, 0))
-        return True, float(start), float(calendar.timegm((int(m.group(1)) + 1, 1, 1, 0, 0, 0)))
-    return True, None, None
-
-
-# --------------------------------------------------------------------------- rows
-
-
-def _cited(row: MemoryRow) -> list[drift.CitedPath]:
-    return [drift.CitedPath(path, anchored) for path, anchored in row.paths]
-
-
-def memory_filter(
-    now: float,
-    workspace: str | None,
-    *,
-    tags: Sequence[str] = (),
-    sources: Sequence[str] = (),
-    labels: Sequence[tuple[str, Sequence[str]]] = (),
-    client: str | None = None,
-    model: str | None = None,
-    updated_after: float | None = None,
-    agent: str | None = None,
-    since: float | None = None,
-    until: float | None = None,
-) -> Filter:
-    """The reader contract of memory reads (memory_search, memory_list): eligible, live,
-    unexpired memories of ``workspace`` plus the global ones (no recorded origin), or of
-    every workspace (None); each given filter narrows."""
-    return Filter(
-        kind="memory",
-        now=now,
-        workspace=workspace,
-        or_global=True,
-        tags=tuple(tags),
-        sources=tuple(sources),
-        labels=tuple((kind, tuple(values)) for kind, values in labels if values),
-        writer_client=client,
-        writer_model=model,
-        updated_after=updated_after,
-        agent=agent,
-        since=since,
-        until=until,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Staleness:
-    """A memory's drift against this machine and its repository, and the verdict on it."""
-
-    path_drift: p.PathDrift
-    anchored_missing: list[str]
-    cited: list[p.CitedPath]
-    commit: p.CommitDrift | None
-    verdict: p.StalenessVerdict
-
-
-class Checkouts:
-    """Where the reader's own checkout of a memory's workspace is, to judge its drift there.
-
-    A memory's ``origin_repo`` is the writer's checkout: on another person's machine (team
-    memory) or after a move it is not where the reader's files are, so a cited
-    ``src/x.py`` would read as gone, or be checked in someone else's tree. The reader's
-    checkout is the connection's path when the memory is of the connection's workspace,
-    else the newest path this install saw that workspace at (its aliases: a role's own on
-    PostgreSQL), else, in a one-user store, the path it was written at.
-    """
-
-    def __init__(self, reader: Reader, who: Principal) -> None:
-        self._reader, self._who = reader, who
-        self._aliases: dict[str, str] | None = None
-
-    def of(self, row: MemoryRow) -> str | None:
-        """The directory ``row``'s relative cited paths and commits are read in; None when
-        this install has no checkout of its workspace (they are then not checked)."""
-        if row.origin is None:  # a global memory: no repository to read
-            return None
-        if row.origin == self._who.workspace and self._who.path:
-            path: str | None = self._who.path
-        else:
-            path = self._alias(row.origin)
-        if path is None:
-            # A workspace keyed by its path (no repository) is its own checkout.
-            if row.origin.startswith("/"):
-                return row.origin
-            return row.origin_repo if row.owner is None else None
-        return git_history.top_level(path) or path
-
-    def _alias(self, workspace: str) -> str | None:
-        if self._aliases is None:
-            newest: dict[str, tuple[float, str]] = {}
-            for a in self._reader.ops.aliases():
-                if a.workspace not in newest or a.seen_at > newest[a.workspace][0]:
-                    newest[a.workspace] = (a.seen_at, a.path)
-            self._aliases = {ws: path for ws, (_, path) in newest.items()}
-        return self._aliases.get(workspace)
-
-
-def staleness(
-    row: MemoryRow,
-    now: float,
-    checkouts: Checkouts,
-    *,
-    unresolved_contradiction: bool,
-    budget: git_history.WalkBudget | None = None,
-) -> Staleness:
-    """Path drift, commit drift and the staleness verdict of one memory: the one way
-    memory_search, memory_show and memory_list judge it, in the reader's checkout of its
-    workspace (``checkouts``). ``budget``: the history walking the request may still do
-    (shared by all its memories; None: a budget of its own)."""
-    checkout = checkouts.of(row)
-    path_drift, anchored_missing, cited = drift.check_paths(_cited(row), checkout)
-    commit = drift.commit_drift(
-        checkout,
-        row.verified_commit,
-        row.last_verified_at,
-        [path for path, anchored in row.paths if anchored],
-        budget,
-    )
-    verdict = drift.staleness_verdict(
-        now,
-        row.last_verified_at,
-        claim_anchored_missing=len(anchored_missing),
-        commit=commit,
-        unresolved_contradiction=unresolved_contradiction,
-    )
-    return Staleness(path_drift, anchored_missing, cited, commit, verdict)
-
-
-@dataclass(slots=True)
-class Outcomes:
-    factor: float = 1.0
-    negatives: list[p.NegativeOutcome] = field(default_factory=list)
-    unresolved_contradiction: bool = False
-
-
-def use_outcomes(reader: Reader, rows: Iterable[MemoryRow], now: float) -> dict[int, Outcomes]:
-    """Recent negative uses not cleared since by a use, a correction, an update or a verify."""
-    rows = list(rows)
-    out = {r.rowid: Outcomes() for r in rows}
-    if not rows:
-        return out
-    since = {r.rowid: max(r.last_verified_at, now - NEGATIVE_WINDOW_DAYS * 86400) for r in rows}
-    seen: dict[int, dict[str, int]] = {}
-    cleared: set[int] = set()
-    for use in reader.memories.uses(list(out)):
-        rowid, outcome, ts, note = use.rowid, use.outcome, use.ts, use.note
-        # An injection says nothing yet of what became of the memory.
-        if outcome == "injected" or rowid in cleared or ts <= since[rowid]:
-            continue
-        if outcome in ("used", "corrected"):
-            cleared.add(rowid)
-            continue
-        counts = seen.setdefault(rowid, {"ignored": 0, "contradicted": 0})
-        if counts[outcome] == 0 and len(out[rowid].negatives) < NEGATIVES_PER_HIT:
-            out[rowid].negatives.append(p.NegativeOutcome(outcome=outcome, ts=ts, note=note))
-        counts[outcome] += 1
-    for rowid, counts in seen.items():
-        weighted = counts["ignored"] + 2 * counts["contradicted"]
-        out[rowid].factor = 1.0 - 0.3 * (1.0 - math.exp(-weighted / 2.0))
-        out[rowid].unresolved_contradiction = counts["contradicted"] > 0
-    return out
-
-
-def _summary(text: str, width: int = 160) -> str:
-    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
 @dataclass(slots=True)
@@ -416,7 +180,7 @@ class MemoryReader:
         reader: Reader,
         who: Principal,
         req: p.MemorySearch,
-        qvec: np.ndarray | PendingVector | None,
+        qvec: QueryVector,
     ) -> p.MemorySearchResult:
         """Run one memory_search. Raises RecallError(invalid_request) for contradictory flags."""
         now = time.time()
@@ -443,7 +207,6 @@ class MemoryReader:
         terms = query_terms(req.query)
         visible = self._visibility(reader, who, req, now, trace)
         empty = p.MemorySearchResult(
-            id=0,
             query=req.query,
             hits=[],
             semantic_used=False,
@@ -549,7 +312,7 @@ class MemoryReader:
             ]
             pool.sort(key=lambda s: s.row.ts)
             events = [
-                p.MemoryEvent(id=s.row.id, ts=s.row.ts, text=_summary(s.row.text, 300))
+                p.MemoryEvent(id=s.row.id, ts=s.row.ts, text=summary(s.row.text, 300))
                 for s in pool[: req.limit]
             ] or None
             trace["temporal_window"] = [start, end]
@@ -557,7 +320,6 @@ class MemoryReader:
             c.pinned for c in cortex if c.score >= 1.0
         )
         return p.MemorySearchResult(
-            id=0,
             query=req.query,
             hits=hits,
             semantic_used=semantic,
@@ -747,132 +509,11 @@ class MemoryReader:
                     pinned=incumbent.distortion_tolerance == "constraint",
                     authority=incumbent.authority,
                     ts=incumbent.ts,
-                    contenders=[_contender(f) for f in facts[1:]],
+                    contenders=[contender(f) for f in facts[1:]],
                 )
             )
         cortex.sort(key=lambda c: (not c.pinned, -c.score))
         return cortex
-
-    # ------------------------------------------------------------------ show
-
-    def show(self, reader: Reader, who: Principal, req: p.MemoryShow) -> p.MemoryShown:
-        """One memory in full. Raises RecallError not_found / forbidden."""
-        now = time.time()
-        row = reader.memories.live([req.memory_id]).get(req.memory_id)
-        if row is None:
-            raise RecallError("not_found", f"no memory {req.memory_id}")
-        if row.eligibility == "blocked":
-            raise RecallError("forbidden", f"memory {row.id} was blocked as unsafe to serve")
-        memories = reader.memories
-        outcomes = use_outcomes(reader, [row], now)[row.rowid]
-        judged = staleness(
-            row,
-            now,
-            Checkouts(reader, who),
-            unresolved_contradiction=outcomes.unresolved_contradiction,
-        )
-        path_drift, anchored_missing, commit = (
-            judged.path_drift,
-            judged.anchored_missing,
-            judged.commit,
-        )
-        links_out = memories.links_from(row.rowid)
-        links_in = memories.depended_on_by(row.id)
-        targets = memories.texts([dst for rel, dst, _ in links_out if rel == "depends_on"])
-        contenders: list[p.Contender] = []
-        if row.kind == "fact" and row.subject_key and row.superseded_by is None:
-            facts = memories.current_facts(row.subject_key, row.origin, now)
-            contenders = [_contender(f) for f in facts if f.id != row.id] if len(facts) > 1 else []
-        counts = memories.use_counts(row.rowid)
-        recent = [
-            p.NegativeOutcome(outcome=u.outcome, ts=u.ts, note=u.note)
-            for u in memories.uses([row.rowid])
-            if u.outcome != "injected"
-        ][:10]
-        detail_struct = p.MemoryDetail(
-            id=row.id,
-            kind=row.kind,
-            text=row.text,
-            subject=row.subject,
-            source=row.source,
-            tags=row.tags,
-            scopes=row.labels.get("scope", []),
-            bands=row.labels.get("band", []),
-            episodes=row.labels.get("episode", []),
-            authority=row.authority,
-            distortion_tolerance=row.distortion_tolerance,
-            pinned=row.pinned,
-            trust=row.trust,
-            low_trust=row.trust < LOW_TRUST,
-            eligibility=row.eligibility,
-            ts=row.ts,
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-            last_verified_at=row.last_verified_at,
-            expires_at=row.expires_at,
-            workspace=row.workspace,
-            visibility=row.visibility,
-            owner=owner_of(row.owner),
-            origin=row.origin,
-            origin_repo=row.origin_repo,
-            origin_commit=row.origin_commit,
-            verified_commit=row.verified_commit,
-            agent=row.agent,
-            client=row.writer_client,
-            model=row.writer_model,
-            session=row.session,
-            superseded=row.superseded_by is not None,
-            superseded_by=row.superseded_by,
-            superseded_by_text=memories.texts([row.superseded_by]).get(row.superseded_by)
-            if row.superseded_by
-            else None,
-            supersedes=[dst for rel, dst, _ in links_out if rel == "supersedes"],
-            contested=bool(contenders),
-            contenders=contenders,
-            depends_on=[
-                p.MemoryLink(
-                    id=dst, summary=_summary(targets.get(dst, "")), note=note, exists=dst in targets
-                )
-                for rel, dst, note in links_out
-                if rel == "depends_on"
-            ],
-            depended_on_by=[
-                p.MemoryLink(id=i, summary=_summary(t), note=n, exists=True) for i, t, n in links_in
-            ],
-            cited_paths=judged.cited,
-            path_drift=path_drift,
-            path_drift_missing=len(path_drift.missing),
-            claim_anchored_missing=anchored_missing,
-            commit_drift=commit,
-            commit_drift_count=commit.count if commit is not None and commit.head else None,
-            staleness_verdict=judged.verdict,
-            outcomes=counts,
-            recent_outcomes=recent,
-        )
-        return p.MemoryShown(id=0, memory=detail_struct)
-
-
-def _contender(f: Fact) -> p.Contender:
-    return p.Contender(id=f.id, text=f.text, authority=f.authority, ts=f.ts)
-
-
-def _current_counts(
-    reader: Reader, rows: list[MemoryRow], now: float
-) -> dict[tuple[str | None, str | None], int]:
-    keys = {(r.subject_key, r.origin) for r in rows if r.kind == "fact" and r.subject_key}
-    return {
-        (key, origin): len(reader.memories.current_facts(key, origin, now))
-        for key, origin in keys
-        if key is not None
-    }
-
-
-def contested_slots(
-    reader: Reader, rows: list[MemoryRow], now: float
-) -> set[tuple[str | None, str | None]]:
-    """The (subject key, origin) of those facts among ``rows`` whose subject is contested
-    (more than one current fact); a row in one is contested unless it is superseded."""
-    return {slot for slot, n in _current_counts(reader, rows, now).items() if n > 1}
 
 
 def _depends_on(reader: Reader, rows: list[MemoryRow]) -> dict[int, list[p.DependsOnResolved]]:
@@ -894,7 +535,7 @@ def _depends_on(reader: Reader, rows: list[MemoryRow]) -> dict[int, list[p.Depen
                 p.DependsOnResolved(
                     id=dst,
                     scopes=target.labels.get("scope", []),
-                    summary=_summary(target.text),
+                    summary=summary(target.text),
                     link_note=note,
                 )
             )

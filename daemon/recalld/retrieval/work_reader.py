@@ -12,12 +12,11 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
-import numpy as np
 from recall_client import protocol as p
 
 from ..domain.principal import Principal
 from ..store.port import EpisodeRow, Filter, Reader
-from .fusion import CHANNEL_DEPTH, retrieve
+from .fusion import CHANNEL_DEPTH, QueryVector, retrieve, vector_of
 from .terms import query_terms
 
 __all__ = ["SEMANTIC_MIN_COSINE", "search", "shape"]
@@ -53,7 +52,7 @@ def search(
     reader: Reader,
     who: Principal,
     req: p.WorkSearch,
-    qvec: np.ndarray | None,
+    qvec: QueryVector,
     response_format: Literal["concise", "detailed"],
 ) -> p.WorkSearchResult:
     """One work_search on a search worker; without a query, the newest episodes."""
@@ -62,14 +61,16 @@ def search(
     if req.query is None:
         rowids = reader.search.newest(where, req.k)
     else:
-        semantic_used = qvec is not None and reader.search.has_vectors()
+        semantic = qvec is not None and reader.search.has_vectors()
         candidates = retrieve(
             reader,
             query_terms(req.query),
-            qvec if semantic_used else None,
+            qvec if semantic else None,
             where,
             limit=2 * CHANNEL_DEPTH,
         )
+        # Used only if a vector came: without one the search was lexical after all.
+        semantic_used = semantic and vector_of(qvec) is not None
         rowids = [
             c.rowid
             for c in candidates
@@ -83,7 +84,6 @@ def search(
         semantic_used=semantic_used,
     )
     return p.WorkSearchResult(
-        id=0,
         available=True,
         message=_message(who, req, len(results)),
         floor=floor,

@@ -154,7 +154,6 @@ def _existing(
         )
     prev_id, eligibility, trust, blocked = row
     return p.EpisodeCaptured(
-        id=0,
         record_id=record_id,
         prev_id=prev_id,
         eligibility=eligibility,
@@ -251,7 +250,6 @@ class SqlEpisodeWrites:
                 ),
             )
             result = p.EpisodeCaptured(
-                id=0,
                 record_id=record_id,
                 prev_id=prev_id,
                 trust=trust.trust,
@@ -299,7 +297,6 @@ class SqlEpisodeWrites:
             )
             self._conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, rowid))
         return p.VerdictSet(
-            id=0,
             task_result=req.task_result,
             verdict_at=verdict_at,
             matched=len(rows),

@@ -252,7 +252,7 @@ class SqlExperienceWrites:
             record_id, exp_rowid = self._insert(who, req, plan, now, digest, written)
             merged = self._link_lessons(who, req, plan, now, exp_rowid, written)
             result = p.ExperienceRecorded(
-                id=0, record_id=record_id, lessons=recorded_lessons(conn, merged)
+                record_id=record_id, lessons=recorded_lessons(conn, merged)
             )
         remember_key(conn, who, req.idempotency_key, result.record_id, now)
         return result
@@ -432,7 +432,6 @@ class SqlExperienceWrites:
                 )
             }
         return p.ExperienceRecorded(
-            id=0,
             record_id=record_id,
             duplicate=duplicate,
             replayed=replayed,
@@ -565,7 +564,6 @@ class SqlExperienceWrites:
         if rowid is not None:
             experience = experience_rows(self._conn, [rowid])[rowid].info(0.0, None)
         return p.ExperienceRolledUp(
-            id=0,
             record_id=record_id,
             session=rollup.session,
             episodes=rollup.episodes,
@@ -593,7 +591,7 @@ class SqlExperienceWrites:
             raise RecallError("not_found", f"no experience {record_id} in workspace {workspace}")
         rowid, tombstoned_at = row
         if tombstoned_at is not None:
-            return p.ExperienceForgotten(id=0, record_id=record_id, already_forgotten=True), []
+            return p.ExperienceForgotten(record_id=record_id, already_forgotten=True), []
         conn.execute(
             "UPDATE records SET tombstoned_at = ?, updated_at = ? WHERE rowid = ?",
             (now, now, rowid),
@@ -624,5 +622,5 @@ class SqlExperienceWrites:
                 conn.execute("DELETE FROM vectors WHERE rowid = ?", (lesson,))
                 removed.append(lesson)
         return p.ExperienceForgotten(
-            id=0, record_id=record_id, lessons_weakened=weakened, lessons_retired=retired
+            record_id=record_id, lessons_weakened=weakened, lessons_retired=retired
         ), removed

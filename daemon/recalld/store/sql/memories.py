@@ -393,7 +393,6 @@ class SqlMemoryWrites:
         earlier = replayed(conn, who, req.idempotency_key)
         if earlier is not None:
             return p.MemoryStored(
-                id=0,
                 record_id=earlier,
                 duplicate=False,
                 replayed=True,
@@ -417,7 +416,6 @@ class SqlMemoryWrites:
         if row is not None:
             remember_key(conn, who, req.idempotency_key, row[0], now)
             return p.MemoryStored(
-                id=0,
                 record_id=row[0],
                 duplicate=True,
                 replayed=False,
@@ -538,7 +536,6 @@ class SqlMemoryWrites:
         _event(conn, now, who, record_id, "stored")
         remember_key(conn, who, req.idempotency_key, record_id, now)
         return p.MemoryStored(
-            id=0,
             record_id=record_id,
             duplicate=False,
             replayed=False,
@@ -656,7 +653,6 @@ class SqlMemoryWrites:
         )
         _event(conn, now, who, req.memory_id, "updated")
         return p.MemoryChanged(
-            id=0,
             memory_id=req.memory_id,
             updated_at=now,
             last_verified_at=now,
@@ -689,7 +685,6 @@ class SqlMemoryWrites:
             "SELECT updated_at FROM records WHERE rowid = ?", (rowid,)
         ).fetchone()[0]
         return p.MemoryChanged(
-            id=0,
             memory_id=req.memory_id,
             updated_at=updated_at,
             last_verified_at=now,
@@ -726,7 +721,7 @@ class SqlMemoryWrites:
             _event(conn, now, who, memory_id, f"use:{outcome}")
             if outcome != "injected":
                 recorded.append(p.RecordedUse(id=memory_id, outcome=outcome))
-        return p.UseRecorded(id=0, recorded=recorded)
+        return p.UseRecorded(recorded=recorded)
 
     def resolve_fact(self, who: Principal, req: p.MemoryFactResolve, now: float) -> p.FactResolved:
         """Settle a contested subject: one fact stays current, the others are superseded."""
@@ -737,7 +732,7 @@ class SqlMemoryWrites:
         if len(facts) < 2:
             facts = current_facts(conn, key, None, now)
         if len(facts) < 2:
-            return p.FactResolved(id=0, resolved=False, subject=req.subject, reason="no_contender")
+            return p.FactResolved(resolved=False, subject=req.subject, reason="no_contender")
         if req.keep_id is not None:
             chosen = [f for f in facts if f.id == req.keep_id]
             if not chosen:
@@ -768,7 +763,6 @@ class SqlMemoryWrites:
         conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, winner.rowid))
         _event(conn, now, who, winner.id, "resolved")
         return p.FactResolved(
-            id=0,
             resolved=True,
             subject=req.subject,
             accepted=req.accept if req.accept is not None else winner.rowid != facts[0].rowid,

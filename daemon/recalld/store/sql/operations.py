@@ -235,7 +235,7 @@ class SqlOperationReads:
                 if size >= page_bytes or len(records) == limit:
                     full = True
                     break
-        return p.ExportPage(id=0, records=records, next_after=last if full else None, total=total)
+        return p.ExportPage(records=records, next_after=last if full else None, total=total)
 
     def _attach(self, rows: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
         """Give each record row (rowid order) the part of its kind."""

@@ -207,14 +207,14 @@ class SqlRecordWrites:
         rowid, kind, tombstoned_at = row
         if tombstoned_at is not None:
             return p.Forgotten(
-                id=0, record_id=record_id, kind=kind, tombstoned_at=tombstoned_at, already=True
+                record_id=record_id, kind=kind, tombstoned_at=tombstoned_at, already=True
             ), None
         self._conn.execute(
             "UPDATE records SET tombstoned_at = ?, updated_at = ? WHERE rowid = ?",
             (now, now, rowid),
         )
         self._conn.execute("DELETE FROM vectors WHERE rowid = ?", (rowid,))
-        return p.Forgotten(id=0, record_id=record_id, kind=kind, tombstoned_at=now), int(rowid)
+        return p.Forgotten(record_id=record_id, kind=kind, tombstoned_at=now), int(rowid)
 
     def share(self, who: Principal, record_id: str, text: str, now: float) -> None:
         conn = self._conn
