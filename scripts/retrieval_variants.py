@@ -21,13 +21,19 @@ under OUT, the questions and their evidence unchanged unless said:
   content word of five letters or more (not a stop word, not a name) loses one inner letter,
   which one chosen by the word's sha1 (:func:`drop_letter`): questions whose words the
   lexical channel cannot find, by a noise unlike the scored variants' synonyms.
+- ``neighboured`` (for training only, never scored, like ``dropped``): each content word of
+  a question (not a function word, not a name) replaced by the word of the embedder's own
+  vocabulary nearest it by the embedder's cosine that does not share its FTS5 Porter token
+  (:func:`nearest_words`): questions the lexical channel finds mostly by their names while
+  the semantic channel keeps their meaning, reworded by the model rather than by the scored
+  variants' hand-written maps. The one variant that needs recalld's venv (the bundled model).
 - ``single``: every turn a memory on its own: no ``session`` field, and the ``ts`` values
   permuted over the whole conversation, so neither sessions nor order carry anything.
 - ``oneworkspace``: all conversations in one workspace (scope ``all``): each question is
   searched among everyone's memories, the other conversations as distractors.
 
 Run as ``python scripts/retrieval_variants.py ../shared/benchdata/locomo OUT [--only NAME]``;
-stdlib only.
+stdlib only but for ``neighboured``.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ __all__ = [
     "SYNONYMS",
     "VARIANTS",
     "drop_letter",
+    "nearest_words",
     "paraphrase",
     "swap_synonyms",
     "write_variant",
@@ -1837,6 +1844,64 @@ def paraphrase(query: str) -> str:
     return _content_words(query, reword)
 
 
+Embed = Callable[[list[str]], Any]  # texts -> unit vectors, one row each (numpy)
+
+
+def nearest_words(words: Iterable[str], vocabulary: Iterable[str], embed: Embed) -> dict[str, str]:
+    """Each of ``words`` (lower-cased) mapped to the word of ``vocabulary`` nearest it by the
+    cosine of ``embed``'s vectors whose FTS5 Porter tokens differ from its own (so the lexical
+    channel cannot match one for the other); a word with no such neighbour is left out."""
+    from recalld.retrieval.terms import fts_tokens
+
+    wanted = sorted({w.lower() for w in words})
+    pool = sorted({v for v in vocabulary if v not in _KEPT})
+    if not wanted or not pool:
+        return {}
+    tokens = {v: fts_tokens(v) for v in pool}
+    sims = embed(wanted) @ embed(pool).T
+    out = {}
+    for i, word in enumerate(wanted):
+        own = fts_tokens(word)
+        for j in sims[i].argsort()[::-1]:
+            if tokens[pool[j]] != own and not set(tokens[pool[j]]) & set(own):
+                out[word] = pool[j]
+                break
+    return out
+
+
+def _bundled_vocabulary_and_embed() -> tuple[list[str], Embed]:
+    """The bundled model's whole words of three letters or more, and its embedder."""
+    from recalld.pipeline.bundled_model import bundled_model_path
+    from recalld.pipeline.onnx_model import OnnxEmbedder, ensure_export
+
+    path = bundled_model_path()
+    model = OnnxEmbedder(ensure_export(path), path)
+    vocab = (path / "vocab.txt").read_text(encoding="utf-8").split()
+    words = [w for w in vocab if len(w) >= 3 and w.isascii() and w.isalpha()]
+
+    def embed(texts: list[str]) -> Any:
+        import numpy as np
+
+        return np.concatenate([model.encode(texts[i : i + 512]) for i in range(0, len(texts), 512)])
+
+    return words, embed
+
+
+def _neighboured(memories: list[Row], queries: list[Row]) -> tuple[list[Row], list[Row]]:
+    # Words of under three letters stay: mostly the "s" of a possessive, "tv", "ok".
+    question_words = {
+        w.lower() for q in queries for w in _WORD.findall(q["query"]) if len(w) >= 3
+    }
+    vocabulary, embed = _bundled_vocabulary_and_embed()
+    table = nearest_words(question_words, vocabulary, embed)
+
+    def reword(word: str) -> str:
+        repl = table.get(word.lower(), word) if len(word) >= 3 else word
+        return repl[:1].upper() + repl[1:] if word[:1].isupper() else repl
+
+    return memories, [q | {"query": _content_words(q["query"], reword)} for q in queries]
+
+
 def _shuffled(memories: list[Row], queries: list[Row]) -> tuple[list[Row], list[Row]]:
     random.seed(7)
     by_session: dict[Any, list[Row]] = {}
@@ -1892,6 +1957,7 @@ VARIANTS: dict[str, Callable[[list[Row], list[Row]], tuple[list[Row], list[Row]]
     "synonyms": _synonyms,
     "paraphrased": _paraphrased,
     "dropped": _dropped,
+    "neighboured": _neighboured,
     "single": _single,
     "oneworkspace": _oneworkspace,
 }

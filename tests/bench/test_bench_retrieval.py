@@ -7,10 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from recalld.retrieval.terms import fts_tokens
 from retrieval_bench import load_dataset, score
-from retrieval_variants import PARAPHRASES, SYNONYMS, drop_letter, paraphrase, write_variant
+from retrieval_variants import (
+    PARAPHRASES,
+    SYNONYMS,
+    drop_letter,
+    nearest_words,
+    paraphrase,
+    write_variant,
+)
 
 from tests.support.daemon import REPO
 
@@ -165,6 +173,29 @@ def test_dropping_a_letter_keeps_the_word_s_ends_and_is_the_same_every_run() -> 
         assert len(dropped) == len(word) - 1
         assert dropped[0] == word[0] and dropped[-2:] == word[-2:]
         assert dropped == drop_letter(word)
+
+
+def test_a_neighboured_word_is_the_nearest_one_fts5_cannot_match_for_it() -> None:
+    # Hand-made unit vectors: "painting" is nearest "paint" but stems to the same FTS5
+    # token, so the next nearest, "drawing", replaces it; "the" is a function word, never
+    # a replacement; "sunset" has no neighbour but itself and is left out.
+    vectors = {
+        "paint": (1.0, 0.0, 0.0),
+        "painting": (0.99, 0.14, 0.0),
+        "the": (0.98, 0.2, 0.0),
+        "drawing": (0.9, 0.44, 0.0),
+        "sunset": (0.0, 0.0, 1.0),
+        "lake": (0.0, 1.0, 0.0),
+    }
+
+    def embed(words: list[str]) -> np.ndarray:
+        rows = np.array([vectors[w] for w in words])
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    table = nearest_words(["Paint", "lake"], ["painting", "the", "drawing", "lake"], embed)
+    assert table == {"paint": "drawing", "lake": "drawing"}
+    assert nearest_words(["sunset"], ["sunset"], embed) == {}
+    assert nearest_words([], ["lake"], embed) == {}
 
 
 def test_bench_retrieval_inject_reports_evidence_recall_at_each_budget() -> None:
