@@ -1889,9 +1889,7 @@ def _bundled_vocabulary_and_embed() -> tuple[list[str], Embed]:
 
 def _neighboured(memories: list[Row], queries: list[Row]) -> tuple[list[Row], list[Row]]:
     # Words of under three letters stay: mostly the "s" of a possessive, "tv", "ok".
-    question_words = {
-        w.lower() for q in queries for w in _WORD.findall(q["query"]) if len(w) >= 3
-    }
+    question_words = {w.lower() for q in queries for w in _WORD.findall(q["query"]) if len(w) >= 3}
     vocabulary, embed = _bundled_vocabulary_and_embed()
     table = nearest_words(question_words, vocabulary, embed)
 

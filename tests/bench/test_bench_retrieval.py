@@ -190,7 +190,8 @@ def test_a_neighboured_word_is_the_nearest_one_fts5_cannot_match_for_it() -> Non
 
     def embed(words: list[str]) -> np.ndarray:
         rows = np.array([vectors[w] for w in words])
-        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+        unit: np.ndarray = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+        return unit
 
     table = nearest_words(["Paint", "lake"], ["painting", "the", "drawing", "lake"], embed)
     assert table == {"paint": "drawing", "lake": "drawing"}
