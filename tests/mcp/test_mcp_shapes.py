@@ -81,7 +81,8 @@ def values(t: mi.Type) -> st.SearchStrategy[Any]:
     if isinstance(t, mi.DictType):
         return st.dictionaries(values(t.key_type), values(t.value_type), max_size=SHORT)
     if isinstance(t, mi.AnyType):
-        return st.one_of(st.none(), st.integers(), st.text(max_size=SHORT))
+        # Any value the wire carries: msgpack's integers are 64-bit.
+        return st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.text(max_size=SHORT))
     if isinstance(t, mi.StructType):
         return structs(t)
     raise AssertionError(f"no strategy for {t!r}")

@@ -111,6 +111,10 @@ INSTALL_TABLES = {
     "agent_credentials": "the install's secrets (recallctl agent)",
     "daemon_keys": "the install's secrets (the use-token key)",
     "schema_migrations": "the schema's version",
+    # What this install's hooks gave the hosts of this machine: their session ids, and items
+    # named by this store's ids, which an import gives anew.
+    "context_injections": "the log of the blocks this install's hooks injected",
+    "context_items": "the log of the blocks this install's hooks injected",
 }
 # Columns kept as JSON arrays of strings; and as integers for a bool.
 _JSON_COLUMNS = frozenset({"tags", "trust_reasons", "files", "given"})
