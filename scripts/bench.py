@@ -12,9 +12,9 @@ over its socket, with the real bundled model, on this machine, in this run.
                   same 16 clients sending pings for as long (ping_per_s_16)
   --only shim     only the shim: spawn -> initialize and its RSS after a tool call, --runs
                   times on one daemon with a small store (median); seconds, not minutes
-  --only split    the mixed load on one daemon against its searches on a second daemon over
-                  a copy of the store, --runs times alternated (median): the most search
-                  worker processes could give on this machine (with --quick: 10k, 15 s)
+  --only processes  the mixed load and the polite client on a daemon whose memory_search
+                  runs in search processes and on one that runs it in its threads, over
+                  copies of one store, --runs times alternated (median; --quick: 10k, 15 s)
   --only context  only the context hook: p50/p99 of context_block requests (a prompt, a
                   session start) on a warm daemon at 10k and 100k records (1M with --large)
 
@@ -192,6 +192,21 @@ def pct(values: list[float], q: float) -> float:
     return data[min(len(data) - 1, int(q * len(data)))]
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (a daemon's search processes)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (
+                entry.name.isdigit()
+                and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid
+            ):
+                found.append(int(entry.name))
+        except OSError:
+            continue  # ended meanwhile
+    return found
+
+
 def rss_mb(pid: int, field: str = "VmRSS") -> float:
     """A process's resident memory in MB: VmRSS in all, or one part of it (RssAnon: what
     it allocated itself; RssFile: mapped files, its libraries and model among them)."""
@@ -208,10 +223,12 @@ class Daemon:
         embedder: str = "minilm",
         durability: str = "full",
         database_url: str | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         """A daemon in ``root``: on its embedded SQLite store, or on the PostgreSQL database
-        at ``database_url`` (team memory)."""
+        at ``database_url`` (team memory); ``extra_env`` sets configuration keys."""
         self.root = root
+        self.extra_env = extra_env or {}
         self.socket = root / "recalld.sock"
         self.data = root / "data"
         self.embedder = embedder
@@ -230,6 +247,7 @@ class Daemon:
             RECALLD_LOG_LEVEL="WARNING",
             # No user config (a team database_url, search workers...) leaks in.
             XDG_CONFIG_HOME=str(self.root / "config"),
+            **self.extra_env,
         )
         async with await anyio.open_file(self.root / "log", "ab") as log:
             started = await start_daemon(
@@ -506,12 +524,9 @@ async def run_context(args: argparse.Namespace) -> Figures:
 MIXED_QUERY = "feature flag"
 
 
-async def bench_mixed(
-    d: Daemon, texts: list[str], clients: int, seconds: float, search_on: Daemon | None = None
-) -> Figures:
+async def bench_mixed(d: Daemon, texts: list[str], clients: int, seconds: float) -> Figures:
     """Half of ``clients`` store, half run keyword searches of MIXED_QUERY, one request in
-    flight each, for ``seconds``: operations/s in all, p50/p99 of each kind, errors. The
-    searches go to ``search_on`` when given (another daemon: see :func:`run_split`)."""
+    flight each, for ``seconds``: operations/s in all, p50/p99 of each kind, errors."""
     latencies: dict[str, list[float]] = {"store": [], "search": []}
     errors = 0
     deadline = time.perf_counter() + seconds
@@ -519,8 +534,7 @@ async def bench_mixed(
     async def client(k: int) -> None:
         nonlocal errors
         kind = "store" if k % 2 == 0 else "search"
-        to = d if kind == "store" or search_on is None else search_on
-        async with connect(agent=f"mixed{k}", workspace="/bench/search", path=to.socket) as rc:
+        async with connect(agent=f"mixed{k}", workspace="/bench/search", path=d.socket) as rc:
             i = k
             while time.perf_counter() < deadline:
                 request: p.Request
@@ -687,55 +701,93 @@ async def run_shim(runs: int) -> Figures:
     return {"shim_initialize_s": statistics.median(inits), "rss_shim_mb": statistics.median(rss)}
 
 
-async def run_split(runs: int, quick: bool) -> Figures:
-    """The mixed load on one daemon, then with its searches on a second daemon (its own
-    process and GIL) over a copy of the same store, alternated ``runs`` times (medians).
+async def warm_searches(d: Daemon, processes: bool) -> None:
+    """Searches from as many clients as there are search workers until each worker has its
+    search process up (``processes``; they start at a worker's first memory_search), else for
+    as long: what is measured next is the steady state, not the processes' start."""
+    assert d.proc is not None
+    pid = d.proc.pid
+    from recalld.config import Settings
 
-    What search worker processes could give at most on this machine: the split also takes
-    the searches' edge work out of the storing daemon. If two daemons do not beat one by more
-    than the noise, searches in processes of their own will not either (issue 33).
-    """
+    workers = Settings().search_workers if processes else 0  # the bench's daemons' default
+    started = time.perf_counter()
+
+    async def one(k: int) -> None:
+        async with connect(agent=f"warm{k}", workspace="/bench/search", path=d.socket) as rc:
+            while time.perf_counter() - started < 30:
+                await rc.call(p.MemorySearch(query=MIXED_QUERY, mode="keyword", limit=10))
+                if processes and len(children(pid)) >= workers:
+                    return
+                if not processes and time.perf_counter() - started > 2:
+                    return
+
+    async with anyio.create_task_group() as tg:
+        for k in range(4):
+            tg.start_soon(one, k)
+
+
+async def run_processes(runs: int, quick: bool) -> Figures:
+    """The mixed load and the polite client's figure on a daemon whose memory_search runs in
+    search processes (the default) and on one that runs it in its threads
+    (``search_processes = false``), over copies of the same store, one daemon at a time,
+    alternated ``runs`` times (medians): ``processes_*`` and ``threads_*``, and the search
+    processes' RSS beside the daemon's."""
     import shutil
 
     n = 10_000 if quick else 100_000
     seconds = 15.0 if quick else 60.0
-    one: list[Figures] = []
-    two: list[Figures] = []
+    figures: dict[str, list[Figures]] = {"processes": [], "threads": []}
     with tempfile.TemporaryDirectory(prefix="recalld-bench-") as tmp:
         root = Path(tmp)
         model = bare_model()
         basis = model.encode(synthetic_texts(2000, seed=5))
         del model
-        (root / "a").mkdir()
-        build_corpus(root / "a" / "data", n, basis.shape[1], basis)
-        shutil.copytree(root / "a", root / "b")
+        (root / "processes").mkdir()
+        build_corpus(root / "processes" / "data", n, basis.shape[1], basis)
+        shutil.copytree(root / "processes", root / "threads")
         texts = synthetic_texts(20000, seed=101)
-        a, b = Daemon(root / "a"), Daemon(root / "b")
-        await a.start()
-        await b.start()
-        try:
-            await a.wait_embedded()
-            await b.wait_embedded()
-            for _ in range(runs):
-                one.append(await bench_mixed(a, texts, 64, seconds))
-                two.append(await bench_mixed(a, texts, 64, seconds, search_on=b))
+        queries = synthetic_queries(300)
+        for _ in range(runs):
+            for side, on in (("processes", "true"), ("threads", "false")):
+                d = Daemon(root / side, extra_env={"RECALLD_SEARCH_PROCESSES": on})
+                await d.start()
+                try:
+                    await d.wait_embedded()
+                    await warm_searches(d, processes=on == "true")
+                    got = await bench_mixed(d, texts, 64, seconds)
+                    got.update(await bench_polite(d, queries[:200]))
+                    assert d.proc is not None
+                    got["rss_daemon_mb"] = rss_mb(d.proc.pid)
+                    got["rss_search_processes_mb"] = sum(
+                        rss_mb(pid) for pid in children(d.proc.pid)
+                    )
+                finally:
+                    d.stop()
+                figures[side].append(got)
                 log(
-                    "split: one daemon {:.0f} ops/s, searches on a second {:.0f} ops/s".format(
-                        one[-1]["mixed_ops_per_s_64"] or 0, two[-1]["mixed_ops_per_s_64"] or 0
+                    "{}: {:.0f} ops/s, search p99 {:.0f} ms; polite p99 alone {:.1f} ms,"
+                    " beside slow clients {:.1f} ms".format(
+                        side,
+                        *(
+                            got[k] or 0.0
+                            for k in (
+                                "mixed_ops_per_s_64",
+                                "mixed_search_p99_ms_64",
+                                "polite_search_p99_ms_alone",
+                                "polite_search_p99_ms_slow_clients",
+                            )
+                        ),
                     )
                 )
-        finally:
-            a.stop()
-            b.stop()
 
     def median(runs: list[Figures], key: str) -> float | None:
         values = [v for r in runs if (v := r[key]) is not None]
         return statistics.median(values) if values else None
 
     out: Figures = {}
-    for key in one[0]:
-        out[f"one_{key}"] = median(one, key)
-        out[f"split_{key}"] = median(two, key)
+    for side, rounds in figures.items():
+        for key in rounds[0]:
+            out[f"{side}_{key}"] = median(rounds, key)
     return out
 
 
@@ -815,6 +867,8 @@ KEYS = (
     # Its two parts: what the daemon allocated (heap, FAISS, model arena) and mapped files.
     "rss_daemon_anon_mb",
     "rss_daemon_file_mb",
+    # memory_search's search processes, summed (shared libraries counted in each).
+    "rss_search_processes_mb",
     "rss_shim_mb",
     "rss_daemon_plus_8_shims_mb",
     "daemon_accepting_s",
@@ -1042,6 +1096,13 @@ async def _measure(args: argparse.Namespace, backends: list[Backend], out: Figur
                     put(out, b, "rss_daemon_mb", rss_mb(d.proc.pid))
                     put(out, b, "rss_daemon_anon_mb", rss_mb(d.proc.pid, "RssAnon"))
                     put(out, b, "rss_daemon_file_mb", rss_mb(d.proc.pid, "RssFile"))
+                    # memory_search's processes (their own interpreter, reader and caches).
+                    put(
+                        out,
+                        b,
+                        "rss_search_processes_mb",
+                        sum(rss_mb(pid) for pid in children(d.proc.pid)),
+                    )
                     if pg is not None and b == "postgres":
                         put(out, b, "rss_server_mb", pg.server_mb())
                     if b == "sqlite":
@@ -1065,7 +1126,9 @@ async def _measure(args: argparse.Namespace, backends: list[Backend], out: Figur
                 d.stop()
         rss, shim = out.get("rss_daemon_mb"), out.get("rss_shim_mb")
         if rss is not None and shim is not None:
-            out["rss_daemon_plus_8_shims_mb"] = rss + 8 * shim
+            out["rss_daemon_plus_8_shims_mb"] = (
+                rss + (out.get("rss_search_processes_mb") or 0.0) + 8 * shim
+            )
 
         if peer_python is not None:
             out.update(
@@ -1168,13 +1231,13 @@ def main() -> None:
     )
     ap.add_argument(
         "--only",
-        choices=["capture", "shim", "split", "context"],
+        choices=["capture", "shim", "processes", "context"],
         help="one step alone (capture: raw, start-up, capture, pings; shim: its start-up and RSS;"
-        " split: the mixed load on one daemon and with its searches on a second;"
+        " processes: the mixed load and the polite client with search processes and without;"
         " context: the context hook's latency)",
     )
     ap.add_argument(
-        "--runs", type=int, default=7, help="shim spawns with --only shim (7); split rounds"
+        "--runs", type=int, default=7, help="shim spawns with --only shim (7); processes rounds"
     )
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
@@ -1182,15 +1245,15 @@ def main() -> None:
         ap.error("--peer and --large measure the SQLite store: use --backend sqlite or both")
     if (args.only and args.peer) or (args.large and args.only not in (None, "context")):
         ap.error("--peer and --large are steps of their own: leave out --only")
-    if args.only == "split" and args.backend != "sqlite":
-        ap.error("--only split runs on SQLite: no --backend")
+    if args.only == "processes" and args.backend != "sqlite":
+        ap.error("--only processes runs on SQLite: no --backend")
     if args.only == "shim" and (args.quick or args.backend != "sqlite"):
         ap.error("--only shim runs the shim on SQLite: no --quick or --backend")
     try:
         if args.only == "shim":
             out = anyio.run(run_shim, args.runs)
-        elif args.only == "split":
-            out = anyio.run(run_split, args.runs, args.quick)
+        elif args.only == "processes":
+            out = anyio.run(run_processes, args.runs, args.quick)
         elif args.only == "context":
             out = anyio.run(run_context, args)
         else:

@@ -284,9 +284,6 @@ class Parts:
             next_client_write=self.writer.next_client_write,
         )
         self.wake: MemoryObjectSendStream[list[int]] = embed_send.clone()
-        self.search = SearchActor(store, workers=s.search_workers, queue_size=s.queue_size)
-        self._watch_settledness()
-        intake = Intake(clients.submit, clients.submit_nowait, self.model, self._semantic)
         memory = MemoryReader(
             MemorySearchConfig(
                 mode=s.search_mode,
@@ -295,9 +292,19 @@ class Parts:
                 rerank_model_path=s.rerank_model_path,
             )
         )
+        self.search = SearchActor(
+            store,
+            memory,
+            workers=s.search_workers,
+            queue_size=s.queue_size,
+            processes=s.search_processes,
+        )
+        self._watch_settledness()
+        intake = Intake(clients.submit, clients.submit_nowait, self.model, self._semantic)
         self.services = Services(
             settings=lambda: daemon.settings,
             read=self.search.read,
+            search_memories=self.search.memory_search,
             read_aside=self._read_aside,
             write=intake.write,
             write_now=intake.write_now,

@@ -127,6 +127,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             le=32,
         ),
     ] = 2
+    search_processes: Annotated[
+        bool,
+        _key(
+            "memory_search runs in a process of each search worker's own, apart from the "
+            "daemon's GIL (the embedded store; a team database's searches run in threads)"
+        ),
+    ] = True
     capture_batch: Annotated[
         int, _key("writes the writer commits in one transaction, at most", ge=1, le=10_000)
     ] = 1024

@@ -225,9 +225,7 @@ async def search(services: Services, who: Principal, req: p.MemorySearch) -> p.M
     started = time.perf_counter()
     reader = services.memory
     async with services.query_vector(req.query if reader.wants_vector(req) else None) as qvec:
-        result: p.MemorySearchResult = await services.read(
-            partial(reader.search, who=who, req=req, qvec=qvec)
-        )
+        result = await services.search_memories(who, req, qvec)
     result.took_ms = round((time.perf_counter() - started) * 1000, 3)
     return result
 

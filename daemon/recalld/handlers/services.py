@@ -49,6 +49,10 @@ class Services:
     # Run a read on a reader of its own in a worker thread: a rare admin request (export,
     # doctor) must not take a search worker away from agents.
     read_aside: ReadOn
+    # memory_search on a search worker (in its search process where the store has them).
+    search_memories: Callable[
+        [Principal, p.MemorySearch, PendingVector | None], Awaitable[p.MemorySearchResult]
+    ]
     # Ingest, embed and write a client's request; the result once committed.
     write: Callable[[RequestJob], Awaitable[Any]]
     # The same without waiting, when nothing has to (Intake.write_now): False when it must.

@@ -50,6 +50,7 @@ __all__ = [
     "OperationReads",
     "OperationWrites",
     "Ownership",
+    "ProcessReaders",
     "Reader",
     "RecordReads",
     "RecordWrites",
@@ -61,6 +62,7 @@ __all__ = [
     "Store",
     "StoreUnreachable",
     "UseRow",
+    "VectorSearch",
     "WriteTx",
 ]
 
@@ -584,6 +586,34 @@ class Reader(Protocol):
     def context(self) -> ContextReads: ...
 
 
+class VectorSearch(Protocol):
+    """The nearest stored vectors of a query vector (the engine's vector index)."""
+
+    @property
+    def ntotal(self) -> int: ...
+    @property
+    def graph(self) -> bool:
+        """Whether it is an approximate graph (which a filter may make widen its walk)."""
+        ...
+
+    @property
+    def model(self) -> str: ...
+    def search_sync(self, vec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``k`` (ids, cosine scores), best first (blocking)."""
+        ...
+
+
+class ProcessReaders(Protocol):
+    """How a process of its own opens readers of this store: pickled into it, so it holds
+    only what names the store (a path), never a connection."""
+
+    def open(self, vectors: Callable[[], VectorSearch | None]) -> Reader:
+        """A read-only reader whose semantic channel asks ``vectors``."""
+        ...
+
+    def close(self, reader: Reader) -> None: ...
+
+
 # --------------------------------------------------------------------------- writes
 
 
@@ -752,6 +782,16 @@ class Store(Protocol):
         ...
 
     def close_reader(self, reader: Reader) -> None: ...
+    def process_readers(self) -> ProcessReaders | None:
+        """How search processes open readers of this store; None: it has none to give
+        (its searches run in the daemon's threads)."""
+        ...
+
+    def vector_search(self) -> VectorSearch | None:
+        """The vector index searches of other processes are answered from; None while it is
+        not open."""
+        ...
+
     def apply_batch(self, jobs: Sequence[BatchJob], now: float) -> None:
         """Apply ``jobs`` in one transaction, in order, and commit. A job that fails is rolled
         back alone, its error on the job, as if each ran in a savepoint of its own; a job may

@@ -189,6 +189,14 @@ class PgStore:
             self._idle.append(reader.db)
         self._reader_slots.release()
 
+    def process_readers(self) -> None:
+        # A process of its own would need its own connections and the role's credentials:
+        # team searches run in the daemon's threads, most of their work in the server.
+        return None
+
+    def vector_search(self) -> None:
+        return None  # pgvector searches in the server
+
     def connections_open(self) -> int:
         """Connections this daemon holds now: the writer's and every reader's, idle or not."""
         with self._readers_lock:

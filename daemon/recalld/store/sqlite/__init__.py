@@ -10,21 +10,22 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from recall_client import protocol as p
 
 from ...errors import RecallError
-from ..port import BatchJob, Reader, StorageFailure
+from ..port import BatchJob, Reader, StorageFailure, VectorSearch
 from ..sql.sides import SqlReader, SqlWriteTx
 from .lessons import FaissLessons, Unindexed
 from .retrieval import SqliteRetrieval
 from .schema import DB_NAME, SqliteDb, open_reader, open_writer
 from .vector_index import VectorIndex, latest_change
 
-__all__ = ["DB_NAME", "SqliteReader", "SqliteStore"]
+__all__ = ["DB_NAME", "SqliteProcessReaders", "SqliteReader", "SqliteStore"]
 
 # A reader of the shared SQL on a SQLite connection.
 SqliteReader = SqlReader[SqliteDb]
@@ -74,6 +75,22 @@ def _reader(conn: SqliteDb, store: SqliteStore) -> SqliteReader:
     return SqlReader(conn, SqliteRetrieval(conn, store.index))
 
 
+@dataclass(frozen=True, slots=True)
+class SqliteProcessReaders:
+    """Readers of the database in ``data_dir`` for a search process: read-only connections
+    of its own (WAL lets them read beside the writer), vectors asked of the daemon's index."""
+
+    data_dir: Path
+
+    def open(self, vectors: Callable[[], VectorSearch | None]) -> SqliteReader:
+        conn = open_reader(self.data_dir)
+        return SqlReader(conn, SqliteRetrieval(conn, vectors))
+
+    def close(self, reader: Reader) -> None:
+        assert isinstance(reader, SqlReader), "a reader of another store"
+        reader.db.close()
+
+
 class SqliteStore:
     def __init__(self, data_dir: Path, *, durability: str = "full") -> None:
         self.data_dir = data_dir
@@ -97,6 +114,12 @@ class SqliteStore:
     def close_reader(self, reader: Reader) -> None:
         assert isinstance(reader, SqlReader), "a reader of another store"
         reader.db.close()
+
+    def process_readers(self) -> SqliteProcessReaders:
+        return SqliteProcessReaders(self.data_dir)
+
+    def vector_search(self) -> VectorIndex | None:
+        return self._index
 
     # ------------------------------------------------------------------ writes
 

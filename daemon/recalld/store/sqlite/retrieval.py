@@ -22,11 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..port import Filter
+from ..port import Filter, VectorSearch
 from ..sql.candidates import LEXICAL_BUDGET, SharedRetrieval, bm25_idf
 from ..sql.filters import marks, where
 from .schema import SqliteDb
-from .vector_index import VectorIndex
 
 __all__ = ["SqliteRetrieval", "fts_query", "lexical_plan"]
 
@@ -142,7 +141,7 @@ class SqliteRetrieval(SharedRetrieval):
     # only the visibility check of its neighbours waits for it.
     semantic_beside = True
 
-    def __init__(self, conn: SqliteDb, index: Callable[[], VectorIndex | None]) -> None:
+    def __init__(self, conn: SqliteDb, index: Callable[[], VectorSearch | None]) -> None:
         super().__init__(conn)
         self._conn: SqliteDb = conn
         self._index = index
