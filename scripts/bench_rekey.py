@@ -25,7 +25,8 @@ from recalld.domain import workspace_identity  # noqa: E402
 from recalld.domain.ids import new_id  # noqa: E402
 from recalld.store.rekey import rekey_workspaces  # noqa: E402
 from recalld.store.sql.operations import SqlOperationWrites  # noqa: E402
-from recalld.store.sqlite import SqliteStore, schema  # noqa: E402
+from recalld.store.sqlite import schema  # noqa: E402
+from recalld.store.sqlite.engine import SqliteStore  # noqa: E402
 
 
 def _git(repo: Path, *args: str) -> None:

@@ -59,7 +59,7 @@ from .retrieval.memory_reader import MemoryReader, MemorySearchConfig
 from .retrieval.search_actor import SearchActor
 from .store.port import Reader, Store, StoreUnreachable
 from .store.rekey import rekey_workspaces
-from .store.sqlite import SqliteStore
+from .store.sqlite.engine import SqliteStore
 
 __all__ = ["Daemon", "SocketInUse"]
 

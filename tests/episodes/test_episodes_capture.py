@@ -12,7 +12,7 @@ from recalld.domain.policy import HARD_TRUST_FLOOR
 from recalld.domain.policy import settle_episode as settle
 from recalld.ingest.redact import redact
 from recalld.store.port import WriteTx
-from recalld.store.sqlite import SqliteStore
+from recalld.store.sqlite.engine import SqliteStore
 
 from tests.support.daemon import DaemonFactory, DaemonProcess, unchecked_call
 from tests.support.episodes import (

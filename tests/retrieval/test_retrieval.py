@@ -15,8 +15,9 @@ from recalld.pipeline.model import HashEmbedder
 from recalld.retrieval import fusion, ranker, session_context, terms
 from recalld.store.port import Filter
 from recalld.store.sql.candidates import LEXICAL_BUDGET
-from recalld.store.sqlite import SqliteStore, vector_index
 from recalld.store.sqlite import retrieval as sqlite_retrieval
+from recalld.store.sqlite import vector_index
+from recalld.store.sqlite.engine import SqliteStore
 from recalld.store.sqlite.retrieval import LexicalPlan, fts_query, lexical_plan
 
 from tests.support.store import memory, write

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from recall_client import protocol as p
 from recalld.retrieval.terms import Coverage, query_terms
-from recalld.store.sqlite import SqliteStore
+from recalld.store.sqlite.engine import SqliteStore
 
 from tests.support.daemon import DaemonProcess
 from tests.support.store import memory, write

@@ -17,7 +17,7 @@ from recalld.errors import RecallError
 from recalld.store.port import Store, WriteTx
 from recalld.store.postgres import PgStore
 from recalld.store.sql.sides import SqlReader, SqlWriteTx
-from recalld.store.sqlite import SqliteStore
+from recalld.store.sqlite.engine import SqliteStore
 
 from tests.support.team import TeamDb
 

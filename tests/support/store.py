@@ -10,7 +10,7 @@ from recall_client import protocol as p
 from recalld.domain.policy import Assessment
 from recalld.domain.principal import Principal
 from recalld.store.port import WriteTx
-from recalld.store.sqlite import SqliteStore
+from recalld.store.sqlite.engine import SqliteStore
 
 
 class Job:

@@ -27,8 +27,8 @@ from recalld.store.postgres.db import ConnectionState, PgDb, connect
 from recalld.store.rekey import rekey_workspaces
 from recalld.store.sql.db import Db
 from recalld.store.sql.operations import SqlOperationWrites
-from recalld.store.sqlite import SqliteStore
 from recalld.store.sqlite import schema as sqlite_schema
+from recalld.store.sqlite.engine import SqliteStore
 from recalld.store.sqlite.schema import DB_NAME, SqliteDb
 
 from tests.support.daemon import DaemonFactory
