@@ -117,7 +117,6 @@ class SearchActor(ActorBase):
         self._workers = workers
         # How search processes open their readers; None: memory_search runs in the threads.
         self._recipe: ProcessReaders | None = store.process_readers() if processes else None
-        self.processes_started = 0
         send, receive = anyio.create_memory_object_stream[_ReadJob](queue_size)
         self._send: MemoryObjectSendStream[_ReadJob] = send
         self._receive: MemoryObjectReceiveStream[_ReadJob] = receive
@@ -212,6 +211,8 @@ class SearchActor(ActorBase):
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(_stop_process, slot.process, PROCESS_STOP_S)
 
+    # ------------------------------------------------------------------ search processes
+
     async def _answer(
         self,
         fn: Callable[[Reader], Any] | _MemorySearch,
@@ -256,8 +257,6 @@ class SearchActor(ActorBase):
         slot.process = process
         log.info("search process %d started", process.proc.pid)
 
-    # ------------------------------------------------------------------ search processes
-
     def _start_process(self, recipe: ProcessReaders) -> _Process:
         """A new search process: this interpreter, started afresh (forking a process with
         threads is unsafe), one end of a socket pair its only way to the daemon."""
@@ -270,7 +269,6 @@ class SearchActor(ActorBase):
             )
         pipe = Connection(ours.detach())
         pipe.send((recipe, self._memory.config))
-        self.processes_started += 1
         return _Process(proc, pipe)
 
     def _relay(self, process: _Process, job: _MemorySearch) -> p.MemorySearchResult:
