@@ -29,6 +29,7 @@ from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 from recall_client import protocol as p
 from recall_client.paths import peer_credentials
 
+from ..asker import ASKER
 from ..config import Settings
 from ..domain import scopes
 from ..domain.principal import Principal
@@ -252,6 +253,7 @@ class Server:
         conn = Connection(
             cid=next(self._ids), uid=uid, pid=pid, reads=anyio.Semaphore(settings.search_workers)
         )
+        ASKER.set(conn.cid)  # this connection's request tasks are started from here
         refused = self.slots.take(conn)
         if refused is not None:
             await self._send_quietly(stream, p.Error(code="busy", message=refused, retryable=True))

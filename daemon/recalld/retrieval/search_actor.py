@@ -2,7 +2,8 @@
 
 Reads queue on one bounded stream; each worker owns a read connection and does all of a
 read's store work in one thread hop. A full queue answers ``busy`` (retryable) instead of
-letting latency grow without bound.
+letting latency grow without bound. A free worker takes the next read by turns between the
+connections that asked (:class:`_Turns`), not by arrival alone.
 
 memory_search, the read agents make most, is most of the daemon's Python under load, and
 threads share one GIL with the event loop. On a store that can give a process readers of its
@@ -16,6 +17,7 @@ another process starts a few seconds later).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import socket
 import subprocess
@@ -34,6 +36,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from recall_client import protocol as p
 
 from ..actor import ActorBase, ActorState
+from ..asker import ASKER
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import ProcessReaders, Reader, Store
@@ -74,9 +77,43 @@ class _MemorySearch:
 @dataclass(slots=True)
 class _ReadJob:
     fn: Callable[[Reader], Any] | _MemorySearch
+    # The connection that asked (ASKER), and the job's place in arrival order.
+    asker: int = 0
+    seq: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
     result: Any = None
     error: BaseException | None = None
+
+
+class _Turns:
+    """The reads waiting for a worker, by asker. A free worker takes the oldest read of the
+    asker with the fewest reads running: a connection that pipelines many reads (each may
+    have search_workers running) cannot make another connection's one read wait behind all
+    of its own. First come, first served among equals. Linear in the askers waiting, which
+    max_connections bounds."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[int, deque[_ReadJob]] = {}
+        self._running: dict[int, int] = {}
+
+    def put(self, job: _ReadJob) -> None:
+        self._waiting.setdefault(job.asker, deque()).append(job)
+
+    def take(self) -> _ReadJob:
+        asker = min(self._waiting, key=lambda a: (self._running.get(a, 0), self._waiting[a][0].seq))
+        waiting = self._waiting[asker]
+        job = waiting.popleft()
+        if not waiting:
+            del self._waiting[asker]
+        self._running[asker] = self._running.get(asker, 0) + 1
+        return job
+
+    def done(self, job: _ReadJob) -> None:
+        left = self._running[job.asker] - 1
+        if left:
+            self._running[job.asker] = left
+        else:
+            del self._running[job.asker]
 
 
 class _ProcessLost(Exception):
@@ -117,9 +154,13 @@ class SearchActor(ActorBase):
         self._workers = workers
         # How search processes open their readers; None: memory_search runs in the threads.
         self._recipe: ProcessReaders | None = store.process_readers() if processes else None
-        send, receive = anyio.create_memory_object_stream[_ReadJob](queue_size)
-        self._send: MemoryObjectSendStream[_ReadJob] = send
-        self._receive: MemoryObjectReceiveStream[_ReadJob] = receive
+        # The stream carries one ticket a read (its bound is the queue's); the reads
+        # themselves wait in their turns, which the worker a ticket wakes takes from.
+        send, receive = anyio.create_memory_object_stream[None](queue_size)
+        self._send: MemoryObjectSendStream[None] = send
+        self._receive: MemoryObjectReceiveStream[None] = receive
+        self._turns = _Turns()
+        self._arrivals = itertools.count()
         super().__init__(receive)
         self.latencies_ms: deque[float] = deque(maxlen=2000)
 
@@ -172,14 +213,16 @@ class SearchActor(ActorBase):
 
     async def _queued(self, job: _ReadJob) -> Any:
         started = time.perf_counter()
+        job.asker, job.seq = ASKER.get(), next(self._arrivals)
         try:
-            self._send.send_nowait(job)
+            self._send.send_nowait(None)
         except anyio.WouldBlock:
             raise RecallError(
                 "busy", "too many searches queued; retry shortly", retryable=True
             ) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             raise RecallError("unavailable", "recalld is shutting down", retryable=True) from None
+        self._turns.put(job)
         await job.done.wait()
         if job.error is not None:
             raise job.error
@@ -187,13 +230,14 @@ class SearchActor(ActorBase):
         return job.result
 
     async def _worker(
-        self, reader: Reader, jobs: MemoryObjectReceiveStream[_ReadJob], tg: TaskGroup
+        self, reader: Reader, tickets: MemoryObjectReceiveStream[None], tg: TaskGroup
     ) -> None:
         limiter = anyio.CapacityLimiter(1)
         slot = _Slot()
         try:
-            async with jobs:
-                async for job in jobs:
+            async with tickets:
+                async for _ in tickets:
+                    job = self._turns.take()
                     try:
                         job.result = await self._answer(job.fn, reader, slot, limiter, tg)
                         self.stats.processed += 1
@@ -204,6 +248,7 @@ class SearchActor(ActorBase):
                         log.exception("search failed")
                         job.error = RecallError("internal", f"search failed: {type(exc).__name__}")
                     finally:
+                        self._turns.done(job)
                         job.done.set()
         finally:
             slot.closed = True
