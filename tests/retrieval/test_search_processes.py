@@ -8,8 +8,9 @@ import signal
 from pathlib import Path
 
 import anyio
+import pytest
 from recall_client import protocol as p
-from recall_client.client import RecallClient
+from recall_client.client import RecallClient, RemoteError
 
 from tests.support.daemon import DaemonFactory, DaemonProcess, pid_alive, wait_pid_exit
 from tests.support.memories import search, settled, store
@@ -74,14 +75,14 @@ async def test_searches_in_processes_answer_as_the_threads_do(
     daemon_factory: DaemonFactory,
 ) -> None:
     # One worker: once it has its process, every memory_search runs there.
-    d = daemon_factory(extra_env={"RECALLD_SEARCH_WORKERS": "1"})
-    await d.start()
-    async with d.client() as rc:
-        for text in TEXTS:
-            await store(rc, text)
-    await settled(d)
+    d = await _one_worker_holding_texts(daemon_factory)
     async with d.client() as rc:
         workers = await _until_a_process(d, rc, "deploys")
+        # A request the search refuses comes back typed from the process, which stays up.
+        with pytest.raises(RemoteError) as refused:
+            await search(rc, "deploys", mode="bm25", bm25=False)
+        assert refused.value.code == "invalid_request"
+        assert search_processes(_pid(d)) == workers
     in_processes = await _answers(d)
     assert any(hits[:-1] for hits in in_processes), "no search found anything"
     async with d.client() as rc:
@@ -107,12 +108,8 @@ async def test_searches_in_processes_answer_as_the_threads_do(
 async def test_a_killed_search_process_is_replaced_and_no_search_fails(
     daemon_factory: DaemonFactory,
 ) -> None:
-    d = daemon_factory(extra_env={"RECALLD_SEARCH_WORKERS": "1"})
-    await d.start()
+    d = await _one_worker_holding_texts(daemon_factory)
     async with d.client() as rc:
-        for text in TEXTS:
-            await store(rc, text)
-        await settled(d)
         (first,) = await _until_a_process(d, rc, "payments postgres")
         os.kill(first, signal.SIGKILL)
         # The search that finds the process gone runs again in the worker's thread.
@@ -122,6 +119,17 @@ async def test_a_killed_search_process_is_replaced_and_no_search_fails(
         (second,) = await _until_a_process(d, rc, "payments postgres")
         assert second != first
     await d.stop()
+
+
+async def _one_worker_holding_texts(daemon_factory: DaemonFactory) -> DaemonProcess:
+    """A daemon with one search worker, TEXTS stored and embedded."""
+    d = daemon_factory(extra_env={"RECALLD_SEARCH_WORKERS": "1"})
+    await d.start()
+    async with d.client() as rc:
+        for text in TEXTS:
+            await store(rc, text)
+    await settled(d)
+    return d
 
 
 async def _until_a_process(d: DaemonProcess, rc: RecallClient, query: str) -> list[int]:
