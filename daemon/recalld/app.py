@@ -210,6 +210,7 @@ class Daemon:
             )
         connections.cancel()
         background.cancel()
+        parts.model.close()
         # The writer commits what is queued (the open batches), then its loop ends; the
         # keeper applies the index changes it handed on, then ends too.
         for queue in parts.queues:

@@ -154,3 +154,29 @@ async def test_no_search_process_outlives_a_daemon_killed_by_kill_9(
     d.kill()
     for worker in workers:
         await wait_pid_exit(worker, within_s=10)
+
+
+async def test_a_search_process_outlives_the_daemon_threads_that_come_and_go(
+    daemon_factory: DaemonFactory,
+) -> None:
+    # anyio ends a worker thread idle for 10 s, and Linux sends a process its parent-death
+    # signal when the thread that started it ends. Twice: quiet past that, then a burst of
+    # reads and writes from a few connections (a burst takes threads, and ends idle ones).
+    d = await _one_worker_holding_texts(daemon_factory)
+    async with d.client() as rc:
+        (first,) = await _until_a_process(d, rc, "deploys")
+
+    async def burst(k: int) -> None:
+        async with d.client() as rc:
+            for i in range(3):
+                await store(rc, f"burst {k}.{i}: the release freeze lifts on thursdays")
+                assert (await search(rc, "release freeze")).hits
+
+    for _ in range(2):
+        await anyio.sleep(11)
+        async with anyio.create_task_group() as tg:
+            for k in range(4):
+                tg.start_soon(burst, k)
+    assert "search process lost" not in d.log()
+    assert search_processes(_pid(d)) == [first]
+    await d.stop()

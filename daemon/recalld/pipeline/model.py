@@ -3,8 +3,10 @@
 The model loads in a worker thread after the socket accepts. It runs on ONNX Runtime (see
 onnx_model.py: no torch in the daemon, sub-second load), falling back to sentence-transformers
 (the optional torch extra) when no graph can be built. Until it is ready, or if it fails,
-search runs lexical only and status says why. One model serves everyone: it runs under one
-lock, and a query embedding waiting for it goes before the next background batch, so
+search runs lexical only and status says why. One model serves everyone. The backlog's
+batches run on a thread of the lowest CPU priority (where the model is also built, so the
+runtime's own threads inherit that priority) and start only while no query waits; queries
+(and texts a caller waits for) run one at a time on normal threads beside any batch, so
 searches stay fast while captures embed.
 """
 
@@ -24,6 +26,7 @@ import anyio
 import numpy as np
 
 from .bundled_model import bundled_model_path
+from .low_priority import LowPriorityThread
 from .onnx_model import OnnxEmbedder, ensure_export
 
 __all__ = [
@@ -135,10 +138,12 @@ class Model:
         self.reason: str | None = "embedder = none in config" if kind == "none" else None
         self.embedder: Embedder | None = None
         self.load_s: float | None = None
-        # The priority lane: the lock serialises use of the model; background batches also
-        # wait on the condition until no query is waiting.
+        # The priority lane: queries take the lock one at a time (never waiting behind a
+        # batch, which would make a query wait on a thread of the lowest priority); a batch
+        # starts only while no query waits, on the background thread.
         self._lock = anyio.Lock()
         self._lane = anyio.Condition()
+        self._background = LowPriorityThread("recalld-embed")
         self._queries_waiting = 0
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
 
@@ -176,7 +181,7 @@ class Model:
                     raise FileNotFoundError(f"no sentence-transformers model at {path}")
                 self.embedder, self.backend = await self._load_model(path)
                 # One throwaway encode so the first real query does not pay for warm-up.
-                await anyio.to_thread.run_sync(self.embedder.encode, ["warm up"])
+                await self._background.run(self.embedder.encode, ["warm up"])
         except Exception as exc:  # any failure to load means lexical-only, reported
             self.state = "failed"
             self.reason = f"{type(exc).__name__}: {exc}"
@@ -192,17 +197,15 @@ class Model:
         if self._backend in ("auto", "onnx"):
             try:
                 onnx = await anyio.to_thread.run_sync(ensure_export, path, abandon_on_cancel=True)
-                embedder = await anyio.to_thread.run_sync(
-                    OnnxEmbedder, onnx, path, abandon_on_cancel=True
-                )
+                # Built on the background thread: the runtime's pool threads inherit its
+                # priority (a query's own thread runs at normal priority beside them).
+                embedder = await self._background.run(OnnxEmbedder, onnx, path)
                 return embedder, "onnxruntime"
             except Exception as exc:
                 if self._backend == "onnx":
                     raise
                 log.warning("ONNX backend unavailable (%s); trying sentence-transformers", exc)
-        embedder = await anyio.to_thread.run_sync(
-            SentenceTransformerEmbedder, path, abandon_on_cancel=True
-        )
+        embedder = await self._background.run(SentenceTransformerEmbedder, path)
         return embedder, "sentence-transformers"
 
     async def embed_query(self, text: str) -> np.ndarray | None:
@@ -255,5 +258,8 @@ class Model:
         async with self._lane:
             while self._queries_waiting:
                 await self._lane.wait()
-        async with self._lock:
-            return await anyio.to_thread.run_sync(embedder.encode, list(texts))
+        return await self._background.run(embedder.encode, list(texts))
+
+    def close(self) -> None:
+        """At the stop: drop a batch that has not started (one that has finishes)."""
+        self._background.close()

@@ -90,6 +90,9 @@ class OnnxEmbedder:
         import onnxruntime as ort  # type: ignore[import-untyped]
         from tokenizers import Tokenizer
 
+        # Tokenize on the calling thread: the tokenizer's own pool would be started from the
+        # low-priority thread the model is built on, and a query's tokens would wait on it.
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         max_len = 256
         config = model_dir / "sentence_bert_config.json"
         if config.exists():

@@ -288,7 +288,10 @@ class SearchActor(ActorBase):
 
     async def _start_into(self, slot: _Slot, recipe: ProcessReaders) -> None:
         try:
-            process = await anyio.to_thread.run_sync(self._start_process, recipe)
+            # On the event loop's thread, never a worker thread: Linux sends a process its
+            # parent-death signal when the *thread* that started it ends, and anyio ends a
+            # worker thread idle for 10 s. Starting one is a vfork and exec, a millisecond.
+            process = self._start_process(recipe)
         except Exception as exc:  # no interpreter to start, no fds left: threads it is, a while
             log.warning("could not start a search process: %s: %s", type(exc).__name__, exc)
             slot.start_after = time.monotonic() + RESTART_AFTER_S

@@ -103,7 +103,8 @@ class _AskedVector(PendingVector):
 
 def _die_with_the_daemon() -> None:
     """Linux kills this process when the daemon dies, even by kill -9 (no orphan holds the
-    database open); and a terminal's Ctrl-C is the daemon's to handle."""
+    database open); and a terminal's Ctrl-C is the daemon's to handle. The signal comes when
+    the thread that started this process ends: the daemon starts it from its main thread."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         libc = ctypes.CDLL(None, use_errno=True)
