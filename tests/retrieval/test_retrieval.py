@@ -519,7 +519,7 @@ def test_a_small_workspace_in_a_large_graph_is_searched_by_its_own_vectors(
         )
         store.open_vectors(embedder.name, embedder.dim)
         status = store.index_status()
-        assert status is not None and (status.type or "").startswith("IndexHNSWFlat")
+        assert status is not None and (status.type or "").startswith("IndexHNSWSQ(fp16")
 
         qvec = embedder.encode(["the beagle from the shelter"])[0]
         found = reader.search.semantic(qvec, visible("/small"), 10)

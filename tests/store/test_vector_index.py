@@ -73,7 +73,7 @@ def top(index: VectorIndex, vec: np.ndarray, k: int = 10) -> list[int]:
 def test_a_large_collection_is_a_graph_that_finds_what_an_exact_scan_finds(tmp_path: Path) -> None:
     vecs = clustered(N, seed=1)
     index = opened(tmp_path, vectors_table(tmp_path, vecs))
-    assert index.kind.startswith("IndexHNSWFlat") and index.ntotal == N
+    assert index.kind.startswith("IndexHNSWSQ(fp16") and index.ntotal == N
     assert index.rebuilt_reason == "no snapshot"
     queries = clustered(50, seed=2)
     exact = np.argsort(-(queries @ vecs.T), axis=1)[:, :10]
@@ -233,6 +233,32 @@ def test_a_vector_replaced_after_the_snapshot_is_read_again_at_start(
     rebuilt = opened(tmp_path, conn)
     assert "re-embedded since" in (rebuilt.rebuilt_reason or "")
     assert top(rebuilt, vecs[1])[0] in (rowid(0), rowid(1))
+
+
+def test_a_float32_graph_an_older_daemon_wrote_is_rebuilt_with_16_bit_vectors(
+    tmp_path: Path,
+) -> None:
+    import faiss
+
+    vecs = clustered(N, seed=8)
+    conn = vectors_table(tmp_path, vecs)
+    snapshot(opened(tmp_path, conn), conn)
+    # The same graph of float32 vectors, as an older daemon wrote it, its checksum right.
+    old = faiss.IndexHNSWFlat(vecs.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
+    old.add(vecs)
+    faiss.write_index(old, str(tmp_path / vector_index.SNAPSHOT))
+    meta = json.loads((tmp_path / SNAPSHOT_META).read_text())
+    meta["checksum"] = vector_index._snapshot_digest(tmp_path, True)
+    (tmp_path / SNAPSHOT_META).write_text(json.dumps(meta))
+
+    again = opened(tmp_path, conn)
+    assert "not an fp16 HNSW graph" in (again.rebuilt_reason or "")
+    assert again.kind.startswith("IndexHNSWSQ(fp16") and again.ntotal == N
+    assert [top(again, v)[0] for v in vecs[:10]] == [rowid(i) for i in range(10)]
+    snapshot(again, conn)
+    # Two bytes a component saved, the graph's links alike in both.
+    saved = len(faiss.serialize_index(old)) - (tmp_path / vector_index.SNAPSHOT).stat().st_size
+    assert saved >= 0.9 * N * DIM * 2
 
 
 def test_a_graph_mostly_removed_is_built_afresh_at_start(tmp_path: Path) -> None:

@@ -145,7 +145,7 @@ class VectorIndex:
     @property
     def kind(self) -> str:
         if isinstance(self._index, GraphIndex):
-            return f"IndexHNSWFlat(M={M}, efSearch={EF_SEARCH}, dead={self._index.dead})"
+            return f"IndexHNSWSQ(fp16, M={M}, efSearch={EF_SEARCH}, dead={self._index.dead})"
         return "IndexIDMap2(IndexFlatIP)"
 
     # ------------------------------------------------------------------ start-up
