@@ -5,11 +5,12 @@ inverted file must scan a share of them. Its vectors are kept as 16-bit floats
 (``IndexHNSWSQ``, fp16): half the memory of float32 (768 bytes a vector of 384, where the
 vectors are most of the daemon's RSS at 100k records and more), for scores within about 1e-3
 of float32's on unit vectors, which moves a neighbour only past one that all but ties it.
-But it numbers vectors 0, 1, 2... and cannot delete one. So this keeps, beside the graph, each vector's ``records.rowid`` (``labels``) and whether
-it still counts (``alive``): a removed or re-embedded record's old vector stays in the graph,
-still a stepping stone between its neighbours, and every search passes FAISS a bitmap that
-leaves it out of the results. Removals are rare (forget, a tombstone, a re-embed); a graph
-whose dead share passes :data:`DEAD_SHARE_MAX` is built afresh at the next start.
+But it numbers vectors 0, 1, 2... and cannot delete one. So this keeps, beside the graph,
+each vector's ``records.rowid`` (``labels``) and whether it still counts (``alive``): a
+removed or re-embedded record's old vector stays in the graph, still a stepping stone between
+its neighbours, and every search passes FAISS a bitmap that leaves it out of the results.
+Removals are rare (forget, a tombstone, a re-embed); a graph whose dead share passes
+:data:`DEAD_SHARE_MAX` is built afresh at the next start.
 
 Not thread-safe: :class:`~recalld.store.sqlite.vector_index.VectorIndex` serialises mutation
 against searches.
@@ -46,7 +47,11 @@ class GraphIndex:
     ) -> None:
         if hnsw is None:
             hnsw = faiss.IndexHNSWSQ(
-                dim, faiss.ScalarQuantizer.QT_fp16, M, faiss.METRIC_INNER_PRODUCT
+                # The stubs name only one of SWIG's overloads: (d, qtype, M, metric) is real.
+                dim,
+                faiss.ScalarQuantizer.QT_fp16,  # type: ignore[arg-type]
+                M,
+                faiss.METRIC_INNER_PRODUCT,
             )
             hnsw.hnsw.efConstruction = EF_CONSTRUCTION
         hnsw.hnsw.efSearch = EF_SEARCH
