@@ -106,9 +106,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     database_prepare: Annotated[
         bool,
         _key(
-            "prepare the statements that repeat on the server; `false` behind a pooler in "
-            "transaction mode that does not keep prepared statements (PgBouncer before 1.21, "
-            "or its max_prepared_statements = 0)"
+            "prepare the reads that repeat on the server (writes never are); `false` behind "
+            "a pooler in transaction mode that does not keep prepared statements (PgBouncer "
+            "before 1.21, or its max_prepared_statements = 0)"
         ),
     ] = True
     visibility: Annotated[

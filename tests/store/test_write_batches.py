@@ -4,6 +4,7 @@ others commit."""
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -158,3 +159,29 @@ def test_a_statement_the_database_refuses_fails_only_its_own_job(store: Store) -
     assert [job.error is None for job in jobs] == [True, False, True, True]
     assert isinstance(jobs[1].error, RecallError) and jobs[1].error.code == "internal"
     assert _texts(store) == {jobs[0].result: "first", jobs[2].result: "third", jobs[3].result: "4"}
+
+
+def test_batches_that_roll_back_again_and_again_fail_only_their_own_jobs(store: Store) -> None:
+    """Many batches, each with a job the database refuses: every other job commits.
+
+    On PostgreSQL the writer pipelines and rolls back to savepoints; with psycopg preparing
+    the statements that repeat, a ROLLBACK's answer made it forget (and deallocate) what it
+    had prepared while a named statement was still in flight, and a later job failed with
+    SQLSTATE 26000 (seen as ``internal: write failed: 26000`` under concurrent writers).
+    """
+    rng = random.Random(7)
+    unexpected: list[str] = []
+    for batch in range(150):
+        failing = rng.randrange(6)
+        plan = [
+            _store_then_break_a_rule(f"refused {batch}") if i == failing else _store(f"{batch}/{i}")
+            for i in range(rng.randint(2, 6))
+        ]
+        jobs = [_Job(fn) for fn in plan]
+        store.apply_batch(jobs, time.time())
+        unexpected += [
+            f"batch {batch} job {i}: {job.error}"
+            for i, job in enumerate(jobs)
+            if (job.error is not None) != (i == failing)
+        ]
+    assert unexpected == []

@@ -97,8 +97,8 @@ class PgStore:
 
     def __init__(self, url: str, *, connections: int, prepare: bool = True) -> None:
         """Open the writer's connection (of at most ``connections``); ``prepare``: let
-        psycopg prepare the statements that repeat (off behind a pooler that does not keep
-        prepared statements).
+        psycopg prepare the readers' statements that repeat (off behind a pooler that does
+        not keep prepared statements; the writer never prepares).
 
         Raises:
             StoreUnreachable: the server does not answer.
@@ -120,7 +120,15 @@ class PgStore:
         self._idle: list[PgDb] = []
         self._readers_lock = threading.Lock()
         self._readers_open = 0
-        self._writer = PgDb(self._open, self.state, reconnect=False)
+        # The writer never prepares: it pipelines its statements and rolls back to
+        # savepoints, and psycopg answers a ROLLBACK's result by forgetting what it
+        # prepared and queueing a DEALLOCATE ALL while named statements may still be in
+        # flight in the pipeline; a later Bind of one of them then failed with SQLSTATE
+        # 26000 ("prepared statement does not exist") under concurrent team writers.
+        # The pipeline already saves the writer its round trips.
+        self._writer = PgDb(
+            lambda: connect(url, autocommit=True, prepare=False), self.state, reconnect=False
+        )
         try:
             self._check(self._writer.conn)
         except RecallError as exc:
