@@ -198,7 +198,8 @@ async def test_record_search_show_and_forget(running_daemon: DaemonProcess) -> N
 
 async def test_bad_input_is_a_clear_failure(running_daemon: DaemonProcess, tmp_path: Path) -> None:
     out = ctl(running_daemon, "experience", "search", "x", "--limit", "21")
-    assert out.returncode == 1 and "invalid_request" in out.stderr and "limit" in out.stderr
+    # Refused before sending, in the flag's words and with the protocol's range.
+    assert out.returncode == 2 and "--limit: must be 1-20, not 21" in out.stderr
     out = ctl(running_daemon, "experience", "show", "exp_nope")
     assert out.returncode == 1 and "not_found" in out.stderr
     out = ctl(running_daemon, "experience", "record", "x", "--file", "/etc/passwd")

@@ -45,7 +45,7 @@ async def test_store_from_stdin_then_search(running_daemon: DaemonProcess) -> No
     assert stored.returncode == 0, stored.stderr
     found = ctl(running_daemon, "search", "vpn config", "--json")
     assert found.returncode == 0
-    hits = json.loads(found.stdout)["hits"]
+    hits = json.loads(found.stdout)["entries"]
     assert hits[0]["id"] == stored.stdout.strip()
     assert hits[0]["tags"] == ["ops"]
 

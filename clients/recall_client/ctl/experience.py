@@ -18,6 +18,7 @@ from typing import Any
 from .. import protocol as p
 from ..client import RecallClient, connect
 from ..hello import hello_tokens
+from . import arguments
 from .episode_input import InputError, session_from_hook
 from .output import one_line, print_json
 
@@ -311,7 +312,10 @@ def add_commands(sub: Any) -> None:
     )
     li.add_argument("--class", dest="task_class", help="only this task class")
     li.add_argument("--before", metavar="CURSOR", help="the page after this cursor")
-    li.add_argument("--limit", type=int, default=20, help="1-100 (default 20)")
+    limit, span = arguments.bounded_int(p.ExperienceList, "limit")
+    li.add_argument(
+        "--limit", type=limit, default=20, help=f"experiences a page, {span} (default 20)"
+    )
     li.add_argument("--json", action="store_true", help="print the reply as JSON")
     li.set_defaults(run=_list)
 
@@ -322,8 +326,16 @@ def add_commands(sub: Any) -> None:
         "words and meaning, best first, and the lessons they support. "
         "Nothing is listed when nothing is similar enough.",
     )
-    se.add_argument("query")
-    se.add_argument("--limit", type=int, default=5, help="1-20 (default 5)")
+    se.add_argument(
+        "query",
+        metavar="QUERY",
+        type=arguments.text(p.SearchExperience, "query"),
+        help="the task you are about to do, in a sentence",
+    )
+    limit, span = arguments.bounded_int(p.SearchExperience, "limit")
+    se.add_argument(
+        "--limit", type=limit, default=5, help=f"experiences to show, {span} (default 5)"
+    )
     se.add_argument("--json", action="store_true", help="print the reply as JSON")
     se.set_defaults(run=_search)
 
@@ -366,8 +378,12 @@ def add_commands(sub: Any) -> None:
         default="general",
         help="task class, e.g. bugfix, feature, ops (default: general)",
     )
-    rec.add_argument("--tool-calls", type=int, default=0)
-    rec.add_argument("--minutes", type=float, default=0.0)
+    calls, span = arguments.bounded_int(p.RecordExperience, "tool_calls")
+    rec.add_argument(
+        "--tool-calls", type=calls, default=0, help=f"how many tool calls it took, {span}"
+    )
+    minutes, span = arguments.bounded_float(p.RecordExperience, "minutes")
+    rec.add_argument("--minutes", type=minutes, default=0.0, help=f"how long it took, {span}")
     rec.add_argument(
         "--file",
         action="append",

@@ -6,10 +6,11 @@ The ``recallctl`` entry point (recall_client.recallctl) adds the commands of oth
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import msgspec
@@ -18,10 +19,10 @@ from .. import __version__
 from .. import protocol as p
 from ..client import DaemonUnavailable, RecallClient, RemoteError, connect
 from ..hello import hello_tokens
-from . import capture, context, experience, memories, ops
+from . import arguments, capture, context, experience, memories, ops
 from . import connect as hosts
 from . import db as database
-from .output import print_json, print_json_line
+from .output import one_line, print_json, print_json_line
 
 __all__ = ["AddCommands", "main"]
 
@@ -142,13 +143,42 @@ async def _search(rc: RecallClient, args: argparse.Namespace) -> int:
         p.MemorySearchResult,
     )
     if args.json:
-        print_json(reply)
+        # The seed's names, as memory_search's structuredContent has them.
+        shown = msgspec.to_builtins(reply)
+        print_json({p.SEARCH_SEED_NAMES.get(k, k): v for k, v in shown.items()})
         return 0
-    if not reply.hits:
-        print("no matches")
-    for hit in reply.hits:
-        print(f"{hit.score:6.3f}  {hit.id}  {hit.snippet}")
+    print(render_search(reply))
     return 0
+
+
+def render_search(reply: p.MemorySearchResult) -> str:
+    """The current facts first, then each hit with its score and how well it matched, then
+    whether nothing matched confidently."""
+    lines = [f"fact    {f.subject}: {one_line(f.text, 90)}  [{f.id}]" for f in reply.cortex]
+    for hit in reply.hits:
+        text = one_line(hit.snippet or hit.text, 90)
+        lines.append(f"{hit.score:6.3f}  {hit.relevance:<6}  {hit.id}  {text}")
+    if not reply.hits and not reply.cortex:
+        lines.append("no matches")
+    elif reply.low_confidence:
+        lines.append(
+            "low confidence: nothing matched the query well; try the nouns a memory would hold"
+        )
+    return "\n".join(lines)
+
+
+def _workspace_given(args: argparse.Namespace) -> None:
+    """``--in``: a path must be a directory (a workspace is a repository's checkout, or its
+    identity, such as github.com/owner/repo).
+
+    Raises:
+        UsageError: the path names no directory.
+    """
+    given = getattr(args, "workspace_filter", None)
+    if given and given.startswith(("/", ".", "~")):
+        path = os.path.expanduser(given)
+        if not os.path.isdir(path):
+            raise UsageError(f"--in {given}: no such workspace (not a directory)")
 
 
 class UsageError(Exception):
@@ -209,14 +239,47 @@ def _read_payload(args: argparse.Namespace) -> None:
 async def _store(rc: RecallClient, args: argparse.Namespace) -> int:
     reply = await rc.call(
         p.MemoryStore(
-            text=args.text, tags=args.tag or [], source=args.source, visibility=args.visibility
+            text=args.text,
+            tags=args.tag or [],
+            source=args.source,
+            visibility=args.visibility,
+            kind="fact" if args.subject else "entry",
+            subject=args.subject,
         ),
-        p.Stored,
+        p.MemoryStored,
+    )
+    if args.json:
+        print_json(reply)
+        return 0
+    said = reply.record_id + (" (duplicate)" if reply.duplicate else "")
+    if reply.superseded:
+        said += f"; supersedes {', '.join(reply.superseded)}"
+    if reply.contested:
+        contested = ", ".join(reply.contested_with)
+        said += f"; contested with {contested} (settle it with memory_fact_resolve)"
+    print(said)
+    return 0
+
+
+async def _show(rc: RecallClient, args: argparse.Namespace) -> int:
+    reply = await rc.call(p.MemoryShow(memory_id=args.id), p.MemoryShown)
+    if args.json:
+        print_json(reply.memory)
+    else:
+        print(memories.render_detail(reply.memory))
+    return 0
+
+
+async def _record_use(rc: RecallClient, args: argparse.Namespace) -> int:
+    reply = await rc.call(
+        p.MemoryRecordUse(memory_ids=args.ids, outcome=args.outcome, note=args.note),
+        p.UseRecorded,
     )
     if args.json:
         print_json(reply)
     else:
-        print(reply.record_id + (" (duplicate)" if reply.duplicate else ""))
+        for use in reply.recorded:
+            print(f"{use.id} {use.outcome}")
     return 0
 
 
@@ -322,13 +385,6 @@ async def _forget(rc: RecallClient, args: argparse.Namespace) -> int:
     return code
 
 
-def _unit(value: str) -> float:
-    number = float(value)
-    if not 0 <= number <= 1:
-        raise argparse.ArgumentTypeError(f"{value} is not in 0..1")
-    return number
-
-
 def _parser(more: Sequence[AddCommands] = ()) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="recallctl",
@@ -345,7 +401,12 @@ def _parser(more: Sequence[AddCommands] = ()) -> argparse.ArgumentParser:
     )
     st.add_argument("--json", action="store_true", help="print the report as JSON")
     st.add_argument("--watch", action="store_true", help="refresh until interrupted")
-    st.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    st.add_argument(
+        "--interval",
+        type=arguments.positive_seconds,
+        default=2.0,
+        help="seconds between refreshes, more than 0 (default 2)",
+    )
     st.add_argument(
         "--wait",
         type=float,
@@ -360,26 +421,51 @@ def _parser(more: Sequence[AddCommands] = ()) -> argparse.ArgumentParser:
         help="search memories of a workspace",
         description="Search memories lexically and by meaning.",
     )
-    se.add_argument("query")
-    se.add_argument("--limit", type=int, default=5)
-    se.add_argument("--mode", choices=["keyword", "bm25", "hybrid"], default="hybrid")
+    se.add_argument(
+        "query",
+        metavar="QUERY",
+        type=arguments.text(p.MemorySearch, "query"),
+        help="what you look for, in the words a memory would hold",
+    )
+    limit, span = arguments.bounded_int(p.MemorySearch, "limit")
+    se.add_argument("--limit", type=limit, default=5, help=f"hits to show, {span} (default 5)")
+    se.add_argument(
+        "--mode",
+        choices=["keyword", "bm25", "hybrid"],
+        default="hybrid",
+        help="hybrid: words and meaning (default); bm25: words ranked by bm25; keyword: "
+        "how many of the query's words a memory holds",
+    )
     se.add_argument(
         "--in",
         dest="workspace_filter",
         metavar="WORKSPACE",
-        help="search this workspace instead of the current one",
+        help="search this workspace (a checkout's path or a workspace identity) instead of "
+        "the current one",
     )
-    se.add_argument("--json", action="store_true")
-    se.set_defaults(run=_search)
+    se.add_argument(
+        "--json", action="store_true", help="print memory_search's result (entries, cortex) as JSON"
+    )
+    se.set_defaults(run=_search, prepare=_workspace_given)
 
     so = sub.add_parser(
         "store",
         help="store one memory",
         description="Store one memory; TEXT '-' reads it from stdin.",
     )
-    so.add_argument("text")
+    so.add_argument("text", metavar="TEXT", help="the memory's text ('-': read it from stdin)")
     so.add_argument("--tag", action="append", help="a tag (repeatable)")
-    so.add_argument("--source")
+    so.add_argument(
+        "--source", help="who or what it came from (a person, a document, a URL), when not you"
+    )
+    so.add_argument(
+        "--fact",
+        dest="subject",
+        metavar="SUBJECT",
+        type=arguments.text(p.MemoryStore, "subject"),
+        help="store it as the current fact about SUBJECT (e.g. 'prod database port'): it "
+        "supersedes the older fact on that subject, or is marked contested beside it",
+    )
     so.add_argument(
         "--visibility",
         choices=["private", "team"],
@@ -440,20 +526,43 @@ def _parser(more: Sequence[AddCommands] = ()) -> argparse.ArgumentParser:
         description="Search this agent's work episodes under the reader "
         "contract; without a query, list the newest.",
     )
-    ws.add_argument("query", nargs="?")
-    ws.add_argument("--tool")
-    ws.add_argument("--session")
-    ws.add_argument("--since", type=int, help="unix seconds")
-    ws.add_argument("--until", type=int, help="unix seconds")
-    ws.add_argument("-k", type=int, default=20)
-    ws.add_argument("--min-trust", type=_unit, default=0.3)
-    ws.add_argument("--include-pending", action="store_true")
+    ws.add_argument(
+        "query",
+        nargs="?",
+        metavar="QUERY",
+        type=arguments.text(p.WorkSearch, "query"),
+        help="what the work was about (without: the newest episodes)",
+    )
+    ws.add_argument("--tool", help="only episodes of this tool (Bash, Edit, ...)")
+    ws.add_argument("--session", help="only episodes of this session id")
+    since, _ = arguments.bounded_int(p.WorkSearch, "since")
+    ws.add_argument(
+        "--since", type=since, metavar="UNIX_SECONDS", help="only episodes from then on"
+    )
+    until, _ = arguments.bounded_int(p.WorkSearch, "until")
+    ws.add_argument("--until", type=until, metavar="UNIX_SECONDS", help="only episodes before then")
+    k, span = arguments.bounded_int(p.WorkSearch, "k")
+    ws.add_argument("-k", type=k, default=20, help=f"episodes to show, {span} (default 20)")
+    trust, span = arguments.bounded_float(p.WorkSearch, "min_trust")
+    ws.add_argument(
+        "--min-trust",
+        type=trust,
+        default=0.3,
+        help=f"leave out episodes trusted less, {span} (default 0.3)",
+    )
+    ws.add_argument(
+        "--include-pending", action="store_true", help="also episodes not yet evaluated"
+    )
     ws.add_argument(
         "--any-caller", action="store_true", help="every agent's episodes (needs the admin token)"
     )
-    ws.add_argument("--semantic", action="store_true")
-    ws.add_argument("--format", choices=["concise", "detailed"])
-    ws.add_argument("--json", action="store_true")
+    ws.add_argument(
+        "--semantic", action="store_true", help="rank by meaning too, not only by words"
+    )
+    ws.add_argument(
+        "--format", choices=["concise", "detailed"], help="how much of each episode to show"
+    )
+    ws.add_argument("--json", action="store_true", help="print work_search's result as JSON")
     ws.set_defaults(run=_work_search)
 
     wr = sub.add_parser(
@@ -465,7 +574,13 @@ def _parser(more: Sequence[AddCommands] = ()) -> argparse.ArgumentParser:
     target = wr.add_mutually_exclusive_group(required=True)
     target.add_argument("--episode", metavar="ID")
     target.add_argument("--session", metavar="SESSION_ID")
-    wr.add_argument("task_result", type=_unit)
+    verdict, span = arguments.bounded_float(p.WorkResult, "task_result")
+    wr.add_argument(
+        "task_result",
+        metavar="TASK_RESULT",
+        type=verdict,
+        help=f"how well the task went, {span} (0: failed, 1: succeeded)",
+    )
     wr.add_argument(
         "--any-caller",
         action="store_true",
@@ -473,6 +588,39 @@ def _parser(more: Sequence[AddCommands] = ()) -> argparse.ArgumentParser:
     )
     wr.add_argument("--json", action="store_true")
     wr.set_defaults(run=_work_result)
+
+    sh = sub.add_parser(
+        "show",
+        help="show one memory whole (memory_show)",
+        description="Show one memory whole: its text, who wrote it and where, its links "
+        "(supersedes, superseded by, contested with, depends on), its cited paths and their "
+        "drift, its staleness and the outcomes recorded for it.",
+    )
+    sh.add_argument("id", metavar="ID", help="the memory's id (mem_...)")
+    sh.add_argument("--json", action="store_true", help="print memory_show's memory as JSON")
+    sh.set_defaults(run=_show)
+
+    ru = sub.add_parser(
+        "record-use",
+        help="record what became of memories (memory_record_use)",
+        description="Record an outcome for memories you were shown: used (it helped), "
+        "ignored, contradicted (it was wrong) or corrected (you fixed it). Outcomes move "
+        "how a memory ranks.",
+    )
+    ru.add_argument("ids", nargs="+", metavar="ID", help="the memories' ids (mem_...)")
+    ru.add_argument(
+        "--outcome",
+        required=True,
+        choices=["used", "ignored", "contradicted", "corrected"],
+        help="what became of them",
+    )
+    ru.add_argument(
+        "--note",
+        type=arguments.text(p.MemoryRecordUse, "note"),
+        help="what was wrong, or what it was corrected to",
+    )
+    ru.add_argument("--json", action="store_true", help="print the reply as JSON")
+    ru.set_defaults(run=_record_use)
 
     fo = sub.add_parser(
         "forget",
@@ -545,7 +693,12 @@ def _after_commands(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None, more: Sequence[AddCommands] = ()) -> None:
     """Run recallctl; ``more``: what adds the commands of other parts to its parser."""
-    args = _parser(more).parse_args(argv)
+    parser = _parser(more)
+    args = parser.parse_args(argv)
+    undecodable = arguments.undecodable_argument(parser, args)
+    if undecodable is not None:
+        print(f"recallctl {args.command}: {undecodable}", file=sys.stderr)
+        raise SystemExit(2)
     prepare: Callable[[argparse.Namespace], None] | None = getattr(args, "prepare", None)
     if prepare is not None:
         try:
@@ -586,12 +739,27 @@ def main(argv: list[str] | None = None, more: Sequence[AddCommands] = ()) -> Non
         # Arguments that contradict each other: the request refused itself before sending.
         print(f"recallctl {args.command}: {exc}", file=sys.stderr)
         code = 2
+    except BrokenPipeError:
+        _stdout_gone()
     except OSError as exc:
         print(f"recallctl: {exc}", file=sys.stderr)
         code = 1
     except KeyboardInterrupt:
         code = 130
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()
     raise SystemExit(code)
+
+
+def _stdout_gone() -> NoReturn:
+    """The reader of stdout went away early (``| head``): end quietly with the shell's code
+    for a broken pipe, not a traceback. Python flushes stdout once more at exit, so it is
+    pointed at /dev/null first."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise SystemExit(141)
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:

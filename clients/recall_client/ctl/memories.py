@@ -11,9 +11,10 @@ from typing import Any
 
 from .. import protocol as p
 from ..client import RecallClient, RemoteError
+from . import arguments
 from .output import one_line, print_json
 
-__all__ = ["add_commands", "render_items", "render_preview"]
+__all__ = ["add_commands", "render_detail", "render_items", "render_preview"]
 
 _TEXT_SHOWN = 80
 
@@ -28,6 +29,7 @@ def _flags(item: p.MemoryItem) -> str:
             ("low-trust", item.low_trust),
             ("global", item.global_scope),
             ("quoted", item.authority == "quoted"),
+            (f"team, {item.owner}'s", item.visibility == "team"),
         )
         if on
     ]
@@ -104,9 +106,56 @@ def _nothing_listed(args: argparse.Namespace, own: str | None) -> str:
     return said + "".join(f"; {hint}" for hint in widen)
 
 
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def render_detail(m: p.MemoryDetail) -> str:
+    """One memory whole (memory_show), a fact a line: what it says, whose it is, how it
+    stands, what it links to."""
+    kind = f"fact about {m.subject}" if m.kind == "fact" and m.subject else m.kind
+    by = m.agent + (f" via {m.client}" if m.client else "") + (f" ({m.model})" if m.model else "")
+    lines = [
+        f"{m.id}  {kind}",
+        f"  written     by {by} on {_when(m.created_at)}, {m.visibility} of {m.owner}",
+        f"  workspace   {m.workspace}" + ("" if m.origin else " (global)"),
+    ]
+    if m.source:
+        lines.append(f"  source      {m.source}")
+    if m.tags:
+        lines.append(f"  tags        {', '.join(m.tags)}")
+    trust = f"{m.trust:.2f}" + (" (low: never injected, searched only)" if m.low_trust else "")
+    lines.append(f"  trust       {trust}; {m.authority}; {m.eligibility}")
+    verified = f" at {m.verified_commit[:12]}" if m.verified_commit else ""
+    lines.append(f"  verified    {_when(m.last_verified_at)}{verified}")
+    lines.append(f"  staleness   {m.staleness_verdict.replace('_', ' ')}")
+    if m.commit_drift is not None and m.commit_drift.count:
+        lines.append(f"  drift       {m.commit_drift.count} commits since it was verified")
+    for cited in m.cited_paths:
+        lines.append(f"  cites       {cited.path}" + ("" if cited.exists else " (gone)"))
+    if m.superseded_by:
+        lines.append(
+            f"  superseded  by {m.superseded_by}: {one_line(m.superseded_by_text or '', 60)}"
+        )
+    if m.supersedes:
+        lines.append(f"  supersedes  {', '.join(m.supersedes)}")
+    for c in m.contenders:
+        lines.append(f"  contested   with {c.id}: {one_line(c.text, 60)}")
+    for link in m.depends_on:
+        lines.append(f"  depends on  {link.id}: {one_line(link.summary, 60)}")
+    for link in m.depended_on_by:
+        lines.append(f"  needed by   {link.id}: {one_line(link.summary, 60)}")
+    if m.outcomes:
+        lines.append(
+            "  outcomes    " + ", ".join(f"{k} {v}" for k, v in sorted(m.outcomes.items()))
+        )
+    lines += ["  text:", *(f"    {line}" for line in m.text.splitlines() or [""])]
+    return "\n".join(lines)
+
+
 def render_preview(record: p.SharePreview) -> str:
     """What memory_share would share, and its provenance, one fact a line."""
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
+    when = _when(record.created_at)
     by = record.agent + (f" via {record.client}" if record.client else "")
     by += f" ({record.model})" if record.model else ""
     lines = [
@@ -148,13 +197,6 @@ async def _share(rc: RecallClient, args: argparse.Namespace) -> int:
     return 0
 
 
-def _limit(value: str) -> int:
-    number = int(value)
-    if not 1 <= number <= 200:
-        raise argparse.ArgumentTypeError(f"{value} is not in 1..200")
-    return number
-
-
 def add_commands(sub: Any) -> None:
     """Register ``recallctl memories``."""
     me = sub.add_parser(
@@ -190,7 +232,8 @@ def add_commands(sub: Any) -> None:
     )
     scope.add_argument("--all", action="store_true", help="every workspace's memories")
     me.add_argument("--before", metavar="CURSOR", help="the page after this cursor")
-    me.add_argument("--limit", type=_limit, default=50, help="1-200 (default 50)")
+    limit, span = arguments.bounded_int(p.MemoryList, "limit")
+    me.add_argument("--limit", type=limit, default=50, help=f"memories a page, {span} (default 50)")
     me.add_argument("--json", action="store_true", help="print the reply as JSON")
     me.set_defaults(run=_memories)
 

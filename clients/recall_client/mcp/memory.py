@@ -203,7 +203,7 @@ TOOLS = (
             # Seed 003 names the limit top_k, seed 004 max_results.
             arguments={"top_k": "limit", "max_results": "limit"},
             internal=("workspace",),
-            results={"hits": "entries"},
+            results=p.SEARCH_SEED_NAMES,
             hidden=("took_ms",),
         ),
     ),

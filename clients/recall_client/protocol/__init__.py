@@ -108,6 +108,7 @@ from .experience import (
 )
 from .memory import (
     LIST_TEXT,
+    SEARCH_SEED_NAMES,
     CitedPath,
     CommitDrift,
     Contender,
@@ -229,6 +230,7 @@ __all__ = [
     "MAX_HISTORY",
     "OPAQUE",
     "PROTOCOL_VERSION",
+    "SEARCH_SEED_NAMES",
     "SUCCESS_STATUSES",
     "ActorStatus",
     "AgentChanged",

@@ -906,6 +906,11 @@ class MemoryEvent(Struct, kw_only=True):
     text: str
 
 
+# The seeds' names for memory_search's result where the protocol's differ: the MCP tool and
+# `recallctl search --json` both answer in them.
+SEARCH_SEED_NAMES = {"hits": "entries"}
+
+
 class MemorySearchResult(Reply, tag="memory_search_result", kw_only=True):
     # In the order a reader should take them in: facts ahead of entries.
     query: Annotated[str, Meta(description="The query as received.")]
