@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import socket
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -242,7 +243,7 @@ async def open_client(
     except (OSError, TimeoutError) as exc:
         raise DaemonUnavailable(
             f"recalld is not answering at {sock} ({exc.__class__.__name__}: {exc}). "
-            "Start it with `scripts/run` or `systemctl --user start recalld.socket`."
+            f"Start it with `{_daemon_command()}` or `systemctl --user start recalld.socket`."
         ) from exc
     try:
         _check_server(stream, sock)
@@ -421,3 +422,10 @@ class Session:
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
+
+
+def _daemon_command() -> str:
+    """The daemon's command beside this client's interpreter (the same install), by its
+    absolute path so the hint works from any directory; else its name on PATH."""
+    beside = Path(sys.executable).with_name("recalld")
+    return str(beside) if beside.exists() else "recalld"

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import anyio
@@ -58,6 +60,8 @@ _SESSION = re.compile(r"mcp-[0-9a-f]{32}")
 def normalized(line: str, socket: str) -> str:
     """``line`` with the socket path, ids, tokens, owners, sessions and clocks as placeholders."""
     line = line.replace(socket, "<socket>")
+    # The daemon's command is named by this install's absolute path.
+    line = line.replace(str(Path(sys.executable).with_name("recalld")), "<recalld>")
     line = _IDS.sub(lambda m: f"<{m.group(1)}>", line)
     line = _TOKEN.sub(r"\g<1><token>", line)
     line = _OWNER.sub(r"\g<1><owner>", line)

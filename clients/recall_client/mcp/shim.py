@@ -27,7 +27,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="recall-mcp",
         description="MCP stdio server that forwards to the recalld daemon. An agent host "
-        "(Claude Code, Cursor, Codex) spawns it; it is not meant to be run by hand.",
+        "(Claude Code, Codex, Cursor, Gemini CLI, VS Code: `recallctl connect HOST` writes "
+        "its entry) spawns it; it is not meant to be run by hand.",
     )
     ap.add_argument(
         "--agent",
