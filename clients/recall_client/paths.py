@@ -15,6 +15,8 @@ from typing import Any
 
 import msgspec
 
+from . import running
+
 __all__ = [
     "InsecureDirectory",
     "admin_token_path",
@@ -105,10 +107,21 @@ def runtime_dir() -> Path:
 
 
 def socket_path() -> Path:
-    """Where a client looks for the daemon: ``$RECALLD_SOCKET``, else the default config
-    file's ``socket``, else :func:`default_socket_path`."""
-    explicit = os.environ.get("RECALLD_SOCKET") or _file_str("socket")
-    return Path(explicit) if explicit else default_socket_path()
+    """Where a client looks for the daemon: ``$RECALLD_SOCKET``, else the socket the daemon
+    running on :func:`data_dir` recorded there, else the default config file's ``socket``,
+    else :func:`default_socket_path`.
+
+    The record comes before the defaults because they depend on variables a host may drop
+    (Codex gives an MCP server only HOME, LANG, PATH, SHELL and TERM): a client without
+    ``XDG_RUNTIME_DIR`` would look in /tmp, find nothing, and start a second daemon."""
+    explicit = os.environ.get("RECALLD_SOCKET")
+    if explicit:
+        return Path(explicit)
+    live = running.running(data_dir())
+    if live is not None:
+        return Path(live.socket)
+    configured = _file_str("socket")
+    return Path(configured) if configured else default_socket_path()
 
 
 def default_socket_path() -> Path:

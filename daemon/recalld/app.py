@@ -33,7 +33,7 @@ import msgspec
 import numpy as np
 from anyio.abc import SocketListener, TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
-from recall_client import __version__, paths
+from recall_client import __version__, paths, running
 from recall_client import protocol as p
 
 from . import housekeeping, systemd
@@ -105,8 +105,11 @@ class Daemon:
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         async with AsyncExitStack() as stack:
+            # Before the store opens: a second daemon on this data dir stops here.
+            claim = running.claim(self.settings.data_path)
+            stack.callback(claim.release)
             parts = await Parts.build(stack, self)
-            await self._serve(stack, parts, listener_socket, task_status)
+            await self._serve(stack, parts, claim, listener_socket, task_status)
         self.state = p.RunState.STOPPED
         log.info("recalld stopped")
 
@@ -114,6 +117,7 @@ class Daemon:
         self,
         stack: AsyncExitStack,
         parts: Parts,
+        claim: running.Claim,
         listener_socket: socket.socket | None,
         task_status: TaskStatus[None],
     ) -> None:
@@ -145,6 +149,15 @@ class Daemon:
         await root.start(parts.search.run, name="search actor")
 
         listener = await self.socket.listen(listener_socket)
+        try:
+            claim.record(self.socket.path)
+        except OSError as exc:
+            log.warning(
+                "cannot record the socket in %s (%s): clients whose environment differs "
+                "from this daemon's may not find it",
+                claim.data_dir,
+                exc,
+            )
         accepting = anyio.CancelScope()
         connections: list[anyio.CancelScope] = []
 
