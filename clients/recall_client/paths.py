@@ -20,6 +20,7 @@ from . import running
 __all__ = [
     "InsecureDirectory",
     "admin_token_path",
+    "admin_token_problem",
     "autostart_enabled",
     "config_dir",
     "config_file",
@@ -188,12 +189,28 @@ def admin_token_path() -> Path:
 
 
 def read_admin_token() -> str | None:
-    """The admin token, or None when the file is missing or unreadable."""
+    """The admin token, or None when the file is missing or unreadable
+    (:func:`admin_token_problem` says why)."""
+    token, _problem = _admin_token()
+    return token
+
+
+def admin_token_problem() -> str | None:
+    """Why this client has no admin token to present (where it looked, what went wrong),
+    None when it has one: said beside a ``forbidden`` the daemon answers for want of it."""
+    _token, problem = _admin_token()
+    return problem
+
+
+def _admin_token() -> tuple[str | None, str | None]:
+    path = admin_token_path()
     try:
-        token = admin_token_path().read_text().strip()
-    except OSError:
-        return None
-    return token or None
+        token = path.read_text().strip()
+    except OSError as exc:
+        return None, f"the admin token {path} could not be read ({exc.strerror or exc})"
+    if not token:
+        return None, f"the admin token file {path} is empty"
+    return token, None
 
 
 def read_token_file(path: Path) -> str:
@@ -204,11 +221,15 @@ def read_token_file(path: Path) -> str:
             token others may read proves nothing).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO at the path must not hang the reader (a spool replay, say).
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise PermissionError(f"cannot read the agent token file {path}: {exc}") from exc
     with os.fdopen(fd) as fh:
-        if os.fstat(fh.fileno()).st_mode & 0o077:
+        mode = os.fstat(fh.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise PermissionError(f"the agent token file {path} is not a regular file")
+        if mode & 0o077:
             raise PermissionError(
                 f"the agent token file {path} is readable by others; run: chmod 600 {path}"
             )
