@@ -100,11 +100,22 @@ def ensure_private_dir(path: Path) -> None:
 
 
 def runtime_dir() -> Path:
-    """The per-user runtime directory (``$XDG_RUNTIME_DIR``, else a private dir under /tmp)."""
+    """The per-user runtime directory: ``$XDG_RUNTIME_DIR``, else the one systemd-logind
+    makes (``/run/user/UID``, which is what that variable names when a host has not
+    dropped it), else a private dir under /tmp."""
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg:
         return Path(xdg)
-    return Path(f"/tmp/recalld-{os.getuid()}")
+    uid = os.getuid()
+    login = Path(f"/run/user/{uid}")
+    try:
+        st = os.lstat(login)
+    except OSError:
+        return Path(f"/tmp/recalld-{uid}")
+    # Only as logind makes it: this user's own directory, closed to everyone else.
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and not st.st_mode & 0o077:
+        return login
+    return Path(f"/tmp/recalld-{uid}")
 
 
 def socket_path() -> Path:

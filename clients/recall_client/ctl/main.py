@@ -85,11 +85,7 @@ def render_status(report: p.StatusReport) -> str:
         f"index    {report.index.type or 'not open'}  {report.index.size} vectors"
         f"  embedding backlog {report.index.embedding_backlog}",
         *_spool_lines(report.spool),
-        *(
-            [f"admin    no admin token: {report.admin_token_problem}"]
-            if report.admin_token_problem
-            else []
-        ),
+        *([f"admin    {report.admin_token_problem}"] if report.admin_token_problem else []),
         "",
         f"{'actor':<12}{'state':<20}{'queue':>14}{'processed':>12}{'per s':>9}{'errors':>8}",
     ]
