@@ -1,6 +1,7 @@
 """The capture spool replays safely (issue 40, point 5): a file that is not a regular one, or
 one whose agent token can no longer be read, is moved aside with its reason and the replay
-goes on; what the spool set aside or dropped for want of room shows in ``recallctl status``."""
+goes on; what the spool set aside or dropped for want of room shows in ``recallctl status``
+and on the page's overview."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from recall_client.spool import MAX_BYTES, REJECTED, SpooledCapture, default_spo
 
 from tests.support.daemon import BIN, DaemonFactory, DaemonProcess
 from tests.support.hooks import AGENT, FIXTURES
+from tests.support.ui import Http, ui_server
 
 # Sorts before any name the spool gives, so the replay meets it first.
 FIRST = "00000000000000000000-1-planted.json"
@@ -44,6 +46,12 @@ def status_text(d: DaemonProcess) -> str:
     )
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+def overview(d: DaemonProcess) -> str:
+    """The web page's overview, as the user signed in to it sees it."""
+    with ui_server(d, "/ws/spool") as server:
+        return Http(server).sign_in().get("/").text
 
 
 def capture(stdin: str, env: dict[str, str]) -> None:
@@ -119,4 +127,6 @@ async def test_a_full_spool_counts_what_it_dropped_and_status_says_so(
     assert report.spool.full and report.spool.dropped == 2
     shown = status_text(d)
     assert "FULL" in shown and "2 episodes dropped" in shown
+    page = overview(d)
+    assert "Capture spool" in page and "2 episodes dropped for want of room" in page
     assert await d.stop() == 0
