@@ -42,6 +42,10 @@ async def test_forbidden_for_want_of_an_admin_token_says_it_could_not_be_written
         out.stderr
     )
 
+    doctor = recallctl(d, token, "doctor")
+    assert doctor.returncode == 1
+    assert "forbidden" in doctor.stderr and f"the admin token {token}" in doctor.stderr
+
     status = recallctl(d, token, "status")
     assert status.returncode == 0, status.stderr
     assert f"admin    no admin token: {token} could not be read or written" in (status.stdout)
