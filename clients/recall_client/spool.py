@@ -387,7 +387,12 @@ def _text(data: bytes) -> str:
 
 
 def _write_small(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    # O_NONBLOCK: a FIFO planted under the name fails (ENXIO) instead of waiting for a reader.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
     with os.fdopen(fd, "wb") as fh:
         fh.write(data[:_SMALL])
 
