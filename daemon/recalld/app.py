@@ -151,7 +151,7 @@ class Daemon:
 
         listener = await self.socket.listen(listener_socket)
         try:
-            claim.record(self.socket.path)
+            await anyio.to_thread.run_sync(claim.record, self.socket.path.absolute())
         except OSError as exc:
             log.warning(
                 "cannot record the socket in %s (%s): clients whose environment differs "
