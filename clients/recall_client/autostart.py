@@ -1,10 +1,13 @@
 """Starting a daemon from recall-mcp when none answers and systemd is not managing one.
 
 Several agents start their shims at about the same moment, so the start is serialised by an
-exclusive ``flock`` on a file next to the socket: the first shim to hold it starts the
-daemon and waits for its READY=1 (sd_notify on a socket of its own); the others, once they
-hold the lock in turn, find the daemon answering and start nothing. The kernel drops the
-lock when its holder dies, so a crashed shim never wedges the others.
+exclusive ``flock`` on a file in the data dir: the first shim to hold it starts the daemon
+and waits for its READY=1 (sd_notify on a socket of its own); the others, once they hold the
+lock in turn, find a daemon running on the data dir and start nothing. The lock lives in the
+data dir, not beside the socket, because two shims whose environments differ (one without
+``XDG_RUNTIME_DIR``) look for different sockets but share the data dir, which is what two
+daemons must not share. The kernel drops the lock when its holder dies, so a crashed shim
+never wedges the others.
 
 Turned off by ``RECALLD_AUTOSTART=0`` or ``autostart = false`` in config.toml.
 """
@@ -18,8 +21,9 @@ from pathlib import Path
 
 import anyio
 
+from . import running
 from .launch import DaemonStartFailed, daemon_command, start_daemon
-from .paths import ensure_private_dir, log_file
+from .paths import data_dir, log_file
 
 __all__ = ["STARTUP_TIMEOUT", "AutostartFailed", "ensure_daemon"]
 
@@ -38,7 +42,8 @@ class AutostartFailed(RuntimeError):
 
 
 async def ensure_daemon(sock: Path, *, wait: bool = True) -> bool:
-    """Make sure a daemon answers on ``sock``; True when this call started it.
+    """Make sure a daemon answers on ``sock``, or runs on this data dir; True when this call
+    started it (on ``sock``).
 
     Without ``wait``, a start under way elsewhere (the lock is held) is left to finish on its
     own and this returns False at once (``recallctl capture``: its hook has a deadline, and
@@ -46,15 +51,14 @@ async def ensure_daemon(sock: Path, *, wait: bool = True) -> bool:
 
     Raises:
         AutostartFailed: the daemon exited or stayed silent; see the log named.
-        OSError: the socket's directory or the lock file cannot be created.
+        OSError: the data dir or the lock file cannot be created.
     """
-    # The lock lives next to the socket: only in a directory no other user can change, and
-    # never through a symlink planted there.
-    ensure_private_dir(sock.parent)
+    # Never through a symlink planted there; the data dir is the user's own (the daemon
+    # keeps the store in it), so no other user can swap the file.
+    store = data_dir()
+    store.mkdir(parents=True, exist_ok=True, mode=0o700)
     lock = os.open(
-        sock.parent / f".{sock.name}.start-lock",
-        os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-        0o600,
+        store / ".autostart-lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
     )
     try:
         if not wait:
@@ -65,7 +69,9 @@ async def ensure_daemon(sock: Path, *, wait: bool = True) -> bool:
         else:
             # Blocks while another shim starts the daemon; that is bounded by its own timeout.
             await anyio.to_thread.run_sync(fcntl.flock, lock, fcntl.LOCK_EX)
-        if await _answers(sock):
+        # A daemon holding the data dir (on whatever socket it recorded) is the one to use:
+        # another would refuse to start beside it.
+        if running.held(store) or await _answers(sock):
             return False
         await _start(sock)
         return True

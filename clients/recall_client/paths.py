@@ -15,9 +15,12 @@ from typing import Any
 
 import msgspec
 
+from . import running
+
 __all__ = [
     "InsecureDirectory",
     "admin_token_path",
+    "admin_token_problem",
     "autostart_enabled",
     "config_dir",
     "config_file",
@@ -97,18 +100,40 @@ def ensure_private_dir(path: Path) -> None:
 
 
 def runtime_dir() -> Path:
-    """The per-user runtime directory (``$XDG_RUNTIME_DIR``, else a private dir under /tmp)."""
+    """The per-user runtime directory: ``$XDG_RUNTIME_DIR``, else the one systemd-logind
+    makes (``/run/user/UID``, which is what that variable names when a host has not
+    dropped it), else a private dir under /tmp."""
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg:
         return Path(xdg)
-    return Path(f"/tmp/recalld-{os.getuid()}")
+    uid = os.getuid()
+    login = Path(f"/run/user/{uid}")
+    try:
+        st = os.lstat(login)
+    except OSError:
+        return Path(f"/tmp/recalld-{uid}")
+    # Only as logind makes it: this user's own directory, closed to everyone else.
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and not st.st_mode & 0o077:
+        return login
+    return Path(f"/tmp/recalld-{uid}")
 
 
 def socket_path() -> Path:
-    """Where a client looks for the daemon: ``$RECALLD_SOCKET``, else the default config
-    file's ``socket``, else :func:`default_socket_path`."""
-    explicit = os.environ.get("RECALLD_SOCKET") or _file_str("socket")
-    return Path(explicit) if explicit else default_socket_path()
+    """Where a client looks for the daemon: ``$RECALLD_SOCKET``, else the socket the daemon
+    running on :func:`data_dir` recorded there, else the default config file's ``socket``,
+    else :func:`default_socket_path`.
+
+    The record comes before the defaults because they depend on variables a host may drop
+    (Codex gives an MCP server only HOME, LANG, PATH, SHELL and TERM): a client without
+    ``XDG_RUNTIME_DIR`` would look in /tmp, find nothing, and start a second daemon."""
+    explicit = os.environ.get("RECALLD_SOCKET")
+    if explicit:
+        return Path(explicit)
+    live = running.running(data_dir())
+    if live is not None:
+        return Path(live.socket)
+    configured = _file_str("socket")
+    return Path(configured) if configured else default_socket_path()
 
 
 def default_socket_path() -> Path:
@@ -175,12 +200,28 @@ def admin_token_path() -> Path:
 
 
 def read_admin_token() -> str | None:
-    """The admin token, or None when the file is missing or unreadable."""
+    """The admin token, or None when the file is missing or unreadable
+    (:func:`admin_token_problem` says why)."""
+    token, _problem = _admin_token()
+    return token
+
+
+def admin_token_problem() -> str | None:
+    """Why this client has no admin token to present (where it looked, what went wrong),
+    None when it has one: said beside a ``forbidden`` the daemon answers for want of it."""
+    _token, problem = _admin_token()
+    return problem
+
+
+def _admin_token() -> tuple[str | None, str | None]:
+    path = admin_token_path()
     try:
-        token = admin_token_path().read_text().strip()
-    except OSError:
-        return None
-    return token or None
+        token = path.read_text().strip()
+    except OSError as exc:
+        return None, f"the admin token {path} could not be read ({exc.strerror or exc})"
+    if not token:
+        return None, f"the admin token file {path} is empty"
+    return token, None
 
 
 def read_token_file(path: Path) -> str:
@@ -191,11 +232,15 @@ def read_token_file(path: Path) -> str:
             token others may read proves nothing).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO at the path must not hang the reader (a spool replay, say).
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise PermissionError(f"cannot read the agent token file {path}: {exc}") from exc
     with os.fdopen(fd) as fh:
-        if os.fstat(fh.fileno()).st_mode & 0o077:
+        mode = os.fstat(fh.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise PermissionError(f"the agent token file {path} is not a regular file")
+        if mode & 0o077:
             raise PermissionError(
                 f"the agent token file {path} is readable by others; run: chmod 600 {path}"
             )

@@ -33,8 +33,9 @@ import msgspec
 import numpy as np
 from anyio.abc import SocketListener, TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
-from recall_client import __version__, paths
+from recall_client import __version__, paths, running
 from recall_client import protocol as p
+from recall_client.spool import default_spool
 
 from . import housekeeping, systemd
 from .actor import Actor
@@ -43,7 +44,7 @@ from .domain import workspace_identity
 from .domain.approvals import Approvals
 from .domain.credentials import AgentCredentials
 from .domain.principal import Principal
-from .domain.scopes import ensure_admin_token
+from .domain.scopes import AdminTokenUnavailable, ensure_admin_token
 from .edge.server import Server
 from .handlers.services import Services
 from .handlers.status import StatusParts, build_report
@@ -105,8 +106,11 @@ class Daemon:
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         async with AsyncExitStack() as stack:
+            # Before the store opens: a second daemon on this data dir stops here.
+            claim = running.claim(self.settings.data_path)
+            stack.callback(claim.release)
             parts = await Parts.build(stack, self)
-            await self._serve(stack, parts, listener_socket, task_status)
+            await self._serve(stack, parts, claim, listener_socket, task_status)
         self.state = p.RunState.STOPPED
         log.info("recalld stopped")
 
@@ -114,6 +118,7 @@ class Daemon:
         self,
         stack: AsyncExitStack,
         parts: Parts,
+        claim: running.Claim,
         listener_socket: socket.socket | None,
         task_status: TaskStatus[None],
     ) -> None:
@@ -145,6 +150,15 @@ class Daemon:
         await root.start(parts.search.run, name="search actor")
 
         listener = await self.socket.listen(listener_socket)
+        try:
+            await anyio.to_thread.run_sync(claim.record, self.socket.path.absolute())
+        except OSError as exc:
+            log.warning(
+                "cannot record the socket in %s (%s): clients whose environment differs "
+                "from this daemon's may not find it",
+                claim.data_dir,
+                exc,
+            )
         accepting = anyio.CancelScope()
         connections: list[anyio.CancelScope] = []
 
@@ -245,7 +259,14 @@ class Parts:
         self.store = store
         self.model = Model(s.embedder, s.model_path, s.embed_backend)
         # Presented in a hello, it grants admin:workspace (see recalld.domain.scopes).
-        self.admin_token = ensure_admin_token(paths.admin_token_path())
+        self.admin_token: str | None = None
+        # Why there is none, for the log and the status report.
+        self.admin_token_problem: str | None = None
+        try:
+            self.admin_token = ensure_admin_token(paths.admin_token_path())
+        except AdminTokenUnavailable as exc:
+            self.admin_token_problem = str(exc)
+            log.error("%s: admin:workspace cannot be granted", exc)
         # Set once the model has loaded (or failed) and the vector index is open.
         self.warm = anyio.Event()
         self.settled = Settled()
@@ -461,6 +482,8 @@ class Parts:
             counts=lambda: self._read_aside(lambda r: r.records.counts()),
             settled=self.settled.now,
             database=self.store.database,
+            spool=lambda: anyio.to_thread.run_sync(default_spool().status),
+            admin_token_problem=lambda: self.admin_token_problem,
         )
         return await build_report(parts, who)
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import anyio
-from recall_client import paths
+from recall_client import paths, running
 from recall_client.protocol import RunState
 
 from . import __version__, systemd
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
             backend="asyncio",
             backend_options={"use_uvloop": _have_uvloop()},
         )
-    except* (SocketInUse, paths.InsecureDirectory) as group:
+    except* (running.DataDirInUse, SocketInUse, paths.InsecureDirectory) as group:
         leaf: BaseException = group
         while isinstance(leaf, BaseExceptionGroup):  # nested task groups nest the error
             leaf = leaf.exceptions[0]

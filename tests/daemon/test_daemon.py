@@ -302,12 +302,15 @@ async def test_after_kill_9_the_index_is_made_whole_from_sqlite(
 
 
 async def test_a_second_daemon_on_the_same_socket_refuses_to_start(
-    running_daemon: DaemonProcess,
+    running_daemon: DaemonProcess, tmp_path: Path
 ) -> None:
     from tests.support.daemon import BIN
 
+    # Another data dir, so only the socket is shared (tests/daemon/test_one_daemon.py: the
+    # data dir).
+    env = dict(running_daemon.env(), RECALLD_DATA_DIR=str(tmp_path / "other-data"))
     with anyio.fail_after(30):
-        out = await anyio.run_process([str(BIN / "recalld")], env=running_daemon.env(), check=False)
+        out = await anyio.run_process([str(BIN / "recalld")], env=env, check=False)
     assert out.returncode == 1
     assert b"already answers" in out.stderr
 

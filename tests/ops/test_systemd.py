@@ -8,6 +8,7 @@ passed socket, and a datagram socket of the test's own as NOTIFY_SOCKET.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import sqlite3
@@ -18,7 +19,10 @@ from pathlib import Path
 import anyio
 import pytest
 from recall_client import protocol as p
+from recall_client import running
 from recall_client.client import connect
+from recall_client.launch import start_daemon
+from recall_client.spool import Spool, SpooledCapture
 
 from tests.support.daemon import BIN, REPO, DaemonFactory, DaemonProcess
 from tests.support.sdnotify import NotifyListener, start_with_notify
@@ -52,10 +56,89 @@ def test_the_installer_fills_in_paths_and_says_what_to_do_without_systemd(tmp_pa
     data_dir = tmp_path / ".local" / "share" / "recalld"
     cache_dir = tmp_path / ".cache" / "recalld" / "models"
     spool_dir = tmp_path / ".local" / "state" / "recalld" / "spool"
-    assert f'ReadWritePaths="{data_dir}" "{cache_dir}" "{spool_dir}"' in service
+    token_dir = tmp_path / ".config" / "recalld"
+    assert f'ReadWritePaths="{data_dir}" "{cache_dir}" "{spool_dir}" "{token_dir}"' in service
+    assert token_dir.stat().st_mode & 0o777 == 0o700
     assert data_dir.stat().st_mode & 0o777 == 0o700
     # No user manager answers in this environment: the installer says what to run.
     assert "systemctl --user enable --now recalld.socket" in out.stdout
+
+
+def read_write_paths(service: str) -> list[Path]:
+    """The unit's ReadWritePaths= entries, as systemd splits them (quoted, space-separated)."""
+    [line] = [line for line in service.splitlines() if line.startswith("ReadWritePaths=")]
+    return [Path(entry) for entry in shlex.split(line.split("=", 1)[1])]
+
+
+def files_under(root: Path) -> dict[Path, tuple[int, int]]:
+    """Every path under ``root`` (symlinks not followed) with its inode and mtime."""
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = Path(folder) / name
+            st = path.lstat()
+            found[path] = (st.st_ino, st.st_mtime_ns)
+    return found
+
+
+async def test_every_path_the_daemon_writes_is_one_the_unit_lets_it_write(tmp_path: Path) -> None:
+    """No systemd manager runs here (systemd-run --user has no bus to talk to), so the unit's
+    sandbox is checked by what it would let through: the daemon runs as the unit would run
+    it, doing what it does at a first start (the admin token, the store, its lock and record,
+    a spool replay that sets a file aside), and every path it created or changed under HOME
+    must lie under one of the unit's ReadWritePaths (ProtectSystem=strict makes the rest
+    read-only)."""
+    home = tmp_path / "home"
+    assert install(home).returncode == 0
+    writable = read_write_paths(
+        (home / ".config" / "systemd" / "user" / "recalld.service").read_text()
+    )
+    spool = Spool(home / ".local" / "state" / "recalld" / "spool")
+    spool.add(
+        SpooledCapture(
+            agent="hook",
+            workspace="/ws/unit",
+            admin=False,
+            agent_token_file=None,
+            episodes=[p.CaptureEpisode(summary="spooled before the service started")],
+        )
+    )
+    os.mkfifo(spool.directory / "00000000000000000000-1-planted.json", 0o600)
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    # What the user manager gives a unit: HOME and XDG_RUNTIME_DIR, not the other XDG dirs.
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "XDG_RUNTIME_DIR": str(runtime),
+        "RECALLD_EMBEDDER": "hash",
+        "PYTHONUNBUFFERED": "1",
+    }
+    before = files_under(home)
+    with (tmp_path / "daemon.log").open("ab") as log:
+        started = await start_daemon([str(BIN / "recalld")], env, stderr=log.fileno(), timeout=30)
+    try:
+        admin = (home / ".config" / "recalld" / "admin.token").read_text().strip()
+        sock = runtime / "recalld" / "recalld.sock"
+        async with connect(agent="unit", workspace="/ws/unit", path=sock, admin_token=admin) as rc:
+            await rc.call(p.MemoryStore(text="the unit lets the daemon write this"), p.Stored)
+            report = (
+                await rc.call(p.Status(wait_model_s=30, wait_settled_s=30), p.StatusResult)
+            ).report
+    finally:
+        started.proc.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            assert await anyio.to_thread.run_sync(started.proc.wait) == 0
+    assert report.settled and report.admin_token_problem is None
+    assert report.spool is not None and report.spool.rejected == 1
+    after = files_under(home)
+    written = sorted(path for path, seen in after.items() if before.get(path) != seen)
+    assert any(path.name == "admin.token" for path in written)
+    assert any(path.name == running.LOCK_NAME for path in written)
+    outside = [
+        str(path) for path in written if not any(path == w or w in path.parents for w in writable)
+    ]
+    assert not outside, f"the unit would refuse these writes: {outside}"
 
 
 def test_the_installer_reloads_and_enables_the_socket_when_systemd_answers(tmp_path: Path) -> None:
@@ -182,6 +265,9 @@ async def test_socket_activation_starts_the_daemon_on_the_first_connection(
             assert status.pid == d.proc.pid
             await notify.until("READY=1")
             assert status.socket == str(d.socket)
+            # Clients whose environment differs find systemd's socket in the data dir.
+            record = running.running(d.data_dir)
+            assert record is not None and record.socket == str(d.socket)
             assert stored.record_id
             d.signal(signal.SIGTERM)
             assert await d.wait() == 0

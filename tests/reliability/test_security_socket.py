@@ -21,6 +21,7 @@ import anyio
 import pytest
 from recall_client.autostart import ensure_daemon
 from recall_client.client import UntrustedSocket, connect
+from recall_client.paths import data_dir
 
 from tests.support.daemon import BIN, DaemonProcess
 
@@ -147,11 +148,12 @@ async def test_clients_send_nothing_to_another_users_socket(
 
 
 async def test_the_autostart_lock_is_never_opened_through_a_symlink(tmp_path: Path) -> None:
-    sock_dir = tmp_path / "sock"
-    sock_dir.mkdir(mode=0o700)
+    # The lock lives in the data dir (where two shims of different environments meet).
+    store = data_dir()
+    store.mkdir(parents=True, mode=0o700)
     target = tmp_path / "victim-file"
     target.write_text("untouched\n")
-    (sock_dir / ".recalld.sock.start-lock").symlink_to(target)
+    (store / ".autostart-lock").symlink_to(target)
     with pytest.raises(OSError):
-        await ensure_daemon(sock_dir / "recalld.sock")
+        await ensure_daemon(tmp_path / "sock" / "recalld.sock")
     assert target.read_text() == "untouched\n"

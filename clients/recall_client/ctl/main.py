@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 import anyio
 import msgspec
 
-from .. import __version__
+from .. import __version__, paths
 from .. import protocol as p
 from ..client import DaemonUnavailable, RecallClient, RemoteError, connect
 from ..hello import hello_tokens
@@ -43,6 +43,28 @@ def _database_lines(db: p.DatabaseStatus | None) -> list[str]:
     return [line]
 
 
+def _spool_lines(spool: p.SpoolStatus | None) -> list[str]:
+    if spool is None:
+        return []
+    line = f"spool    {spool.waiting} captures waiting ({spool.waiting_bytes} bytes held)"
+    if spool.full:
+        line += "  FULL: new captures are dropped"
+    lines = [line]
+    if spool.dropped:
+        when = (
+            f", the last {_duration(max(0.0, time.time() - spool.last_dropped_at))} ago"
+            if spool.last_dropped_at is not None
+            else ""
+        )
+        lines.append(f"         {spool.dropped} episodes dropped for want of room{when}")
+    if spool.rejected:
+        lines.append(
+            f"         {spool.rejected} files could not be sent, kept in "
+            f"{spool.directory}/rejected; the newest: {spool.last_rejection or '-'}"
+        )
+    return lines
+
+
 def render_status(report: p.StatusReport) -> str:
     """The status report as a table for people."""
     m = report.model
@@ -63,6 +85,8 @@ def render_status(report: p.StatusReport) -> str:
         f"  latency p50 {_ms(lat.p50)} ms  p90 {_ms(lat.p90)} ms  p99 {_ms(lat.p99)} ms",
         f"index    {report.index.type or 'not open'}  {report.index.size} vectors"
         f"  embedding backlog {report.index.embedding_backlog}",
+        *_spool_lines(report.spool),
+        *([f"admin    {report.admin_token_problem}"] if report.admin_token_problem else []),
         "",
         f"{'actor':<12}{'state':<20}{'queue':>14}{'processed':>12}{'per s':>9}{'errors':>8}",
     ]
@@ -734,6 +758,10 @@ def main(argv: list[str] | None = None, more: Sequence[AddCommands] = ()) -> Non
         code = 3
     except RemoteError as exc:
         print(f"recallctl: {exc.code}: {exc.message}", file=sys.stderr)
+        problem = paths.admin_token_problem()
+        if exc.code == "forbidden" and not getattr(args, "no_admin", True) and problem:
+            # Without this, a forbidden export or doctor does not say what is missing.
+            print(f"recallctl: no admin token was presented: {problem}", file=sys.stderr)
         code = 1
     except p.RequestRuleError as exc:
         # Arguments that contradict each other: the request refused itself before sending.

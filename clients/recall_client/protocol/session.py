@@ -158,6 +158,24 @@ class DatabaseStatus(Struct, kw_only=True):
     connections_max: int | None = None
 
 
+class SpoolStatus(Struct, kw_only=True):
+    """The capture spool the daemon sees: episodes that wait for it, and what could not be
+    kept (``recallctl capture`` tells the agent nothing of either)."""
+
+    directory: str
+    # Spooled files (one per capture) waiting to be sent, and the bytes the spool holds.
+    waiting: int = 0
+    waiting_bytes: int = 0
+    # No room for another capture: the next ones are dropped (and counted below).
+    full: bool = False
+    # Files the replay could not send, moved to rejected/ with a reason; the newest reason.
+    rejected: int = 0
+    last_rejection: str | None = None
+    # Episodes refused because the spool was full, and when the last one was.
+    dropped: int = 0
+    last_dropped_at: float | None = None
+
+
 class StatusReport(Struct, kw_only=True):
     state: RunState
     version: str
@@ -177,6 +195,10 @@ class StatusReport(Struct, kw_only=True):
     # No work in hand: every write committed and evaluated, every vector embedded and indexed.
     settled: bool = False
     database: DatabaseStatus | None = None
+    spool: SpoolStatus | None = None
+    # Why no connection can be granted admin:workspace (the admin token file could not be
+    # read or written, and where), None while it is in place.
+    admin_token_problem: str | None = None
 
 
 class StatusResult(Reply, tag="status_result"):

@@ -19,7 +19,16 @@ from pathlib import Path
 
 from ..errors import RecallError
 
-__all__ = ["ADMIN", "BASE_SCOPES", "READ", "WRITE", "ensure_admin_token", "grant", "require"]
+__all__ = [
+    "ADMIN",
+    "BASE_SCOPES",
+    "READ",
+    "WRITE",
+    "AdminTokenUnavailable",
+    "ensure_admin_token",
+    "grant",
+    "require",
+]
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +38,19 @@ ADMIN = "admin:workspace"
 BASE_SCOPES = frozenset({READ, WRITE})
 
 
-def ensure_admin_token(path: Path) -> str | None:
+class AdminTokenUnavailable(OSError):
+    """No admin token file could be read or written; the message says where and why."""
+
+
+def ensure_admin_token(path: Path) -> str:
     """The admin token from ``path``, creating the file (0600, 256 random bits) if missing.
 
     A file that is not a regular file of this user, or that others may read, is replaced
-    by a fresh token: a token anyone could have read proves nothing. Returns None (and logs
-    why) when no token file can be made; then no connection gets ``admin:workspace``.
+    by a fresh token: a token anyone could have read proves nothing.
+
+    Raises:
+        AdminTokenUnavailable: no token file can be read or made (a read-only config dir,
+            say); then no connection gets ``admin:workspace``.
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -56,14 +72,20 @@ def ensure_admin_token(path: Path) -> str | None:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         except FileExistsError:
             # Another daemon starting at the same moment won the race; use its token.
-            return path.read_text().strip() or None
+            token = path.read_text().strip()
+            if not token:
+                raise AdminTokenUnavailable(f"the admin token file {path} is empty") from None
+            return token
         with os.fdopen(fd, "w") as fh:
             fh.write(token + "\n")
         log.info("admin token written to %s", path)
         return token
+    except AdminTokenUnavailable:
+        raise
     except OSError as exc:
-        log.error("no admin token (%s): admin:workspace cannot be granted", exc)
-        return None
+        raise AdminTokenUnavailable(
+            f"no admin token: {path} could not be read or written ({exc.strerror or exc})"
+        ) from exc
 
 
 def grant(presented: str | None, admin_token: str | None) -> frozenset[str]:
@@ -75,7 +97,13 @@ def grant(presented: str | None, admin_token: str | None) -> frozenset[str]:
     if presented is None:
         return BASE_SCOPES
     # Bytes, not str: compare_digest refuses a str with non-ASCII characters (TypeError).
-    if admin_token is None or not hmac.compare_digest(presented.encode(), admin_token.encode()):
+    if admin_token is None:
+        raise RecallError(
+            "forbidden",
+            "this daemon has no admin token: it could not write its admin.token "
+            "(`recallctl status` says where and why)",
+        )
+    if not hmac.compare_digest(presented.encode(), admin_token.encode()):
         raise RecallError("forbidden", "the admin token does not match this daemon's admin.token")
     return BASE_SCOPES | {ADMIN}
 

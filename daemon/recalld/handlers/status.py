@@ -48,6 +48,10 @@ class StatusParts:
     keeper: Actor
     # The store the daemon uses and whether it answers.
     database: Callable[[], p.DatabaseStatus]
+    # The capture spool as the daemon sees it (a directory scan, in a thread).
+    spool: Callable[[], Awaitable[p.SpoolStatus]]
+    # Why there is no admin token, None while there is one.
+    admin_token_problem: Callable[[], str | None]
 
 
 async def build_report(parts: StatusParts, who: Principal) -> p.StatusReport:
@@ -122,6 +126,8 @@ async def build_report(parts: StatusParts, who: Principal) -> p.StatusReport:
         search_latency_ms=p.Latency(p50=p50, p90=p90, p99=p99),
         settled=parts.settled(),
         database=parts.database(),
+        spool=await parts.spool(),
+        admin_token_problem=parts.admin_token_problem(),
     )
 
 
