@@ -8,16 +8,43 @@ notification is exercised by every test.
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from _pytest.tmpdir import tmppath_result_key
 from pgserver import PgServer
 from recalld.store.postgres.schema import init_database
 
 from tests.support.daemon import DaemonFactory, DaemonProcess
 from tests.support.team import ROLE_PASSWORDS, TeamDb
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """tmp_path's finalizer reads what pytest records in its report hook; after a Ctrl-C
+    during a test's setup there is no report, and the session's last teardown failed with a
+    KeyError. An empty record is what a test without a report has."""
+    item.stash.setdefault(tmppath_result_key, {})
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Let anyio's idle worker threads of a loop a Ctrl-C interrupted end.
+
+    Each waits on its queue for work or for its loop's stop, which an interrupted loop never
+    sends; they are not daemon threads, so the interpreter waited for them at exit (ten
+    minutes, until a second Ctrl-C). A ``None`` is anyio's own stop for a worker.
+    """
+    for thread in threading.enumerate():
+        work = getattr(thread, "queue", None)
+        if thread.name == "AnyIO worker thread" and isinstance(work, queue.Queue):
+            try:
+                work.put_nowait(None)
+            except queue.Full:
+                pass  # busy: it returns to its queue and finds the stop next time
 
 
 @pytest.fixture
