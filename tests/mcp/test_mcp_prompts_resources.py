@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, TextContent, TextResourceContents
+from mcp.types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    GetPromptResult,
+    TextContent,
+    TextResourceContents,
+)
 
 from tests.support.context import AGENT, make_shop, remember, seed_shop
 from tests.support.daemon import DaemonProcess
@@ -31,11 +37,11 @@ def in_shop(d: DaemonProcess, shop: Path) -> Client:
     return Client(shim(str(d.socket), "--agent", AGENT, "--workspace", str(shop)))
 
 
-def prompt_text(messages: list[object]) -> str:
-    assert len(messages) == 1
-    content = messages[0].content  # type: ignore[attr-defined]
-    assert messages[0].role == "user" and isinstance(content, TextContent)  # type: ignore[attr-defined]
-    return content.text
+def prompt_text(result: GetPromptResult) -> str:
+    """The text of the prompt's one message, which the user sends."""
+    [message] = result.messages
+    assert message.role == "user" and isinstance(message.content, TextContent)
+    return message.content.text
 
 
 def fenced_part(text: str) -> str:
@@ -82,14 +88,14 @@ async def test_recall_brings_the_workspaces_facts_and_lessons_as_recorded_data(
         topical = await client.get_prompt("recall", {"topic": "discount codes per line"})
         blank = await client.get_prompt("recall", {"topic": "  "})
 
-    inside = fenced_part(prompt_text(plain.messages))
+    inside = fenced_part(prompt_text(plain))
     assert "Releases of the shop go out on Fridays." in inside
     assert "Round the cart total once" in inside
     assert ids["fact"] in inside and ids["lesson"] in inside
     # Nothing asked about discounts: the session's start holds no memory about them.
     assert ids["discount"] not in inside and hostile not in inside
 
-    inside = fenced_part(prompt_text(topical.messages))
+    inside = fenced_part(prompt_text(topical))
     assert "Releases of the shop go out on Fridays." in inside
     assert ids["discount"] in inside and hostile in inside
     # The memory's closing tag is escaped: the fence ends only where the shim ends it.
@@ -97,13 +103,15 @@ async def test_recall_brings_the_workspaces_facts_and_lessons_as_recorded_data(
     assert topical.description == "recalld's memory of this workspace on discount codes per line"
 
     # A blank topic is no topic.
-    assert prompt_text(blank.messages) == prompt_text(plain.messages)
+    assert prompt_text(blank) == prompt_text(plain)
 
 
-async def test_recall_with_nothing_stored_says_so(running_daemon: DaemonProcess, shop: Path) -> None:
+async def test_recall_with_nothing_stored_says_so(
+    running_daemon: DaemonProcess, shop: Path
+) -> None:
     async with in_shop(running_daemon, shop) as client:
         got = await client.get_prompt("recall", {"topic": "anything at all"})
-    assert prompt_text(got.messages) == "recalld holds nothing for this workspace yet."
+    assert prompt_text(got) == "recalld holds nothing for this workspace yet."
 
 
 async def test_recall_refuses_what_it_does_not_take(
@@ -154,7 +162,9 @@ async def test_resources_page_by_memory_lists_cursor(
 ) -> None:
     d = running_daemon
     async with d.client(agent=AGENT, workspace=str(shop)) as rc:
-        stored = {await remember(rc, f"Note {n} about the shop's build step {n}.") for n in range(60)}
+        stored = {
+            await remember(rc, f"Note {n} about the shop's build step {n}.") for n in range(60)
+        }
     async with in_shop(d, shop) as client:
         first = await client.list_resources()
         assert first.next_cursor is not None
