@@ -131,11 +131,5 @@ def _listed(item: MemoryItem) -> types.Resource:
         title=f"{item.kind}: {title}",
         description=item.text,
         mime_type=_JSON,
-        annotations=types.Annotations(last_modified=_iso(item.updated_at)),
     )
 
-
-def _iso(ts: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ts, UTC).isoformat()
