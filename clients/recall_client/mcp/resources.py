@@ -132,4 +132,3 @@ def _listed(item: MemoryItem) -> types.Resource:
         description=item.text,
         mime_type=_JSON,
     )
-
