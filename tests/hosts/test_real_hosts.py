@@ -11,15 +11,17 @@ package gives one without a system install.
 
 The hosts run offline: every proxy variable points at a closed port and each host's update
 checks and telemetry are off, so a host that tried the network for these commands would
-fail or stall rather than pass by luck. No daemon runs: ``autostart = false`` in the HOME's
-recalld config, so a shim the host starts answers MCP itself (initialize, the listings) and
-never starts one. What connect writes is not read here, only what each host makes of it, so
-the tests hold whatever scope or form connect chooses.
+fail or stall rather than pass by luck. The HOME's recalld config says ``autostart = false``
+and names the socket: a shim the host starts answers MCP itself (initialize, the listings)
+and never starts a daemon; where a test stores a memory, the socket is the test's daemon's.
+What connect writes is not read here, only what each host makes of it, so the tests hold
+whatever scope or form connect chooses.
 """
 
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import platform
@@ -27,16 +29,19 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
+from recall_client import protocol as p
 
-from tests.support.daemon import BIN
+from tests.support.daemon import BIN, DaemonProcess
 
 # A first run downloads about 700 MB; later runs take seconds per host.
 pytestmark = pytest.mark.timeout(900)
@@ -277,7 +282,7 @@ def test_gemini_cli_lists_recalld_as_connected(
     assert re.search(r"^✓ recalld: .*recall-mcp.* \(stdio\) - Connected$", listed, re.M), listed
 
 
-async def test_codex_lists_recalld_and_its_app_server_reaches_it(
+async def test_codex_lists_recalld_and_a_session_connects_it(
     codex: HostCli, user_home: tuple[Path, Path]
 ) -> None:
     user = User(*user_home, codex)
@@ -287,42 +292,106 @@ async def test_codex_lists_recalld_and_its_app_server_reaches_it(
     ]
     assert server["enabled"] is True and server["transport"]["type"] == "stdio"
 
-    status = await app_server_status(user)
-    [recalld] = [s for s in status if s["name"] == "recalld"]
-    # The app-server started the shim and had its handshake and listings.
+    async with AppServer.open(user) as codex_app:
+        thread = await codex_app.start_thread()
+        recalld = await codex_app.recalld_status(thread)
+    # A session of the project started the shim and had its handshake and its listings.
+    assert recalld["runtimeStatus"] == "connected"
     assert recalld["serverInfo"]["name"] == "recalld" and recalld["toolsError"] is None
     assert {"memory_search", "memory_store", "memory_show"} <= set(recalld["tools"])
     assert [t["uriTemplate"] for t in recalld["resourceTemplates"]] == ["recalld://memory/{id}"]
     assert recalld["serverCapabilities"]["prompts"] is not None
 
 
-async def app_server_status(user: User) -> list[dict[str, Any]]:
-    """``mcpServerStatus/list`` as Codex's app-server answers it over JSON-RPC on stdio."""
-    messages = [
-        {
-            "id": 1,
-            "method": "initialize",
-            "params": {"clientInfo": {"name": "recalld-tests", "version": "1"}},
-        },
-        {"method": "initialized"},
-        {"id": 2, "method": "mcpServerStatus/list", "params": {}},
-    ]
-    command = [str(user.cli.command), "app-server"]
-    with anyio.fail_after(_RUN_S):
-        async with await anyio.open_process(
-            command, cwd=user.project, env=user.env(), stderr=subprocess.DEVNULL
-        ) as proc:
-            assert proc.stdin is not None and proc.stdout is not None
-            for message in messages:
-                await proc.stdin.send(json.dumps(message).encode() + b"\n")
-            lines = BufferedByteReceiveStream(proc.stdout)
-            while True:
-                frame = json.loads(await lines.receive_until(b"\n", 1 << 24))
-                if frame.get("id") == 2:
-                    break
-            # Its stdin closed, the app-server stops its MCP servers and exits.
-            await proc.stdin.aclose()
-            assert await proc.wait() == 0
-    assert "error" not in frame, frame
-    data: list[dict[str, Any]] = frame["result"]["data"]
-    return data
+async def test_codex_lists_and_reads_a_memory_through_recalld_s_resources(
+    codex: HostCli, user_home: tuple[Path, Path], running_daemon: DaemonProcess
+) -> None:
+    user = User(*user_home, codex)
+    d = running_daemon
+    # This user's recalld is the test's daemon: the shim Codex starts finds it by its config
+    # (Codex hands a server only HOME, LANG, PATH, SHELL and TERM).
+    (user.home / ".config" / "recalld" / "config.toml").write_text(
+        f'autostart = false\nsocket = "{d.socket}"\n'
+    )
+    async with d.client(agent="codex", workspace=str(user.project)) as rc:
+        stored = await rc.call(
+            p.MemoryStore(text="The release script needs the VPN up.", tags=["release"]),
+            p.MemoryStored,
+        )
+    user.connect("codex")
+    uri = f"recalld://memory/{stored.record_id}"
+
+    async with AppServer.open(user) as codex_app:
+        thread = await codex_app.start_thread()
+        recalld = await codex_app.recalld_status(thread)
+        read = await codex_app.request(
+            "mcpServer/resource/read", {"server": "recalld", "uri": uri, "threadId": thread}
+        )
+    # The session's shim runs in the project: its workspace's memory is listed and read.
+    assert [r["uri"] for r in recalld["resources"]] == [uri]
+    [contents] = read["contents"]
+    assert contents["uri"] == uri and contents["mimeType"] == "application/json"
+    shown = json.loads(contents["text"])
+    assert shown["id"] == stored.record_id and shown["tags"] == ["release"]
+    assert shown["text"] == "The release script needs the VPN up."
+
+
+class AppServer:
+    """Codex's app-server as a client drives it: JSON-RPC lines on its stdin and stdout."""
+
+    def __init__(self, proc: Process, user: User) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self._stdin = proc.stdin
+        self._lines = BufferedByteReceiveStream(proc.stdout)
+        self._ids = itertools.count(1)
+        self._user = user
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, user: User) -> AsyncIterator[AppServer]:
+        """The app-server, initialized, in the user's project; it exits when its stdin closes."""
+        command = [str(user.cli.command), "app-server"]
+        with anyio.fail_after(_RUN_S):
+            async with await anyio.open_process(
+                command, cwd=user.project, env=user.env(), stderr=subprocess.DEVNULL
+            ) as proc:
+                server = cls(proc, user)
+                await server.request(
+                    "initialize", {"clientInfo": {"name": "recalld-tests", "version": "1"}}
+                )
+                await server._send({"method": "initialized"})
+                yield server
+                # Its stdin closed, it stops its sessions' MCP servers and exits.
+                await server._stdin.aclose()
+                assert await proc.wait() == 0
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        await self._stdin.send(json.dumps(message).encode() + b"\n")
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The result of ``method``; its notifications meanwhile are passed over."""
+        n = next(self._ids)
+        await self._send({"id": n, "method": method, "params": params})
+        while True:
+            frame = json.loads(await self._lines.receive_until(b"\n", 1 << 24))
+            if frame.get("id") == n and "method" not in frame:
+                assert "error" not in frame, (method, frame)
+                result: dict[str, Any] = frame["result"]
+                return result
+
+    async def start_thread(self) -> str:
+        """A session in the user's project (ephemeral: nothing written, no model asked)."""
+        started = await self.request(
+            "thread/start", {"cwd": str(self._user.project), "ephemeral": True}
+        )
+        thread: str = started["thread"]["id"]
+        return thread
+
+    async def recalld_status(self, thread: str) -> dict[str, Any]:
+        """recalld's entry in the session's ``mcpServerStatus/list``."""
+        status = await self.request(
+            "mcpServerStatus/list", {"threadId": thread, "serverName": "recalld"}
+        )
+        servers: list[dict[str, Any]] = status["data"]
+        [recalld] = [s for s in servers if s["name"] == "recalld"]
+        return recalld
