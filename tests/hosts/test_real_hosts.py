@@ -43,7 +43,7 @@ from recall_client import protocol as p
 
 from tests.support.daemon import BIN, DaemonProcess
 
-# A first run downloads about 700 MB; later runs take seconds per host.
+# A first run installs the CLIs (1.1 GB, about two minutes here); later runs reuse them.
 pytestmark = pytest.mark.timeout(900)
 
 CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.332"
