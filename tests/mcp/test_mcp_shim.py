@@ -148,6 +148,9 @@ async def test_initialize_and_tools_list_load_no_tool_code(tmp_path: Path) -> No
     report = tmp_path / "modules"
     async with Client(shim_reporting_modules(str(tmp_path / "absent.sock"), report)) as client:
         assert len((await client.list_tools()).tools) == 17
+        # The prompt and the resource template are listed without the protocol too.
+        assert len((await client.list_prompts()).prompts) == 1
+        assert len((await client.list_resource_templates()).resource_templates) == 1
     modules = set(report.read_text().split())
     assert "mcp.server.runner" in modules  # the report is the shim's
     assert loaded(modules, HEAVY) == []

@@ -5,7 +5,7 @@ tests/fixtures/mcp_wire/<session>.json: what the shim answered when it was built
 MCPServer, before it was made light. Both protocol eras are covered (the initialize handshake at
 every version the SDK negotiates, and the 2026-07-28 per-request envelope), as are the tool
 listing at each version, argument errors, the daemon being absent, and each tool's answer from a
-real daemon.
+real daemon, and the prompt and the resources on it.
 
 The daemon session pins the daemon's answers too (ids, tokens and clocks aside). After a change
 that is meant to show on the wire, in the shim or in what the daemon answers, record the
@@ -128,6 +128,7 @@ def legacy_session(version: str) -> list[Message]:
         request(next(n), "resources/subscribe", {"uri": "file:///nothing/here"}),
         request(next(n), "prompts/list"),
         request(next(n), "prompts/get", {"name": "nothing"}),
+        request(next(n), "prompts/get", {"name": "recall", "arguments": {"topic": "wire"}}),
         request(next(n), "completion/complete", COMPLETION),
         request(next(n), "logging/setLevel", {"level": "debug"}),
         request(next(n), "server/discover"),
@@ -179,6 +180,8 @@ def modern_session() -> list[Message]:
         request(next(n), "resources/read", envelope({"uri": "file:///nothing/here"})),
         request(next(n), "prompts/list", envelope()),
         request(next(n), "prompts/get", envelope({"name": "nothing"})),
+        request(next(n), "prompts/get", envelope({"name": "recall"})),
+        request(next(n), "resources/read", envelope({"uri": "recalld://memory/mem_0"})),
         request(next(n), "completion/complete", envelope(COMPLETION)),
         request(next(n), "logging/setLevel", envelope({"level": "debug"})),
         request(next(n), "no/such/method", envelope()),
@@ -243,6 +246,13 @@ def daemon_session() -> list[Message]:
         tool("explain_node", {"id": "<exp>"}),
         tool("get_execution_context", {"task": "fix the deploy script"}),
         tool("forget_experience", {"id": "<exp>"}),
+        # The prompt and the resources, on what the session stored.
+        request(next(n), "prompts/list", envelope()),
+        request(
+            next(n), "prompts/get", envelope({"name": "recall", "arguments": {"topic": "VPN"}})
+        ),
+        request(next(n), "resources/templates/list", envelope()),
+        request(next(n), "resources/list", envelope()),
         # This daemon's store is local: no team to share with, a clear tool error.
         tool("memory_share", {"id": "<mem>"}),
         tool("forget", {"id": "<mem>"}),

@@ -18,12 +18,14 @@ holding what ``MCPServer`` registered, with the same answers:
 - tools/call: the tool modules and the protocol are imported by the first call; arguments a
   tool does not declare are refused, as the listing's ``additionalProperties: false`` says, and
   the rest are converted into the tool's protocol request by the protocol's rules;
-- resources and prompts: none, answered as ``MCPServer`` answers when it has none;
+- prompts: ``recall`` (mcp/prompts.py), the workspace's memory brought into the conversation;
+- resources: each memory at ``recalld://memory/{id}`` (mcp/resources.py), listed and read;
+  a prompt or URI the shim does not have is refused as ``MCPServer`` refuses one;
 - subscriptions/listen: the SDK's ``ListenHandler``;
 - requestState: the SDK's boundary, loaded by the first request that carries one.
 
 tests/mcp/test_mcp_wire.py replays every method, notification and error against what ``MCPServer``
-answered, byte for byte (tools/list against mcp/tools.json).
+answered, byte for byte (tools/list against mcp/tools.json), and the prompt and resources since.
 """
 
 from __future__ import annotations
@@ -47,12 +49,13 @@ from mcp.server.models import InitializationOptions
 from mcp.server.runner import serve_dual_era_loop
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 from pydantic_core import to_json
 
 from .. import __version__
+from .prompts import Prompts
+from .resources import Resources
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -204,6 +207,8 @@ class _DaemonSession:
         self._config = config
         self._tg: TaskGroup | None = None
         self._session: Session | None = None
+        # One agent session per shim process, kept across reconnects.
+        self.id = f"mcp-{uuid.uuid4().hex}"
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[None]:
@@ -232,8 +237,7 @@ class _DaemonSession:
                 path=config.socket,
                 admin=config.admin,
                 agent_token_file=config.agent_token_file,
-                # One agent session per shim process, kept across reconnects.
-                session=f"mcp-{uuid.uuid4().hex}",
+                session=self.id,
             )
         return self._session
 
@@ -276,8 +280,10 @@ class _Methods:
     ``get_notification_handler``, ``middleware``, ``cache_hints`` and ``server_info_stamp``
     (mcp.server.runner.ServerRunner), filled as ``MCPServer`` fills its low-level ``Server``."""
 
-    def __init__(self, tools: Tools) -> None:
+    def __init__(self, tools: Tools, prompts: Prompts, resources: Resources) -> None:
         self._tools = tools
+        self._prompts = prompts
+        self._resources = resources
         # The low-level Server's default (a span per message), then MCPServer's boundary.
         self.middleware: list[ServerMiddleware[None]] = [OpenTelemetryMiddleware(), _RequestState()]
         # MCPServer sets no cache hints.
@@ -348,38 +354,36 @@ class _Methods:
     async def _list_resources(
         self, ctx: ServerRequestContext[None], params: types.PaginatedRequestParams
     ) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[])
+        return await self._resources.listing(params.cursor)
 
     async def _list_resource_templates(
         self, ctx: ServerRequestContext[None], params: types.PaginatedRequestParams
     ) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(resource_templates=[])
+        return self._resources.templates()
 
     async def _read_resource(
         self, ctx: ServerRequestContext[None], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        uri = str(params.uri)
-        raise MCPError(
-            code=types.INVALID_PARAMS, message=f"Unknown resource: {uri}", data={"uri": uri}
-        )
+        return await self._resources.read(params.uri)
 
     async def _list_prompts(
         self, ctx: ServerRequestContext[None], params: types.PaginatedRequestParams
     ) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=[])
+        return self._prompts.listing()
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[None], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
-        # What MCPServer raises for a prompt it does not have; the dispatcher answers with it.
-        raise ValueError(f"Unknown prompt: {params.name}")
+        return await self._prompts.get(params.name, params.arguments or {})
 
 
 async def serve(config: ShimConfig) -> None:
     """Serve MCP on stdin and stdout until the host closes stdin."""
     session = _DaemonSession(config)
     # The runner is typed for the low-level Server; it reads only what _Methods has.
-    methods = cast("Server[None]", _Methods(Tools(session)))
+    methods = cast(
+        "Server[None]", _Methods(Tools(session), Prompts(session, session.id), Resources(session))
+    )
     async with stdio_server() as (read, write), session.open():
         await serve_dual_era_loop(
             methods, read, write, lifespan_state=None, init_options=_INITIALIZATION

@@ -1,0 +1,1 @@
+"""The real agent hosts (Claude Code, Codex, Gemini CLI) from npm, driven by their own CLIs."""
