@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from . import git_history
+from . import git_config, git_history
 
 __all__ = [
     "Workspace",
@@ -69,7 +69,6 @@ _aliases: git_history.LRU[str, str] = git_history.LRU(CACHE)
 # Each is anchored and its runs possessive or disjoint: linear in the line, however hostile.
 _SCP = re.compile(r"^(?:[^@/]*+@)?([^:/]++):(.*)$")
 _URL = re.compile(r"^([a-z][a-z0-9+.-]*+)://([^/?#]*+)([^?#]*+)", re.IGNORECASE)
-_SECTION = re.compile(r'^\[\s*+([A-Za-z0-9.-]++)(?:\s++"((?:[^"\\]|\\.)*+)")?\s*+\](.*)$')
 
 
 def normalise_remote(url: str) -> str | None:
@@ -159,43 +158,17 @@ def _common_dir(top: str) -> str | None:
 
 def _origin_url(config: str) -> str | None:
     """``remote.origin.url`` as the repository's own config file records it (the last one,
-    as git takes). Sections are matched case-insensitively, the subsection exactly."""
+    as git takes), read by git's rules (:mod:`.git_config`); None when there is none or the
+    file is not one git reads."""
     data = git_history.read_bounded(config, git_history.MAX_CONFIG_BYTES)
     if data is None:
         return None
-    text = data.decode("utf-8", errors="replace")
-    in_origin = False
+    try:
+        entries = git_config.parse(data)
+    except git_config.ConfigSyntax:
+        return None
     url: str | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("["):
-            section = _SECTION.match(line)
-            in_origin = (
-                section is not None
-                and section.group(1).lower() == "remote"
-                and section.group(2) == "origin"
-            )
-            if section is None or not section.group(3):
-                continue
-            line = section.group(3).strip()  # [remote "origin"] url = ... on one line
-        if not in_origin:
-            continue
-        key, sep, value = line.partition("=")
-        if sep and key.strip().lower() == "url":
-            url = _value(value)
+    for e in entries:
+        if (e.section, e.subsection, e.key) == ("remote", "origin", "url") and e.value:
+            url = e.value
     return url
-
-
-def _value(raw: str) -> str:
-    """A config value: quotes removed, a comment outside quotes cut (escapes kept as is:
-    a URL has none that matter)."""
-    out: list[str] = []
-    quoted = False
-    for ch in raw.strip():
-        if ch == '"':
-            quoted = not quoted
-        elif ch in "#;" and not quoted:
-            break
-        else:
-            out.append(ch)
-    return "".join(out).strip()

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..domain.workspace_identity import Workspace
+from ..errors import RecallError
 from .port import Store, WriteTx
 
 __all__ = ["rekey_workspaces"]
@@ -61,7 +62,11 @@ def rekey_workspaces(store: Store, identify: Callable[[str], Workspace]) -> int:
         store.close_reader(reader)
     moved = 0
     for path in pending:
-        ws = identify(path)
+        try:
+            ws = identify(path)
+        except RecallError as exc:  # a repository set aside: its rows keep their path
+            log.warning("workspace %s keeps its path as its identity: %s", path, exc.message)
+            ws = Workspace(id=path, path=path, basis="path")
 
         def move(tx: WriteTx, now: float, path: str = path, workspace: str = ws.id) -> int:
             return tx.ops.rekey(path, workspace, now)
