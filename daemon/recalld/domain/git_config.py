@@ -3,7 +3,8 @@
 libgit2 opens a repository's ``config`` on every open and follows each ``[include]`` and
 ``[includeIf "..."]`` it finds there, to any file, a FIFO or a device included. So the file
 is parsed here first, by git's own rules (``config.c``): a UTF-8 BOM at the start skipped,
-every ``isspace`` byte (``\\v``, ``\\f``, a lone ``\\r``) blank, CRLF a newline, section
+git's blanks (space, tab, a lone ``\\r``) skipped, CRLF a newline, ``\\v`` and ``\\f`` refused
+(libgit2 skips them, git does not read such a file), section
 names case-insensitive, ``[section "sub"]`` and the old ``[section.sub]``, a key-value pair
 on a section's own line, quoted values, escapes and continuation lines. What git would
 reject is rejected here too (:class:`ConfigSyntax`), so a file that reads one way here and
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 __all__ = ["ConfigSyntax", "Entry", "parse", "unsafe"]
 
 _BOM = b"\xef\xbb\xbf"
-_SPACE = frozenset(b" \t\n\v\f\r")
+# git's own isspace: not \v or \f, which libgit2 skips and git refuses (and so do we).
+_SPACE = frozenset(b" \t\n\r")
 _ESCAPES = {ord("n"): "\n", ord("t"): "\t", ord("b"): "\b", ord("\\"): "\\", ord('"'): '"'}
 _TRUE = frozenset({"true", "yes", "on", "1"})
 
