@@ -107,7 +107,8 @@ MAX_ALTERNATES = 16
 
 @dataclass(slots=True)
 class WalkBudget:
-    """History walking one request may do: units of work, and a deadline (monotonic).
+    """History walking one request may do: units of work, and a deadline (monotonic) for
+    the walking itself (see :meth:`left`).
 
     A unit is one parent followed to a commit already read, or the reading of an object
     (a commit, or a tree on the way down a cited path) of up to :data:`UNIT_BYTES`, a unit
@@ -131,6 +132,21 @@ class WalkBudget:
 
     def spent(self) -> bool:
         return self.units <= 0 or time.monotonic() >= self.deadline
+
+    def left(self) -> tuple[int, float]:
+        """What is left as it travels to a git reader: units, and seconds rather than a
+        deadline (the wait for a reader and the repository's opening are not walking, and
+        are bounded by the reader's own deadline)."""
+        return self.units, max(0.0, self.deadline - time.monotonic())
+
+    @classmethod
+    def resumed(cls, left: tuple[int, float]) -> WalkBudget:
+        """A budget of what :meth:`left` said, its time counted from now."""
+        return cls(left[0], time.monotonic() + left[1])
+
+    def settle(self, left: tuple[int, float]) -> None:
+        """Take back what a git reader left of this budget."""
+        self.units, self.deadline = left[0], time.monotonic() + left[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -669,9 +685,10 @@ def count_commits(
         return cached[0]
     if budget.spent():
         return None
-    result, keep, budget.units = git_process.call(
-        top, _read_count, top, head_hex, since_commit, since_ts, rel, budget
+    result, keep, left = git_process.call(
+        top, _read_count, top, head_hex, since_commit, since_ts, rel, budget.left()
     )
+    budget.settle(left)
     if keep:
         _counts.put(key, (result,))
     return result
@@ -683,27 +700,28 @@ def _read_count(
     since_commit: str | None,
     since_ts: float | None,
     rel: tuple[str, ...],
-    budget: WalkBudget,
-) -> tuple[Count | None, bool, int]:
-    """:func:`count_commits`'s walk: (the count, whether to cache it, the units left)."""
+    left: tuple[int, float],
+) -> tuple[Count | None, bool, tuple[int, float]]:
+    """:func:`count_commits`'s walk: (the count, whether to cache it, the budget left)."""
     repo = _open(top)
     if repo is None:
-        return None, False, budget.units
+        return None, False, left
+    budget = WalkBudget.resumed(left)
     base = None
     if since_commit is not None:
         base = _commit_id(repo, since_commit, full=len(head_hex))
         if base is None:
-            return None, True, budget.units
+            return None, True, budget.left()
     walk = _Walk(repo, rel, budget)
     try:
         result = _walk(walk, pygit2.Oid(hex=head_hex), base, since_ts)
     except _Spent:
         # Not cached: another request may have the budget to finish.
         log.debug("history walk in %s: %d units of work, then the budget was spent", top, walk.paid)
-        return None, False, budget.units
+        return None, False, budget.left()
     except (pygit2.GitError, KeyError, ValueError) as exc:
         log.debug("walking %s failed after %d units of work: %s", top, walk.paid, exc)
-        return None, False, budget.units
+        return None, False, budget.left()
     log.debug(
         "history walk in %s: %d units of work, %d commits%s",
         top,
@@ -711,7 +729,7 @@ def _read_count(
         result.commits,
         f"; {result.cut}" if result.cut else "",
     )
-    return result, True, budget.units
+    return result, True, budget.left()
 
 
 def _commit_id(repo: pygit2.Repository, hex_id: str, *, full: int) -> pygit2.Oid | None:
@@ -758,19 +776,23 @@ def changes_since(top: str, since_ts: float | None, budget: WalkBudget | None = 
         RecallError: ``unavailable``, as :func:`.git_process.call`.
     """
     budget = budget or WalkBudget()
-    changes, budget.units = git_process.call(top, _read_changes, top, since_ts, budget)
+    changes, left = git_process.call(top, _read_changes, top, since_ts, budget.left())
+    budget.settle(left)
     return changes
 
 
-def _read_changes(top: str, since_ts: float | None, budget: WalkBudget) -> tuple[Changes, int]:
-    """:func:`changes_since`'s reading: (the changes, the units left)."""
-    return _changes(top, since_ts, budget), budget.units
-
-
-def _changes(top: str, since_ts: float | None, budget: WalkBudget) -> Changes:
+def _read_changes(
+    top: str, since_ts: float | None, left: tuple[int, float]
+) -> tuple[Changes, tuple[int, float]]:
+    """:func:`changes_since`'s reading: (the changes, the budget left)."""
     repo = _open(top)
     if repo is None:
-        return Changes(None, ())
+        return Changes(None, ()), left
+    budget = WalkBudget.resumed(left)
+    return _changes(repo, since_ts, budget), budget.left()
+
+
+def _changes(repo: pygit2.Repository, since_ts: float | None, budget: WalkBudget) -> Changes:
     try:
         if repo.head_is_unborn:
             return Changes(None, ())
