@@ -40,7 +40,7 @@ from recall_client.spool import default_spool
 from . import housekeeping, systemd
 from .actor import Actor
 from .config import RELOADABLE, Settings
-from .domain import workspace_identity
+from .domain import git_process, workspace_identity
 from .domain.approvals import Approvals
 from .domain.credentials import AgentCredentials
 from .domain.principal import Principal
@@ -359,6 +359,11 @@ class Parts:
         store = await _open_store_when_reachable(s, s.data_path)
         stack.callback(store.close)
         stack.enter_context(fusion.semantic_side())
+        git_readers = git_process.GitReaders(deadline_s=s.git_read_deadline_s)
+        git_process.use(git_readers)
+        stack.callback(git_process.use, None)
+        stack.push_async_callback(anyio.to_thread.run_sync, git_readers.close)
+        git_readers.warm()
         await anyio.to_thread.run_sync(rekey_workspaces, store, workspace_identity.identify)
         startup = store.reader()
         try:

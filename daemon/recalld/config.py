@@ -134,6 +134,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             "daemon's GIL (the embedded store; a team database's searches run in threads)"
         ),
     ] = True
+    git_read_deadline_s: Annotated[
+        float,
+        _key(
+            "how long one read of a git repository may take (it runs in a git reader "
+            "process); past it the request answers `unavailable` and the repository is set "
+            "aside for two minutes",
+            ge=0.5,
+            le=120,
+        ),
+    ] = 5.0
     capture_batch: Annotated[
         int, _key("writes the writer commits in one transaction, at most", ge=1, le=10_000)
     ] = 1024

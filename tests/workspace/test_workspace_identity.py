@@ -267,13 +267,21 @@ async def test_every_hit_and_memory_show_say_visibility_and_owner(
         ("ssh://git@github.com/acme/app", "github.com/acme/app"),
         ("https://github.com/acme/app.git", "github.com/acme/app"),
         ("HTTPS://user:token@GitHub.com:443/acme/app/", "github.com/acme/app"),
-        ("ssh://git@gitlab.example.org:2222/group/sub/app.git", "gitlab.example.org/group/sub/app"),
-        ("/srv/git/App.git", "file:/srv/git/app"),
+        ("ssh://git@gitlab.example.org:2222/Group/app.git", "gitlab.example.org:2222/Group/app"),
+        ("ssh://git@GitLab.example.org:22/Group/app.git", "gitlab.example.org/Group/app"),
+        ("https://bob:token@devbox/team/app", "devbox/team/app"),
+        ("git@devbox:app.git", "devbox/app"),
+        ("alice@devbox:app.git", "alice@devbox/app"),
+        ("ssh://alice:secret@devbox/app", "alice@devbox/app"),
+        ("/srv/git/App.git", "file:/srv/git/App"),
         ("file:///srv/git/app.git", "file:/srv/git/app"),
+        ("ssh://devbox:notaport/app", None),
         ("../sibling.git", None),
         ("", None),
     ],
 )
 def test_remote_urls_fold_to_one_identity(url: str, identity: str | None) -> None:
-    """Scheme, user and password (a token never reaches the store), port, .git and case."""
+    """Folded: the scheme's form, an https credential (a token never reaches the store),
+    the scheme's default port, .git, the host's case, and on GitHub the path's case and
+    the git user; kept: path case elsewhere, another port, another ssh user."""
     assert workspace_identity.normalise_remote(url) == identity

@@ -220,3 +220,104 @@ async def test_a_rekeying_cut_short_resumes_at_the_next_start(
     assert await d.stop() == 0
     aliases, pending, approved = after(d, None)
     assert len(aliases) == 4 and pending == 0 and approved == [IDENTITY]
+
+
+def schema_13(data_dir: Path) -> SqliteDb:
+    """A database at schema version 13 (identities folded the path's case, the port and the
+    ssh user), made by the migrations as they shipped."""
+    data_dir.mkdir(parents=True)
+    conn = sqlite3.connect(data_dir / DB_NAME, isolation_level=None, factory=SqliteDb)
+    conn.create_function("recalld_key_digest", 1, lambda key: key, deterministic=True)
+    for version, script in enumerate(sqlite_schema.MIGRATIONS[:13], start=1):
+        for statement in sqlite_schema._split(script):
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version={version}")
+    conn.execute("DELETE FROM workspace_rekey")  # schema 12's re-keying long done
+    return conn
+
+
+@contextmanager
+def pg_schema_4(server: Any) -> Iterator[TeamDb]:
+    db = TeamDb(server, f"t_{new_id('db')[3:15].lower()}")
+    server.create_database(db.name)
+    try:
+        with psycopg.connect(db.admin_url, autocommit=True) as conn:
+            assert pg_schema.migrate(conn, upto=4) == 4
+            for role, password in ROLE_PASSWORDS.items():
+                pg_schema.add_role(conn, role, password)
+            conn.execute("DELETE FROM workspace_rekey")
+        yield db
+    finally:
+        server.drop_database(db.name)
+
+
+def fill_identities(conn: Db, rows: list[p.ExportedRecord], aliases: dict[str, str]) -> None:
+    conn.execute("BEGIN")
+    SqlOperationWrites(conn).import_records(rows, uid=1000)
+    for path, workspace in aliases.items():
+        SqlOperationWrites(conn).note_alias(path, workspace, time.time())
+    conn.execute("COMMIT")
+
+
+@pytest.mark.both_backends
+async def test_identities_folded_by_the_old_rule_move_where_their_checkouts_agree(
+    daemon_factory: DaemonFactory, tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A workspace whose one checkout now names another identity moves there; one whose
+    checkouts are now two repositories is read by neither (its rows cannot be told apart,
+    and the checkout whose identity did not change would read the other's); GitHub's
+    identities do not change."""
+    ported = checkout(tmp_path / "ported", "ssh://host:2222/team/app")
+    upper = checkout(tmp_path / "upper", "/srv/git/Payments.git")
+    lower = checkout(tmp_path / "lower", "/srv/git/payments.git")
+    hub = checkout(tmp_path / "hub", "git@github.com:Acme/App.git")
+    rows = [
+        memory("host/team/app", "The app listens on 8443."),
+        memory("file:/srv/git/payments", "Payouts settle at 17:00."),
+        memory(IDENTITY, "Release builds need the arm64 runner."),
+    ]
+    aliases = {
+        str(ported): "host/team/app",
+        str(upper): "file:/srv/git/payments",
+        str(lower): "file:/srv/git/payments",
+        str(hub): IDENTITY,
+    }
+    d = daemon_factory()
+    admin_url: str | None = None
+    with ExitStack() as stack:
+        if backend == "sqlite":
+            old = schema_13(d.data_dir)
+            fill_identities(old, rows, aliases)
+            old.close()
+        else:
+            db = stack.enter_context(pg_schema_4(request.getfixturevalue("pg_server")))
+            conn = PgDb(
+                lambda: connect(db.url("alice"), autocommit=True),
+                ConnectionState(""),
+                reconnect=False,
+            )
+            fill_identities(conn, rows, aliases)
+            conn.conn.close()
+            assert pg_schema.init_database(db.admin_url, ROLE_PASSWORDS) == len(
+                pg_schema.MIGRATIONS
+            )
+            d.extra_env["RECALLD_DATABASE_URL"] = db.url("alice")
+            admin_url = db.admin_url
+        await d.start()
+        for repo, workspace, texts in (
+            (ported, "host:2222/team/app", ["The app listens on 8443."]),
+            (upper, "file:/srv/git/Payments", []),
+            (lower, "file:/srv/git/payments", []),
+            (hub, IDENTITY, ["Release builds need the arm64 runner."]),
+        ):
+            async with d.client(workspace=str(repo)) as rc:
+                assert rc.welcome is not None and rc.welcome.workspace == workspace
+                listed = await rc.call(p.MemoryList(limit=50), p.MemoryListResult)
+                assert [i.text for i in listed.items] == texts, repo.name
+        assert await d.stop() == 0
+        moved, left, _ = after(d, admin_url)
+    assert moved[str(ported)] == "host:2222/team/app"
+    assert moved[str(upper)] == "file:/srv/git/Payments"
+    assert moved[str(lower)] == "file:/srv/git/payments"
+    assert moved[str(hub)] == IDENTITY
+    assert left == 0

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from recall_client import protocol as p
 
+from ..errors import RecallError
 from . import git_history
 
 __all__ = [
@@ -116,20 +117,14 @@ def commit_drift(
     """
     if repo is None or not os.path.isdir(repo):
         return None
-    head = git_head(repo)
-    if head is None:
-        return p.CommitDrift(repo=repo, reason="no commits, or not a readable git repository")
-    budget = budget or git_history.WalkBudget()
-    rel = tuple(sorted({r for path in anchored_paths if (r := _relative(repo, path))}))
-    count = None
-    if verified_commit:
-        count = git_history.count_commits(
-            repo, head, since_commit=verified_commit, since_ts=None, paths=rel, budget=budget
-        )
-    if count is None and not budget.spent():
-        count = git_history.count_commits(
-            repo, head, since_commit=None, since_ts=last_verified_at, paths=rel, budget=budget
-        )
+    try:
+        head = git_head(repo)
+        if head is None:
+            return p.CommitDrift(repo=repo, reason="no commits, or not a readable git repository")
+        budget = budget or git_history.WalkBudget()
+        count = _count(repo, head, verified_commit, last_verified_at, anchored_paths, budget)
+    except RecallError:  # unavailable: this repository is set aside, not the whole read
+        return p.CommitDrift(repo=repo, reason="not counted: the repository could not be read")
     if count is None:
         why = (
             "not counted: this request's budget for walking history is spent"
@@ -145,6 +140,27 @@ def commit_drift(
         touching_cited_paths=count.touching,
         reason=count.cut,
     )
+
+
+def _count(
+    repo: str,
+    head: str,
+    verified_commit: str | None,
+    last_verified_at: float,
+    anchored_paths: Sequence[str],
+    budget: git_history.WalkBudget,
+) -> git_history.Count | None:
+    rel = tuple(sorted({r for path in anchored_paths if (r := _relative(repo, path))}))
+    count = None
+    if verified_commit:
+        count = git_history.count_commits(
+            repo, head, since_commit=verified_commit, since_ts=None, paths=rel, budget=budget
+        )
+    if count is None and not budget.spent():
+        count = git_history.count_commits(
+            repo, head, since_commit=None, since_ts=last_verified_at, paths=rel, budget=budget
+        )
+    return count
 
 
 def _relative(repo: str, path: str) -> str | None:

@@ -9,6 +9,16 @@ of the daemon's environment. On top of that, a repository that declares a partia
 a promisor remote is refused outright (libgit2 already refuses one owned by another user),
 so no answer ever depends on objects that are not there.
 
+A repository is also data someone else wrote, laid out to stall a reader: a config that
+includes a FIFO, a ``HEAD`` that is one. Before libgit2 opens a repository its config is
+parsed as git parses it (:mod:`.git_config`) and refused if it includes any other file, and
+the files libgit2 reads at open (``HEAD``, the configs, ``commondir``, ``gitdir``,
+``packed-refs``, ``shallow``, the alternates, ``objects`` and ``refs``) must be what they
+should (regular files, real directories), not a FIFO, a device or a symlink. What no look
+ahead can cover (a ref or an object that is a FIFO) the process the read runs in does:
+every read that reaches libgit2 runs in a git reader process under a hard deadline
+(:mod:`.git_process`), and only the caches live in the caller.
+
 Every walk through history is bounded: at most :data:`MAX_WALK` commits counted, at most
 :data:`MAX_PARENTS` parents of a commit followed, and a per-request :class:`WalkBudget` of
 units of work and time, paid for before each read. The walk is this module's own (libgit2's
@@ -26,7 +36,6 @@ import itertools
 import logging
 import math
 import os
-import re
 import stat
 import threading
 import time
@@ -37,6 +46,8 @@ from typing import Generic, TypeVar
 
 import pygit2
 from pygit2.enums import ObjectType, RepositoryOpenFlag
+
+from . import git_config, git_process
 
 __all__ = [
     "LRU",
@@ -85,15 +96,19 @@ MAX_POINTER_BYTES = 4096
 # branches a few hundred).
 MAX_CONFIG_BYTES = 256 * 1024
 _CONFIGS = ("config", "config.worktree")
-# An [include] or [includeIf "..."] section: a line start, so linear in the config.
-_INCLUDE = re.compile(rb"^[ \t]*\[[ \t]*include", re.MULTILINE | re.IGNORECASE)
-
-_TRUE = frozenset({"true", "yes", "on", "1"})
+# Files of a git dir libgit2 may read on opening it or reading HEAD: each regular, if there.
+_FILES = ("HEAD", *_CONFIGS, "commondir", "gitdir", "packed-refs", "shallow", "info/grafts")
+# Directories of the common dir, each a real directory (a symlink could lead anywhere).
+_DIRS = ("objects", "refs")
+ALTERNATES = "objects/info/alternates"
+# Alternate object stores one repository may name, at most.
+MAX_ALTERNATES = 16
 
 
 @dataclass(slots=True)
 class WalkBudget:
-    """History walking one request may do: units of work, and a deadline (monotonic).
+    """History walking one request may do: units of work, and a deadline (monotonic) for
+    the walking itself (see :meth:`left`).
 
     A unit is one parent followed to a commit already read, or the reading of an object
     (a commit, or a tree on the way down a cited path) of up to :data:`UNIT_BYTES`, a unit
@@ -117,6 +132,21 @@ class WalkBudget:
 
     def spent(self) -> bool:
         return self.units <= 0 or time.monotonic() >= self.deadline
+
+    def left(self) -> tuple[int, float]:
+        """What is left as it travels to a git reader: units, and seconds rather than a
+        deadline (the wait for a reader and the repository's opening are not walking, and
+        are bounded by the reader's own deadline)."""
+        return self.units, max(0.0, self.deadline - time.monotonic())
+
+    @classmethod
+    def resumed(cls, left: tuple[int, float]) -> WalkBudget:
+        """A budget of what :meth:`left` said, its time counted from now."""
+        return cls(left[0], time.monotonic() + left[1])
+
+    def settle(self, left: tuple[int, float]) -> None:
+        """Take back what a git reader left of this budget."""
+        self.units, self.deadline = left[0], time.monotonic() + left[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,20 +192,8 @@ _tops: LRU[str, tuple[float, str | None]] = LRU(TOP_CACHE)
 _heads: LRU[str, tuple[tuple[int, int] | None, float, str, str | None]] = LRU(HEAD_CACHE)
 # (repo, base, head, digest of the paths) -> Count, or None when the base is unknown
 _counts: LRU[tuple[str, str, str, bytes], tuple[Count | None]] = LRU(COUNT_CACHE)
-# (git dir, HEAD) -> the root commit of HEAD's first-parent chain, or None
+# (top level, HEAD) -> the root commit of HEAD's first-parent chain, or None
 _roots: LRU[tuple[str, str], tuple[str | None]] = LRU(ROOT_CACHE)
-
-
-def _lazy_fetching(repo: pygit2.Repository) -> bool:
-    """Whether the repository says objects may be fetched on demand (a partial clone)."""
-    for entry in repo.config:
-        name = entry.name.lower()
-        if name == "extensions.partialclone":
-            return True
-        if name.startswith("remote.") and name.endswith(".promisor"):
-            if (entry.value or "").strip().lower() in _TRUE:
-                return True
-    return False
 
 
 def read_bounded(path: str, limit: int) -> bytes | None:
@@ -209,37 +227,85 @@ def common_dir(gitdir: str) -> str:
     return os.path.normpath(os.path.join(gitdir, target)) if target else gitdir
 
 
-def _plain_configs(path: str) -> bool:
-    """Whether the repository config files at ``path`` (a top level or a git dir) are
-    absent, or regular files of at most :data:`MAX_CONFIG_BYTES` that include no other
-    file: libgit2 reads each whole, and would block for ever on a FIFO (or a symlink to
-    one, or an ``include.path`` naming one), holding a worker thread."""
+def _regular_or_absent(path: str) -> bool:
     try:
-        gitdir = pygit2.discover_repository(path, False, path)
-    except (pygit2.GitError, ValueError, OSError):
-        return True  # not a repository: opening it fails without reading a config
-    if gitdir is None:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
         return True
-    gitdir = gitdir.rstrip("/")
+    except OSError:
+        return False
+
+
+def _real_dir(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _alternates_refused(common: str) -> str | None:
+    """Why the alternate object stores ``common`` names are refused; None when each is a
+    real directory (not a FIFO, a device or a symlink), at most :data:`MAX_ALTERNATES`."""
+    data = read_bounded(os.path.join(common, ALTERNATES), MAX_POINTER_BYTES)
+    if data is None:
+        return "its alternates file is not a small regular file"
+    lines = [line for line in data.splitlines() if line.strip() and not line.startswith(b"#")]
+    if len(lines) > MAX_ALTERNATES:
+        return "it names too many alternate object stores"
+    objects = os.path.join(common, "objects")
+    for line in lines:
+        if not _real_dir(os.path.join(objects, os.fsdecode(line.strip()))):
+            return "an alternate object store it names is not a directory"
+    return None
+
+
+def refusal(gitdir: str) -> str | None:
+    """Why the repository whose git dir is ``gitdir`` must not be opened; None when it may.
+
+    Refused: a file libgit2 reads at open that is not a regular file (a FIFO would block
+    it for ever, a symlink could lead to one), a config git would not read, one that
+    includes another file, declares a partial clone or a promisor remote, or is larger than
+    :data:`MAX_CONFIG_BYTES`.
+    """
     common = common_dir(gitdir)
-    configs = {os.path.join(d, name) for d in (gitdir, common) for name in _CONFIGS}
-    for config in sorted(configs):
+    for d in dict.fromkeys((gitdir, common)):
+        for name in _FILES:
+            if not _regular_or_absent(os.path.join(d, name)):
+                return f"its {name} is not a regular file"
+    for name in _DIRS:
+        if not _real_dir(os.path.join(common, name)):
+            return f"its {name} is not a directory"
+    if os.path.lexists(os.path.join(common, ALTERNATES)):
+        why = _alternates_refused(common)
+        if why is not None:
+            return why
+    for config in dict.fromkeys(os.path.join(d, n) for d in (gitdir, common) for n in _CONFIGS):
         if not os.path.lexists(config):
             continue
         data = read_bounded(config, MAX_CONFIG_BYTES)
         if data is None:
-            log.warning("refusing %s: its config %s is not a small regular file", path, config)
-            return False
-        if _INCLUDE.search(data):
-            log.warning("refusing %s: its config %s includes other files", path, config)
-            return False
-    return True
+            return f"its config {config} is not a regular file of at most {MAX_CONFIG_BYTES} bytes"
+        try:
+            why = git_config.unsafe(git_config.parse(data))
+        except git_config.ConfigSyntax as exc:
+            return f"its config {config} is not one git reads ({exc})"
+        if why is not None:
+            return why
+    return None
 
 
 def _open(path: str) -> pygit2.Repository | None:
     """The non-bare repository at ``path`` (a top level or a git dir), or None (and why, in
-    the debug log) when it is not one or is refused."""
-    if not _plain_configs(path):
+    the log) when it is not one or is refused. Runs in a git reader process."""
+    try:
+        gitdir = pygit2.discover_repository(path, False, path)
+    except (pygit2.GitError, ValueError, OSError):
+        gitdir = None
+    if gitdir is None:
+        return None  # not a repository
+    why = refusal(gitdir.rstrip("/"))
+    if why is not None:
+        log.warning("refusing the repository at %s: %s", path, why)
         return None
     try:
         repo = pygit2.Repository(path, RepositoryOpenFlag.NO_SEARCH)
@@ -248,29 +314,35 @@ def _open(path: str) -> pygit2.Repository | None:
         return None
     if repo.is_bare or repo.workdir is None:
         return None
-    if _lazy_fetching(repo):
-        log.warning("refusing %s: it declares a partial clone or promisor remote", path)
-        return None
     return repo
 
 
 def top_level(workspace: str) -> str | None:
     """The top level of the git work tree holding ``workspace``; None outside a repository
-    (or in one that is refused). Cached for TOP_TTL seconds."""
+    (or in one that is refused). Cached for TOP_TTL seconds.
+
+    Raises:
+        RecallError: ``unavailable``, as :func:`.git_process.call`.
+    """
     known, top = cached_top_level(workspace)
     if known:
         return top
     top = None
     if workspace and os.path.isdir(workspace):
-        try:
-            gitdir = pygit2.discover_repository(workspace)
-        except (pygit2.GitError, ValueError, OSError):
-            gitdir = None
-        repo = _open(gitdir) if gitdir else None
-        if repo is not None and repo.workdir is not None:
-            top = repo.workdir.rstrip("/") or "/"
+        top = git_process.call(workspace, _read_top_level, workspace)
     _tops.put(workspace, (time.monotonic(), top))
     return top
+
+
+def _read_top_level(workspace: str) -> str | None:
+    try:
+        gitdir = pygit2.discover_repository(workspace)
+    except (pygit2.GitError, ValueError, OSError):
+        gitdir = None
+    repo = _open(gitdir) if gitdir else None
+    if repo is None or repo.workdir is None:
+        return None
+    return repo.workdir.rstrip("/") or "/"
 
 
 def cached_top_level(workspace: str) -> tuple[bool, str | None]:
@@ -309,10 +381,23 @@ def head(top: str) -> str | None:
 
     Cached until the HEAD reflog changes; where there is none to watch (reflogs off), for a
     couple of seconds.
+
+    Raises:
+        RecallError: ``unavailable``, as :func:`.git_process.call`.
     """
     known, value = cached_head(top)
     if known:
         return value
+    read = git_process.call(top, _read_head, top)
+    if read is None:
+        return None
+    gitdir, stamp, value = read
+    _heads.put(top, (stamp, time.monotonic(), gitdir, value))
+    return value
+
+
+def _read_head(top: str) -> tuple[str, tuple[int, int] | None, str | None] | None:
+    """(git dir, its reflog's stamp before HEAD was read, HEAD); None when refused."""
     repo = _open(top)
     if repo is None:
         return None
@@ -324,13 +409,20 @@ def head(top: str) -> str | None:
             value = str(repo.head.target)
     except (pygit2.GitError, KeyError, ValueError):
         value = None
-    _heads.put(top, (stamp, time.monotonic(), gitdir, value))
-    return value
+    return gitdir, stamp, value
 
 
 def git_dir(top: str) -> str | None:
     """The git dir of the work tree at ``top`` (a linked worktree's own), as libgit2 opens
-    it; None when refused."""
+    it; None when refused.
+
+    Raises:
+        RecallError: ``unavailable``, as :func:`.git_process.call`.
+    """
+    return git_process.call(top, _read_git_dir, top)
+
+
+def _read_git_dir(top: str) -> str | None:
     repo = _open(top)
     return repo.path.rstrip("/") if repo is not None else None
 
@@ -338,15 +430,27 @@ def git_dir(top: str) -> str | None:
 def root_commit(top: str) -> str | None:
     """The root of HEAD's first-parent chain at ``top``; None without commits, when an
     object is missing (a shallow clone), or past :data:`MAX_ROOT_WALK` commits. Cached per
-    git dir and HEAD: an unchanged HEAD keeps its root."""
+    top level and HEAD: an unchanged HEAD keeps its root.
+
+    Raises:
+        RecallError: ``unavailable``, as :func:`.git_process.call`.
+    """
     start = head(top)
-    repo = _open(top) if start is not None else None
-    if repo is None or start is None:
+    if start is None:
         return None
-    key = (repo.path, start)
+    key = (top, start)
     cached = _roots.get(key)
     if cached is not None:
         return cached[0]
+    root = git_process.call(top, _read_root, top, start)
+    _roots.put(key, (root,))
+    return root
+
+
+def _read_root(top: str, start: str) -> str | None:
+    repo = _open(top)
+    if repo is None:
+        return None
     root: str | None = None
     try:
         oid = pygit2.Oid(hex=start)
@@ -361,7 +465,6 @@ def root_commit(top: str) -> str | None:
             oid = parents[0]
     except (pygit2.GitError, KeyError, ValueError) as exc:
         log.debug("no root commit in %s: %s", top, exc)
-    _roots.put(key, (root,))
     return root
 
 
@@ -571,6 +674,9 @@ def count_commits(
     The base is ``since_commit`` (commits not reachable from it, as ``git rev-list
     since..head``), else ``since_ts`` (commits made after it, as ``--since``). None when the
     base commit is unknown here or the budget is spent; the caller then says so.
+
+    Raises:
+        RecallError: ``unavailable``, as :func:`.git_process.call`.
     """
     rel = tuple(paths)
     key = (top, since_commit or f"@{since_ts}", head_hex, _digest(rel))
@@ -579,25 +685,43 @@ def count_commits(
         return cached[0]
     if budget.spent():
         return None
+    result, keep, left = git_process.call(
+        top, _read_count, top, head_hex, since_commit, since_ts, rel, budget.left()
+    )
+    budget.settle(left)
+    if keep:
+        _counts.put(key, (result,))
+    return result
+
+
+def _read_count(
+    top: str,
+    head_hex: str,
+    since_commit: str | None,
+    since_ts: float | None,
+    rel: tuple[str, ...],
+    left: tuple[int, float],
+) -> tuple[Count | None, bool, tuple[int, float]]:
+    """:func:`count_commits`'s walk: (the count, whether to cache it, the budget left)."""
     repo = _open(top)
     if repo is None:
-        return None
+        return None, False, left
+    budget = WalkBudget.resumed(left)
     base = None
     if since_commit is not None:
         base = _commit_id(repo, since_commit, full=len(head_hex))
         if base is None:
-            _counts.put(key, (None,))
-            return None
+            return None, True, budget.left()
     walk = _Walk(repo, rel, budget)
     try:
         result = _walk(walk, pygit2.Oid(hex=head_hex), base, since_ts)
     except _Spent:
         # Not cached: another request may have the budget to finish.
         log.debug("history walk in %s: %d units of work, then the budget was spent", top, walk.paid)
-        return None
+        return None, False, budget.left()
     except (pygit2.GitError, KeyError, ValueError) as exc:
         log.debug("walking %s failed after %d units of work: %s", top, walk.paid, exc)
-        return None
+        return None, False, budget.left()
     log.debug(
         "history walk in %s: %d units of work, %d commits%s",
         top,
@@ -605,8 +729,7 @@ def count_commits(
         result.commits,
         f"; {result.cut}" if result.cut else "",
     )
-    _counts.put(key, (result,))
-    return result
+    return result, True, budget.left()
 
 
 def _commit_id(repo: pygit2.Repository, hex_id: str, *, full: int) -> pygit2.Oid | None:
@@ -647,11 +770,29 @@ def changes_since(top: str, since_ts: float | None, budget: WalkBudget | None = 
     """The branch of the repository at ``top`` and the paths changed by its first-parent
     commits after ``since_ts`` (None: no paths; git's times are whole seconds, so a commit in
     the second of ``since_ts`` but after it is missed rather than an earlier one taken): at most
-    :data:`CHANGED_COMMITS` commits and :data:`CHANGED_PATHS` paths, under ``budget``."""
+    :data:`CHANGED_COMMITS` commits and :data:`CHANGED_PATHS` paths, under ``budget``.
+
+    Raises:
+        RecallError: ``unavailable``, as :func:`.git_process.call`.
+    """
+    budget = budget or WalkBudget()
+    changes, left = git_process.call(top, _read_changes, top, since_ts, budget.left())
+    budget.settle(left)
+    return changes
+
+
+def _read_changes(
+    top: str, since_ts: float | None, left: tuple[int, float]
+) -> tuple[Changes, tuple[int, float]]:
+    """:func:`changes_since`'s reading: (the changes, the budget left)."""
     repo = _open(top)
     if repo is None:
-        return Changes(None, ())
-    budget = budget or WalkBudget()
+        return Changes(None, ()), left
+    budget = WalkBudget.resumed(left)
+    return _changes(repo, since_ts, budget), budget.left()
+
+
+def _changes(repo: pygit2.Repository, since_ts: float | None, budget: WalkBudget) -> Changes:
     try:
         if repo.head_is_unborn:
             return Changes(None, ())

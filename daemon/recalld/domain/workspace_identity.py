@@ -4,14 +4,18 @@ Records are filed under a workspace, and two checkouts of one project (two peopl
 ``/home/alice/src/app`` and ``/Users/bob/work/app``, or one person's git worktrees) must file
 under the same one. The identity is, in order:
 
-1. the normalised URL of the ``origin`` remote: scheme, user and password, port, a ``.git``
-   suffix and case folded, so ``git@github.com:Acme/App.git``,
+1. the normalised URL of the ``origin`` remote, folded only where git and the host answer
+   one repository (:func:`normalise_remote`): ``git@github.com:Acme/App.git``,
    ``ssh://git@github.com/acme/app`` and ``https://github.com/acme/app.git`` are all
-   ``github.com/acme/app`` (a local remote ``/srv/git/App.git`` is ``file:/srv/git/app``);
+   ``github.com/acme/app``, but ``/srv/git/Payments.git`` is ``file:/srv/git/Payments``,
+   ``ssh://host:2222/team/app`` is ``host:2222/team/app`` and ``alice@devbox:app.git`` is
+   ``alice@devbox/app``;
 2. else the repository's root commit, ``git-root:<id>`` (the first-parent chain's root from
    HEAD): every clone of a repository without a remote agrees on it;
-3. else the path itself (not in a repository, or one refused): an absolute path, and no
-   other identity starts with ``/``.
+3. else the path itself (not in a repository, or one refused as unsafe to read: see
+   :func:`.git_history.refusal`): an absolute path, and no other identity starts with
+   ``/``. A refused repository so shares nothing with any other checkout, whatever its
+   config claims to be a clone of.
 
 Every worktree of a repository reads the same config and history (git's common dir), so
 they are one workspace. The path stays the workspace's local alias.
@@ -33,9 +37,10 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from . import git_history
+from . import git_config, git_history
 
 __all__ = [
+    "FOLDING_HOSTS",
     "Workspace",
     "alias",
     "cached",
@@ -48,6 +53,19 @@ __all__ = [
 Basis = Literal["origin", "root_commit", "path", "named"]
 
 MAX_URL = 2048
+# Hosts that answer one repository under every casing of its owner and name (GitHub, GitLab.com
+# and Bitbucket Cloud all do), whose ssh user is always ``git``. Other hosts (a GitLab or Gitea
+# of one's own, a plain ssh server) may not: their paths keep their case.
+FOLDING_HOSTS = frozenset({"github.com", "gitlab.com", "bitbucket.org"})
+_SSH = frozenset({"ssh", "git+ssh", "ssh+git"})
+_DEFAULT_PORTS = {
+    "ssh": "22",
+    "git+ssh": "22",
+    "ssh+git": "22",
+    "git": "9418",
+    "https": "443",
+    "http": "80",
+}
 TTL = 30.0
 CACHE = 1024
 
@@ -67,43 +85,79 @@ _workspaces: git_history.LRU[str, tuple[float, Workspace]] = git_history.LRU(CAC
 _aliases: git_history.LRU[str, str] = git_history.LRU(CACHE)
 
 # Each is anchored and its runs possessive or disjoint: linear in the line, however hostile.
-_SCP = re.compile(r"^(?:[^@/]*+@)?([^:/]++):(.*)$")
+_SCP = re.compile(r"^(?:([^@/:]*+)@)?([^:/@]++):(.*)$")
 _URL = re.compile(r"^([a-z][a-z0-9+.-]*+)://([^/?#]*+)([^?#]*+)", re.IGNORECASE)
-_SECTION = re.compile(r'^\[\s*+([A-Za-z0-9.-]++)(?:\s++"((?:[^"\\]|\\.)*+)")?\s*+\](.*)$')
 
 
 def normalise_remote(url: str) -> str | None:
     """The identity a remote URL names; None for one that names no place (empty, relative,
-    overlong). Linear in the URL."""
+    overlong, a port that is no number). Linear in the URL.
+
+    Folded, because git and the hosts answer one repository under each: the URL's form
+    (scp-like, ``ssh://``, ``https://``, ``git://``), the host's case, a trailing ``.git`` or
+    slash, the scheme's default port, an https user or password (a credential, which never
+    reaches the store), and, on the hosts of :data:`FOLDING_HOSTS`, the path's case and the
+    ssh user (always ``git`` there). Kept, because they name another repository: the path's
+    case elsewhere (a file remote's too), any other port, and an ssh user other than ``git``
+    (``alice@devbox:app.git`` is in alice's home, ``mallory@devbox:app.git`` in mallory's).
+    """
     url = url.strip()
     if not url or len(url) > MAX_URL:
         return None
-    host: str
-    path: str
+    user = port = ""
     match = _URL.match(url)
     if match is not None:
         scheme, authority, path = match.groups()
-        host = authority.rsplit("@", 1)[-1]
-        if host.startswith("["):  # [v6]:port
-            host = host.split("]", 1)[0] + "]"
-        else:
-            host = host.split(":", 1)[0]
-        if scheme.lower() == "file":
-            host = ""
+        scheme = scheme.lower()
+        if scheme == "file":
+            return _file(path)
+        userinfo, _, hostport = authority.rpartition("@")
+        host, port = _host_port(hostport)
+        if scheme in _SSH:
+            user = userinfo.split(":", 1)[0]
+        if port == _DEFAULT_PORTS.get(scheme):
+            port = ""
     elif url.startswith("/"):
-        host, path = "", url
-    elif (scp := _SCP.match(url)) is not None and "/" not in scp.group(1):
-        host, path = scp.group(1), scp.group(2)
+        return _file(url)
+    elif (scp := _SCP.match(url)) is not None:
+        user, host, path = scp.group(1) or "", scp.group(2), scp.group(3)
     else:
         return None  # a relative path: it names a place only from where it was cloned
+    host = host.lower()
+    path = _trimmed(path)
+    if not host or not path or (port and not port.isdigit()):
+        return None
+    if host in FOLDING_HOSTS:
+        path, user = path.lower(), ""
+    elif user == "git":
+        user = ""
+    where = f"{user}@{host}" if user else host
+    if port:
+        where = f"{where}:{int(port)}"
+    return f"{where}/{path}"
+
+
+def _host_port(hostport: str) -> tuple[str, str]:
+    """``host`` and ``port`` ("" when none) of a URL's ``host[:port]`` (``[v6]:port`` too)."""
+    if hostport.startswith("["):
+        host, _, rest = hostport.partition("]")
+        return host + "]", rest.removeprefix(":")
+    host, _, port = hostport.partition(":")
+    return host, port
+
+
+def _trimmed(path: str) -> str:
+    """``path`` without its slashes at either end and a trailing ``.git``."""
     path = path.strip("/")
     while path.endswith(".git") or path.endswith("/"):
         path = path.removesuffix(".git").rstrip("/")
-    if not path:
-        return None
-    if host:
-        return f"{host}/{path}".lower()
-    return f"file:/{path}".lower()
+    return path
+
+
+def _file(path: str) -> str | None:
+    """A local remote: its path as it is (a file system's names are case-sensitive)."""
+    path = _trimmed(path)
+    return f"file:/{path}" if path else None
 
 
 def cached(path: str) -> Workspace | None:
@@ -159,43 +213,17 @@ def _common_dir(top: str) -> str | None:
 
 def _origin_url(config: str) -> str | None:
     """``remote.origin.url`` as the repository's own config file records it (the last one,
-    as git takes). Sections are matched case-insensitively, the subsection exactly."""
+    as git takes), read by git's rules (:mod:`.git_config`); None when there is none or the
+    file is not one git reads."""
     data = git_history.read_bounded(config, git_history.MAX_CONFIG_BYTES)
     if data is None:
         return None
-    text = data.decode("utf-8", errors="replace")
-    in_origin = False
+    try:
+        entries = git_config.parse(data)
+    except git_config.ConfigSyntax:
+        return None
     url: str | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("["):
-            section = _SECTION.match(line)
-            in_origin = (
-                section is not None
-                and section.group(1).lower() == "remote"
-                and section.group(2) == "origin"
-            )
-            if section is None or not section.group(3):
-                continue
-            line = section.group(3).strip()  # [remote "origin"] url = ... on one line
-        if not in_origin:
-            continue
-        key, sep, value = line.partition("=")
-        if sep and key.strip().lower() == "url":
-            url = _value(value)
+    for e in entries:
+        if (e.section, e.subsection, e.key) == ("remote", "origin", "url") and e.value:
+            url = e.value
     return url
-
-
-def _value(raw: str) -> str:
-    """A config value: quotes removed, a comment outside quotes cut (escapes kept as is:
-    a URL has none that matter)."""
-    out: list[str] = []
-    quoted = False
-    for ch in raw.strip():
-        if ch == '"':
-            quoted = not quoted
-        elif ch in "#;" and not quoted:
-            break
-        else:
-            out.append(ch)
-    return "".join(out).strip()

@@ -433,7 +433,10 @@ class Server:
                 workspace.of_hello, req.workspace, scopes.ADMIN in granted
             )
         except RecallError as exc:
-            await self._reply(out, p.Error(id=req.id, code=exc.code, message=exc.message))
+            await self._reply(
+                out,
+                p.Error(id=req.id, code=exc.code, message=exc.message, retryable=exc.retryable),
+            )
             return False
         conn.principal = Principal(
             agent=req.agent,

@@ -31,6 +31,7 @@ from recall_client import protocol as p
 from ..domain import git_history, use_tokens
 from ..domain.policy import TRUST_FLOOR
 from ..domain.principal import Principal
+from ..errors import RecallError
 from ..store.port import EpisodeRow, MemoryRow, Reader
 from . import experience_reader
 from .context_pack import Candidate, Packed, Section, TokenCounter, pack
@@ -203,6 +204,16 @@ def _failures(rows: Sequence[EpisodeRow]) -> list[Candidate]:
     ]
 
 
+def _changes(path: str, since_ts: float | None) -> tuple[str | None, git_history.Changes | None]:
+    """The checkout's top level and what changed there since ``since_ts``; (None, None)
+    outside a repository or where it is set aside (a block without them, not no block)."""
+    try:
+        top = git_history.top_level(path) if path else None
+        return top, git_history.changes_since(top, since_ts) if top else None
+    except RecallError:
+        return None, None
+
+
 def _start_queries(changes: git_history.Changes | None) -> list[str]:
     """What a session start looks lessons up by: the branch, and each changed file's name
     without its extension (``total`` for services/cart/total.py)."""
@@ -252,8 +263,7 @@ def gather(
         changed: list[Candidate] = []
         # The repository is read where this connection's checkout is (the workspace is its
         # identity, not a path).
-        top = git_history.top_level(who.path) if who.path else None
-        changes = git_history.changes_since(top, last[1] if last else None) if top else None
+        top, changes = _changes(who.path, last[1] if last else None)
         if last is not None:
             rows = reader.episodes.unresolved(
                 workspace, who.uid, who.agent, last[0], TRUST_FLOOR, now, PER_SECTION

@@ -37,6 +37,7 @@ from recall_client import protocol as p
 
 from ..actor import ActorBase, ActorState
 from ..asker import ASKER
+from ..domain import git_process
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import ProcessReaders, Reader, Store
@@ -351,6 +352,8 @@ class SearchActor(ActorBase):
                         pipe.send((ids, scores, index.ntotal))
                 elif asked[0] == child.VECTOR:
                     pipe.send(qvec.wait() if isinstance(qvec, PendingVector) else None)
+                elif asked[0] == child.GIT:
+                    pipe.send(git_process.answer(asked[1], asked[2], asked[3]))
                 elif asked[0] == child.DONE:
                     result: p.MemorySearchResult = asked[1]
                     return result

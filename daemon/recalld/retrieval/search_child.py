@@ -19,19 +19,32 @@ from multiprocessing.connection import Connection
 import numpy as np
 from recall_client import protocol as p
 
+from ..domain import git_process
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import ProcessReaders, Reader, VectorSearch
 from .fusion import PendingVector, QueryVector
 from .memory_reader import MemoryReader, MemorySearchConfig
 
-__all__ = ["DONE", "ENTRY", "FAILED", "NEAR", "VECTOR", "IndexFacts", "SearchJob", "main", "serve"]
+__all__ = [
+    "DONE",
+    "ENTRY",
+    "FAILED",
+    "GIT",
+    "NEAR",
+    "VECTOR",
+    "IndexFacts",
+    "SearchJob",
+    "main",
+    "serve",
+]
 
 log = logging.getLogger(__name__)
 
 # What a search process sends while a search runs, and the daemon's answer to each:
 NEAR = "near"  # (NEAR, vector, k) -> (ids, scores, the index's size now)
 VECTOR = "vector"  # (VECTOR,) -> the query's vector, or None
+GIT = "git"  # (GIT, key, fn, args) -> git_process.answer's reply: a read of a repository
 # and what ends the search: (DONE, result) or (FAILED, code, message, retryable).
 DONE = "done"
 FAILED = "failed"
@@ -123,6 +136,8 @@ def main(fd: int) -> None:
     _die_with_the_daemon()
     logging.basicConfig(level=logging.WARNING, format="recalld search process: %(message)s")
     pipe = Connection(fd)
+    # Repositories are read by the daemon's git readers (one pool, one list set aside).
+    git_process.use(git_process.Relayed(pipe, GIT))
     try:
         readers, config = pipe.recv()
     except EOFError:

@@ -10,6 +10,7 @@ from recall_client import protocol as p
 
 from ..domain import drift, git_history
 from ..domain.principal import Principal
+from ..errors import RecallError
 from ..store.port import MemoryRow, Reader
 
 __all__ = ["Checkouts", "Staleness", "staleness"]
@@ -59,7 +60,10 @@ class Checkouts:
             if row.origin.startswith("/"):
                 return row.origin
             return row.origin_repo if row.owner is None else None
-        return git_history.top_level(path) or path
+        try:
+            return git_history.top_level(path) or path
+        except RecallError:  # set aside: its paths are still checked where they are
+            return path
 
     def _alias(self, workspace: str) -> str | None:
         if self._aliases is None:

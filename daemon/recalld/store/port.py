@@ -543,6 +543,11 @@ class OperationReads(Protocol):
         while the re-keying by identity (schema 12 / 3) is unfinished; else none."""
         ...
 
+    def reidentify_pending(self) -> dict[str, list[str]]:
+        """Each workspace keyed by a remote's identity with the paths this install saw it
+        at, while the re-keying (schema 14 / 5) is unfinished; else none."""
+        ...
+
     def aliases(self) -> list[AliasRow]: ...
     def workspace_records(self) -> dict[str, int]:
         """Live records per workspace this caller may read."""
@@ -718,6 +723,11 @@ class OperationWrites(Protocol):
     def rekey(self, path: str, workspace: str, now: float) -> int:
         """File this install's rows keyed by ``path`` under ``workspace`` and note the path
         as its alias; how many records moved."""
+        ...
+
+    def reidentify(self, old: str, new: str, paths: list[str], now: float) -> int:
+        """File this install's rows keyed by the identity ``old`` under ``new``, and note
+        ``paths`` as its aliases; how many records moved."""
         ...
 
     def rekey_done(self) -> None: ...

@@ -542,6 +542,13 @@ MIGRATIONS: list[str] = [
     {_owned_table("context_injections")}
     {_owned_table("context_items")}
     """,
+    # 5: as SQLite's 14, the re-keying by identity once more, for every member with a
+    # checkout noted (each moves their own rows, from their own checkouts, at their start).
+    """
+    INSERT INTO workspace_rekey (owner, since)
+        SELECT DISTINCT owner, 5 FROM workspace_aliases
+        ON CONFLICT DO NOTHING;
+    """,
 ]
 
 

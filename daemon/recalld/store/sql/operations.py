@@ -360,6 +360,9 @@ class SqlOperationReads:
     def rekey_pending(self) -> list[str]:
         return workspaces.rekey_pending(self._conn)
 
+    def reidentify_pending(self) -> dict[str, list[str]]:
+        return workspaces.reidentify_pending(self._conn)
+
     def aliases(self) -> list[AliasRow]:
         return workspaces.aliases(self._conn)
 
@@ -540,6 +543,9 @@ class SqlOperationWrites:
 
     def rekey(self, path: str, workspace: str, now: float) -> int:
         return workspaces.rekey(self._conn, path, workspace, now)
+
+    def reidentify(self, old: str, new: str, paths: list[str], now: float) -> int:
+        return workspaces.reidentify(self._conn, old, new, paths, now)
 
     def rekey_done(self) -> None:
         workspaces.rekey_done(self._conn)

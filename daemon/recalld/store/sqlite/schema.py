@@ -323,6 +323,12 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE INDEX context_items_item ON context_items(item_id);
     """,
+    # 14: identities keep a path's case, a port and an ssh user where they name another
+    # repository (recalld.domain.workspace_identity): the re-keying runs once more at start,
+    # moving each workspace whose checkouts here now all agree on one new identity.
+    """
+    INSERT OR IGNORE INTO workspace_rekey (owner) VALUES ('local');
+    """,
 ]
 
 
