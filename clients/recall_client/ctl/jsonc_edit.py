@@ -19,8 +19,9 @@ __all__ = ["JsonDocument", "JsonSyntaxError"]
 
 MAX_DEPTH = 64
 # Containers down to this depth are scanned into members and items (edits reach members of
-# the root's objects and items of their arrays); deeper values are kept as spans only.
-SHAPED_DEPTH = 3
+# objects three deep, Claude Code's projects[<dir>].mcpServers, and items of arrays two deep,
+# a host's hooks.<event>); deeper values are kept as spans only.
+SHAPED_DEPTH = 4
 _DECODER = json.JSONDecoder()
 _WS = " \t\r\n"
 # Runs the scanner skips at once (each one character class: linear).
