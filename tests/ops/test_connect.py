@@ -521,7 +521,7 @@ def test_project_scope_says_what_each_host_asks_before_it_runs_the_server(
     }
     assert "pending until you approve them: run `claude` in " + str(project) in said["claude-code"]
     assert "trusted project" in said["codex"] and "/hooks" in said["codex"]
-    assert "`gemini trust`" in said["gemini"]
+    assert "trusted folder: start gemini in " + str(project) in said["gemini"]
 
 
 def test_list_shows_each_host_found_its_file_and_whether_it_is_connected(home: Path) -> None:

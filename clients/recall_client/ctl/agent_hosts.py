@@ -266,10 +266,10 @@ HOSTS: dict[str, Host] = {
             timeout_unit=1000,
             tool_prefix=f"mcp_{SERVER_NAME}_",
             project_note="Gemini CLI reads {dir}/.gemini/settings.json, and starts stdio MCP "
-            "servers, only in a trusted folder: run `gemini trust` in {dir}, or trust it when "
-            "Gemini asks",
+            "servers, only in a trusted folder: start gemini in {dir} and trust it when asked "
+            "(or `/permissions trust`)",
             user_note="Gemini CLI starts stdio MCP servers only in a trusted folder: trust a "
-            "project when Gemini asks (or run `gemini trust` there)",
+            "project when Gemini asks (or `/permissions trust` there)",
         ),
         Host(
             "vscode",
