@@ -598,6 +598,32 @@ def test_adding_then_removing_an_entry_gives_back_the_same_bytes(
     assert doc.text == text
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    servers=st.dictionaries(st.text(max_size=6), _json_values, max_size=3),
+    rest=st.dictionaries(st.text(max_size=6), _json_values, max_size=3),
+    indent=st.sampled_from([None, 2, "\t"]),
+)
+def test_an_entry_three_objects_deep_is_added_and_removed_on_the_focus(
+    servers: dict[str, Any], rest: dict[str, Any], indent: int | str | None
+) -> None:
+    # Claude Code's local scope: projects[<dir>].mcpServers.recalld in ~/.claude.json.
+    servers.pop("recalld", None)
+    project = {**rest, "mcpServers": servers}
+    text = json.dumps({"numStartups": 3, "projects": {"/a": project, "/b": project}}, indent=indent)
+    path = ("projects", "/b", "mcpServers", "recalld")
+    doc = JsonDocument(text, comments=False, focus=path[:-1])
+    doc.set(path, {"command": "recall-mcp"})
+    value = json.loads(doc.text)
+    assert value["projects"]["/b"]["mcpServers"] == {
+        **servers,
+        "recalld": {"command": "recall-mcp"},
+    }
+    assert value["projects"]["/a"] == project
+    doc.delete(path)
+    assert doc.text == text
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet='{}[],:"\\/ \n*ab1-.etrufnl', max_size=60), st.booleans())
 def test_any_text_parses_or_is_a_json_syntax_error(text: str, comments: bool) -> None:

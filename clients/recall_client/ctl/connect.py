@@ -159,6 +159,8 @@ def _edit_hooks(file: HostFile, wanted: dict[str, list[dict[str, Any]]]) -> None
         path = ("hooks", event)
         groups = file.get(path)
         if groups is not None and not isinstance(groups, list):
+            if event not in wanted:
+                continue  # a setting of the host's own beside the events, say
             raise ConfigError(f"cannot edit {file.path}: hooks.{event} is not a list")
         groups = groups or []
         ours = [i for i, group in enumerate(groups) if _is_recalld_group(group)]
@@ -209,7 +211,7 @@ def plan(host: Host, target: Target, *, connect: bool) -> tuple[list[Edit], list
             (nothing was written).
     """
     files = _files(host, target)
-    servers = HostFile(files.servers, host.fmt)
+    servers = HostFile(files.servers, host.fmt, focus=files.servers_key[:-1])
     if connect:
         servers.set(files.servers_key, host.server_entry(target.command("recall-mcp")))
     else:
@@ -250,7 +252,9 @@ def status(host: Host, target: Target) -> str:
     """Whether recalld is in ``host``'s file: connected, another install's, or not."""
     try:
         files = _files(host, target)
-        entry = HostFile(files.servers, host.fmt).get(files.servers_key)
+        entry = HostFile(files.servers, host.fmt, focus=files.servers_key[:-1]).get(
+            files.servers_key
+        )
     except ConfigError as exc:
         return f"unreadable ({exc})"
     if entry is None:

@@ -114,7 +114,8 @@ class Edit:
 class HostFile:
     """A host config file, parsed, edited in memory, written by :func:`commit`."""
 
-    def __init__(self, path: Path, fmt: Format) -> None:
+    def __init__(self, path: Path, fmt: Format, focus: tuple[str, ...] = ()) -> None:
+        """``focus``: the object a JSON edit reaches deepest (:class:`JsonDocument`'s)."""
         self.path = path
         self.fmt = fmt
         self.touched = False
@@ -129,7 +130,7 @@ class HostFile:
             if fmt == "toml":
                 self._toml = parse(self.before)
             else:
-                self._json = JsonDocument(self.before, comments=fmt == "jsonc")
+                self._json = JsonDocument(self.before, comments=fmt == "jsonc", focus=focus)
         except (JsonSyntaxError, TOMLKitError) as exc:
             raise ConfigError(
                 f"cannot parse {path} ({exc}); fix or move it first, nothing was changed"
