@@ -99,6 +99,8 @@ class Host:
     hooks_fmt: Format = "json"
     # A hook's timeout in the host's unit: seconds (1), or milliseconds (1000).
     timeout_unit: int = 1
+    # The most the host gives an event's hooks, in seconds (more is cut, with a warning).
+    timeout_caps: tuple[tuple[str, int], ...] = ()
     # How the host names recalld's MCP tools in a hook's tool name.
     tool_prefix: str = ""
     # The host runs a hook marked "async": true without waiting for it.
@@ -114,6 +116,13 @@ class Host:
     # after connect writes them ({dir}: the project).
     project_note: str = ""
     user_note: str = ""
+
+    def timeout(self, spec: HookSpec) -> int:
+        """``spec``'s timeout as this host is given it: capped, in the host's unit."""
+        seconds = min(
+            [spec.timeout, *(cap for event, cap in self.timeout_caps if event == spec.event)]
+        )
+        return seconds * self.timeout_unit
 
     def server_entry(self, command: str) -> dict[str, object]:
         entry: dict[str, object] = {"type": "stdio"} if self.typed else {}
@@ -229,6 +238,8 @@ HOSTS: dict[str, Host] = {
             hooks_project_file=".codex/hooks.json",
             # A failed call is a PostToolUse too (Codex has no failure event).
             hooks=_hooks("codex", ("PostToolUse",), "UserPromptSubmit", "Stop"),
+            # Codex 0.171 gives SessionEnd hooks 3 s, and warns at each start of one asking more.
+            timeout_caps=(("SessionEnd", 3),),
             tool_prefix=f"mcp__{SERVER_NAME}__",
             background=True,
             env_vars=True,

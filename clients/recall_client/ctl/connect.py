@@ -116,7 +116,7 @@ def _hook_group(host: Host, spec: HookSpec, target: Target) -> dict[str, Any]:
     hook: dict[str, Any] = {
         "type": "command",
         "command": command,
-        "timeout": spec.timeout * host.timeout_unit,
+        "timeout": host.timeout(spec),
     }
     if spec.background and host.background:
         hook["async"] = True
