@@ -24,7 +24,6 @@ from .host_files import Format
 __all__ = [
     "HOSTS",
     "PASSED_ENV",
-    "ROLLUP_TIMEOUT_S",
     "SERVER_NAME",
     "HookSpec",
     "Host",
@@ -45,11 +44,9 @@ PASSED_ENV = (
     "XDG_CONFIG_HOME",
     "XDG_STATE_HOME",
 )
-# `experience rollup` reads the whole session back before it answers (docs/usage.md).
-ROLLUP_TIMEOUT_S = 15
-
+# Every capture hook's command: a tool call, a prompt, a turn's end, and the session's end,
+# which capture rolls up into the session's experience.
 _CAPTURE = ("capture", "--quiet")
-_ROLLUP = ("experience", "rollup", "--hook", "--quiet")
 
 
 @dataclass(frozen=True)
@@ -69,12 +66,12 @@ class HookSpec:
 def _hooks(host: str, tool: tuple[str, ...], prompt: str, turn_end: str) -> tuple[HookSpec, ...]:
     """A host's hooks: each tool call captured (``tool``: its events), each prompt captured
     and answered with context, each turn's end captured, the session's start answered with
-    context and its end rolled up into an experience."""
+    context and its end captured (rolled up into the session's experience)."""
     context = ("context", "--host", host)
     return (
         *(HookSpec(event, _CAPTURE, tools=True, background=True) for event in tool),
         HookSpec(turn_end, _CAPTURE),
-        HookSpec("SessionEnd", _ROLLUP, ROLLUP_TIMEOUT_S),
+        HookSpec("SessionEnd", _CAPTURE),
         HookSpec("SessionStart", context, CONTEXT_HOOK_TIMEOUT_S),
         HookSpec(prompt, context, CONTEXT_HOOK_TIMEOUT_S),
         HookSpec(prompt, _CAPTURE, background=True),
