@@ -1050,7 +1050,7 @@ def test_codex_hooks_feature_is_turned_on_and_a_users_choice_kept(home: Path) ->
     config.write_text(CODEX_TOML + "\n[features]\nhooks = false\n")
     out = recallctl("connect", "codex")
     assert read_toml(config)["features"] == {"hooks": False}
-    assert "hooks are turned off" in out.stdout and str(config) in out.stdout
+    assert f"hooks are turned off in {config} (features.hooks = false)" in out.stdout
 
 
 def test_codex_is_told_to_pass_the_variables_recall_mcp_reads(
@@ -1063,3 +1063,23 @@ def test_codex_is_told_to_pass_the_variables_recall_mcp_reads(
     # Codex hands a stdio server only HOME, LANG, PATH, SHELL and TERM, and those it names.
     assert "RECALLD_SOCKET" in server["env_vars"] and "RECALLD_DATA_DIR" not in server["env_vars"]
     assert "env" not in server  # the names only: their values stay in the user's environment
+
+
+@pytest.mark.parametrize(
+    ("host", "file", "off"),
+    [
+        ("claude-code", ".claude/settings.json", '{"disableAllHooks": true}'),
+        ("gemini", ".gemini/settings.json", '{"hooksConfig": {"enabled": false}}'),
+    ],
+)
+def test_a_users_hooks_switched_off_are_left_so_and_said(
+    home: Path, host: str, file: str, off: str
+) -> None:
+    path = home / file
+    path.parent.mkdir()
+    path.write_text(off)
+    out = recallctl("connect", host)
+    assert out.returncode == 0, out.stderr
+    assert f"hooks are turned off in {path}" in out.stdout
+    setting = json.loads(off)
+    assert {k: v for k, v in read_json(path).items() if k in setting} == setting

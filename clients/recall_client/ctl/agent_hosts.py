@@ -104,8 +104,14 @@ class Host:
     background: bool = False
     # The host hands stdio servers only the variables listed in their env_vars (Codex).
     env_vars: bool = False
-    # Codex: hooks may also live in the servers' config.toml, and a feature flag runs them.
+    # Codex: hooks may also live in the servers' config.toml (where its switches are too).
     hooks_in_config: bool = False
+    # Settings that turn every hook off (a setting's path, the value that does), in the
+    # hooks file (Codex: config.toml): connect leaves them as the user set them, and says so.
+    hooks_off: tuple[tuple[tuple[str, ...], object], ...] = ()
+    # The setting that turns hooks on, which connect writes when the file says nothing of
+    # them (Codex before 0.171 had them off by default).
+    hooks_on: tuple[str, ...] = ()
     # Claude Code's local scope: this user's servers for one project, in the user file under
     # projects[<project>], and its hooks in this file of the project (never committed).
     local_hooks_file: str | None = None
@@ -215,6 +221,7 @@ HOSTS: dict[str, Host] = {
             ),
             tool_prefix=f"mcp__{SERVER_NAME}__",
             background=True,
+            hooks_off=((("disableAllHooks",), True),),
             local_hooks_file=".claude/settings.local.json",
             project_note="Claude Code lists the servers of {dir}/.mcp.json as pending until you "
             "approve them: run `claude` in {dir} and approve recalld (`claude mcp list` then "
@@ -241,6 +248,10 @@ HOSTS: dict[str, Host] = {
             background=True,
             env_vars=True,
             hooks_in_config=True,
+            # `hooks` since the feature became stable, `codex_hooks` before (0.171 reads it as
+            # an alias of `hooks`), so connect writes the old name, which both know.
+            hooks_off=((("features", "hooks"), False), (("features", "codex_hooks"), False)),
+            hooks_on=("features", "codex_hooks"),
             project_note="Codex reads {dir}/.codex only in a trusted project: start codex in "
             "{dir} and trust it. " + _CODEX_HOOK_TRUST,
             user_note=_CODEX_HOOK_TRUST,
@@ -273,6 +284,7 @@ HOSTS: dict[str, Host] = {
             hooks_fmt="jsonc",
             timeout_unit=1000,
             tool_prefix=f"mcp_{SERVER_NAME}_",
+            hooks_off=((("hooksConfig", "enabled"), False),),
             project_note="Gemini CLI reads {dir}/.gemini/settings.json, and starts stdio MCP "
             "servers, only in a trusted folder: start gemini in {dir} and trust it when asked "
             "(or `/permissions trust`)",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import shlex
 import shutil
 import sys
@@ -30,10 +31,7 @@ from .host_files import BACKUP_SUFFIX, ConfigError, Edit, HostFile, commit, conf
 __all__ = ["Target", "add_commands", "plan"]
 
 Scope = Literal["user", "project", "local"]
-# Codex's switch for hooks: `hooks` since it became stable, `codex_hooks` before (still read
-# as its alias), so the old name turns them on in either.
-_CODEX_FEATURE = ("features", "codex_hooks")
-_CODEX_FEATURE_NAMES = ("hooks", "codex_hooks")
+# Marks the switch connect turned on (TOML), so that disconnect takes back only its own.
 _OURS_COMMENT = "recalld's hooks need it (recallctl connect)"
 
 
@@ -179,27 +177,26 @@ def _edit_hooks(file: HostFile, wanted: dict[str, list[dict[str, Any]]]) -> None
         file.delete(("hooks",))
 
 
-def _edit_codex_feature(config: HostFile, *, connect: bool) -> str | None:
-    """Codex runs hooks only with its hooks feature on: on by default since 0.171, off
-    before. connect turns it on when the file leaves it unsaid (marked as recalld's, so
-    disconnect takes back only its own); a user's explicit false is theirs to change, and
-    said (the note returned)."""
+def _edit_switch(file: HostFile, host: Host, *, connect: bool) -> list[str]:
+    """The host's switches for hooks in ``file``: connect turns hooks on (``hooks_on``) when
+    the file says nothing of them, marked as recalld's; disconnect takes back only its own.
+    A user's own "off" is theirs to change: left, and said (the notes returned)."""
+    on = host.hooks_on
     if not connect:
-        if config.comment_of(_CODEX_FEATURE) == _OURS_COMMENT:
-            config.delete(_CODEX_FEATURE)
-            if config.get(("features",)) == {}:
-                config.delete(("features",))
-        return None
-    said = {name: config.get(("features", name)) for name in _CODEX_FEATURE_NAMES}
-    if all(value is None for value in said.values()):
-        config.set(_CODEX_FEATURE, True, comment=_OURS_COMMENT)
-    off = [name for name, value in said.items() if value is False]
-    if not off:
-        return None
-    return (
-        f"hooks are turned off in {config.path} ([features] {off[0]} = false): Codex runs "
-        "none of them, recalld's included, until you turn them on"
-    )
+        if on and file.comment_of(on) == _OURS_COMMENT:
+            file.delete(on)
+            if file.get(on[:-1]) == {}:
+                file.delete(on[:-1])
+        return []
+    said = [(path, file.get(path)) for path, _off in host.hooks_off]
+    if on and all(value is None for _path, value in said):
+        file.set(on, True, comment=_OURS_COMMENT)
+    return [
+        f"hooks are turned off in {file.path} ({'.'.join(path)} = {json.dumps(off)}): "
+        f"{host.title} runs none of them, recalld's included, until you turn them on"
+        for (path, off), (_path, value) in zip(host.hooks_off, said, strict=True)
+        if value == off
+    ]
 
 
 def plan(host: Host, target: Target, *, connect: bool) -> tuple[list[Edit], list[str]]:
@@ -230,10 +227,10 @@ def plan(host: Host, target: Target, *, connect: bool) -> tuple[list[Edit], list
             here, there = (servers, hooks) if _theirs(servers) else (hooks, servers)
             _edit_hooks(there, {})
             _edit_hooks(here, wanted)
-            note = _edit_codex_feature(servers, connect=connect)
-            notes += [note] if note else []
+            notes += _edit_switch(servers, host, connect=connect)
         else:
             _edit_hooks(hooks, wanted)
+            notes += _edit_switch(hooks, host, connect=connect)
     return [file.edit() for file in edits], notes
 
 
