@@ -19,7 +19,9 @@ __all__ = ["JsonDocument", "JsonSyntaxError"]
 
 MAX_DEPTH = 64
 # Containers down to this depth are scanned into members and items (edits reach members of
-# the root's objects and items of their arrays); deeper values are kept as spans only.
+# the root's objects and items of their arrays); deeper values are kept as spans only, but for
+# the objects on a document's ``focus`` (Claude Code's projects[<dir>].mcpServers), so that a
+# large file's deep values cost the C decoder's time, not the scanner's.
 SHAPED_DEPTH = 3
 _DECODER = json.JSONDecoder()
 _WS = " \t\r\n"
@@ -54,16 +56,19 @@ class _Node:
 
 class JsonDocument:
     """A JSON(C) document whose root is an object; :meth:`set` and :meth:`delete` edit its
-    text, :attr:`text` is the result, :attr:`value` what it parses to."""
+    text, :attr:`text` is the result, :attr:`value` what it parses to. Edits reach members of
+    objects down to :data:`SHAPED_DEPTH`, and of the objects on ``focus`` (a path of keys)
+    at any depth."""
 
-    def __init__(self, text: str, *, comments: bool) -> None:
+    def __init__(self, text: str, *, comments: bool, focus: tuple[str, ...] = ()) -> None:
         """Raises: JsonSyntaxError: the text does not parse, or its root is no object."""
         self.comments = comments
+        self.focus = focus
         self.text = text if text.strip() else "{}\n"
         self._scan()
 
     def _scan(self) -> None:
-        scanner = _Scanner(self.text, self.comments)
+        scanner = _Scanner(self.text, self.comments, self.focus)
         self._root = scanner.document()
         if self._root.members is None:
             raise JsonSyntaxError("the top level is not a JSON object")
@@ -223,10 +228,11 @@ class _Scanner:
     """One pass over the text: the spans of the values, and the text with comments and
     trailing commas blanked out (same offsets) for :func:`json.loads`."""
 
-    def __init__(self, text: str, comments: bool) -> None:
+    def __init__(self, text: str, comments: bool, focus: tuple[str, ...]) -> None:
         self.s = text
         self.i = 0
         self.comments = comments
+        self.focus = focus
         self.blank: list[tuple[int, int]] = []
 
     def plain(self) -> str:
@@ -240,7 +246,7 @@ class _Scanner:
 
     def document(self) -> _Node:
         self._space()
-        node = self._value(0)
+        node = self._value(0, focused=True)
         self._space()
         if self.i != len(self.s):
             self._fail("unexpected text after the top-level value")
@@ -273,14 +279,15 @@ class _Scanner:
             else:
                 return
 
-    def _value(self, depth: int) -> _Node:
+    def _value(self, depth: int, *, focused: bool = False) -> _Node:
+        """The value at ``i``; ``focused``: its keys from the root are ``focus``'s first."""
         if depth > MAX_DEPTH:
             self._fail(f"nesting deeper than {MAX_DEPTH}")
         if self.i >= len(self.s):
             self._fail("unexpected end of file")
         c = self.s[self.i]
         start = self.i
-        if depth >= SHAPED_DEPTH and not self.comments:
+        if depth >= SHAPED_DEPTH and not self.comments and not focused:
             # Below what edits reach only the span counts: the C decoder finds its end.
             try:
                 _value, self.i = _DECODER.raw_decode(self.s, start)
@@ -291,7 +298,7 @@ class _Scanner:
                 self._fail("nesting too deep")
             return _Node(start, self.i)
         if c == "{":
-            return self._object(depth)
+            return self._object(depth, focused)
         if c == "[":
             return self._array(depth)
         if c == '"':
@@ -304,7 +311,7 @@ class _Scanner:
                 self.i = run.end()
         return _Node(start, self.i)
 
-    def _object(self, depth: int) -> _Node:
+    def _object(self, depth: int, focused: bool) -> _Node:
         node = _Node(self.i, self.i, members={})
         assert node.members is not None
         self.i += 1
@@ -326,7 +333,8 @@ class _Scanner:
                 self._fail("expected ':'")
             self.i += 1
             self._space()
-            value = self._value(depth + 1)
+            on_focus = focused and depth < len(self.focus) and self.focus[depth] == key
+            value = self._value(depth + 1, focused=on_focus)
             if key not in node.members:
                 node.order.append(key)
             node.members[key] = _Member(key_start, value.start, value.end, value)
