@@ -79,10 +79,12 @@ _LETTER = r"[^\W\d_]"
 # Three or more letters, each alone, one to three spacing or punctuation characters apart:
 # "s y s t e m", "s.y.s.t.e.m", "i-g-n-o-r-e". Each repetition fails within a few
 # characters, so a run is scanned once.
-_SPACED = re.compile(rf"(?<!{_LETTER}){_LETTER}(?:[ \t.\-_*·,/|+~]{{1,3}}{_LETTER}(?!{_LETTER})){{2,}}")
+_SPACED = re.compile(
+    rf"(?<!{_LETTER}){_LETTER}(?:[ \t.\-_*\u00b7,/|+~]{{1,3}}{_LETTER}(?!{_LETTER})){{2,}}"
+)
 _NOT_LETTER = re.compile(rf"(?:(?!{_LETTER}).)+")
 # Punctuation inside a word: "ig-nore", "in_structions", "pre.vious".
-_IN_WORD = re.compile(rf"(?<={_LETTER})[-_.'’*~^`|/\\]++(?={_LETTER})")
+_IN_WORD = re.compile(rf"(?<={_LETTER})[-_.'\u2019*~^`|/\\]++(?={_LETTER})")
 
 
 def _fold(text: str, lower: bool) -> str:
@@ -118,6 +120,7 @@ def _words(*texts: str) -> str:
 
 # ---- what each signal looks for
 
+
 # Up to n more words between two words of a phrase (a bounded window: the scan from one
 # word reads at most n words further).
 def _gap(n: int) -> str:
@@ -151,9 +154,7 @@ _ORDERS = _words(
 _AFTER = _words("above", "before", "previously", "so far", "until now", "earlier")
 
 _OVERRIDE = [
-    re.compile(
-        rf"\b(?:{_DROP})\w{{0,6}}+{_gap(6)}(?:{_EARLIER})\w{{0,4}}+{_gap(2)}(?:{_ORDERS})"
-    ),
+    re.compile(rf"\b(?:{_DROP})\w{{0,6}}+{_gap(6)}(?:{_EARLIER})\w{{0,4}}+{_gap(2)}(?:{_ORDERS})"),
     re.compile(rf"\b(?:{_DROP})\w{{0,6}}+{_gap(3)}(?:{_ORDERS})\w{{0,6}}+{_gap(2)}(?:{_AFTER})\b"),
     re.compile(
         rf"\b(?:new|updated|real|actual|revised|true){_S}(?:system{_S})?instructions?[ \t]*+:"
@@ -185,7 +186,7 @@ _ROLE_MARKER_LOW = re.compile(
     r"|<(?:start|end)_of_turn>"
     # A role in brackets with words after it on its line: "[system]: ...", "[system] You".
     r"|[\[(](?:system|sys|assistant)[\])][ \t]*+(?=[^\s])"
-    # A line that opens with a role word and a colon ("system:", "> Assistant:", "系统：").
+    # A line that opens with a role word and a colon ("system:", "> Assistant:", fullwidth "系统:").
     rf"|^[ \t>*#_-]*+[\[(<*]?(?:{_ROLES})[\])>*]?[ \t]*+:"
     # A markdown heading that is a role: "### System", "### Instruction:".
     r"|^[ \t]*+#{1,6}[ \t]*+(?:system(?:[ \t]++prompt)?|assistant|human)[ \t]*+:?[ \t]*+$"
