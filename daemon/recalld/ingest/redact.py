@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .prefilter import any_word
+from ..domain.prefilter import any_word
 from .textfold import fold
 
 __all__ = ["redact"]
