@@ -44,21 +44,17 @@ import re
 import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
+from typing import get_args
+
+from recall_client.protocol import InstructionSignal
 
 from .glyphs import CONFUSABLES, invisible
 from .prefilter import any_word
 
 __all__ = ["SIGNALS", "instruction_signals"]
 
-SIGNALS = (
-    "override",
-    "role_marker",
-    "addresses_assistant",
-    "pipe_to_shell",
-    "hidden_characters",
-    "exfiltration",
-    "forged_structure",
-)
+# The protocol names them (recall_client.protocol.InstructionSignal: memory hits carry them).
+SIGNALS: tuple[str, ...] = get_args(InstructionSignal)
 
 # ---- reading the text as it is seen
 
@@ -295,9 +291,8 @@ _EXFILTRATION = [
     re.compile(r"\bexfiltrat"),
     re.compile(
         rf"\b(?:send|post|upload|e?mail|forward|transmit|leak)\w{{0,3}}+{_gap(5)}"
-        rf"(?:{_SECRETS})\b(?:{_S}\w++){{0,6}}?{_S}to{_S}(?:\w++{_S}){{0,2}}?"
-        r"(?:me|us|webhook|https?|pastebin|paste|gist|attacker|external|ngrok|requestbin"
-        r"|pipedream|discord|telegram|\w++@\w)"
+        # Somewhere: "send the token in the Authorization header" is how a client works.
+        rf"(?:{_SECRETS})\b(?:{_S}\w++){{0,6}}?{_S}to{_S}\w"
     ),
 ]
 # Secrets dumped into a network command on one line.

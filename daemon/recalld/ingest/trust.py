@@ -1,10 +1,15 @@
 """Trust scoring: how far a stored text can be believed, and whether it is unsafe to serve.
 
 Trust starts at 1.0 for a first-party note and is lowered by what the text does: each
-instruction-shaped signal the scorer finds (``domain.instructions``: orders to the agent
-that reads it) costs its penalty, and so does quoting someone else's authority or coming
-from outside the agent's own hand. High-risk content lands below the readers' floor (the
-policy's, 0.3); content that tries to take over the reader outright is blocked.
+instruction-shaped signal the scorer finds (``domain.instructions``: words that read as
+orders to the agent that reads them) costs its penalty, and so do quoting someone else's
+authority and coming from outside the agent's own hand.
+
+Instruction-shaped text lands in the low-trust band (under the readers' ``LOW_TRUST``, 0.8:
+never injected by the context hooks, flagged where it is served) but, on its own, above the
+floor (the policy's, 0.3): a memory_search that asks for it still finds it, flagged with
+its signals. Text that moves secrets out (exfiltration) falls below the floor, and with an
+override or from an outside source to nothing: blocked.
 """
 
 from __future__ import annotations
@@ -14,25 +19,26 @@ import re
 from ..domain.instructions import instruction_signals
 from ..domain.policy import Assessment
 
-__all__ = ["PENALTIES", "QUOTED_PENALTY", "assess", "score"]
+__all__ = ["INSTRUCTION_CAP", "PENALTIES", "QUOTED_PENALTY", "assess", "score"]
 
 # Quoted authority: someone else said it. It is marked, and trusted a little less.
 QUOTED_PENALTY = 0.15
 
-# What each signal costs; penalties add up and the sum is subtracted from 1.0.
+# What each instruction signal costs; penalties add up to at most INSTRUCTION_CAP.
 PENALTIES: dict[str, float] = {
-    # Alone, each of these three is the canonical injection: enough to fall below the floor.
-    "override": 0.75,
-    "addresses_assistant": 0.75,
-    "exfiltration": 0.75,
+    "override": 0.6,
+    "addresses_assistant": 0.6,
     # Each of these has an innocent use ("System: Ubuntu 24.04" heading a note, the rustup
-    # installer's curl | sh, text pasted from a right-to-left editor): alone they cost
-    # less, and together with another they fall below the floor.
+    # installer's curl | sh, text pasted from a right-to-left editor): alone they cost less.
     "role_marker": 0.45,
     "pipe_to_shell": 0.45,
     "forged_structure": 0.45,
     "hidden_characters": 0.3,
+    # Not capped: moving secrets out is an order however it is phrased, below the floor.
+    "exfiltration": 0.75,
 }
+# What instruction-shaped text (exfiltration aside) costs at most: it stays above the floor.
+INSTRUCTION_CAP = 0.6
 
 # Signals that make a text that fell to nothing blocked rather than only ineligible.
 _TAKEOVER = frozenset({"override", "exfiltration"})
@@ -54,7 +60,11 @@ def assess(text: str, *, source: str | None = None) -> tuple[float, bool, list[s
     The reasons are the instruction signals found (``domain.instructions.SIGNALS``), then
     ``quoted_authority`` and ``source:<source>`` where they apply."""
     reasons = list(instruction_signals(text))
-    penalty = sum(PENALTIES[name] for name in reasons)
+    penalty = min(
+        INSTRUCTION_CAP, sum(PENALTIES[name] for name in reasons if name != "exfiltration")
+    )
+    if "exfiltration" in reasons:
+        penalty += PENALTIES["exfiltration"]
     if _QUOTED.search(text.lower()) is not None:
         reasons.append("quoted_authority")
         penalty += QUOTED_PENALTY
