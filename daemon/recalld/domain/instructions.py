@@ -73,11 +73,12 @@ def _fold_char(ch: str, lower: bool) -> str:
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _LETTER = r"[^\W\d_]"
-# Three or more letters, each alone, one to three spacing or punctuation characters apart:
-# "s y s t e m", "s.y.s.t.e.m", "i-g-n-o-r-e". Each repetition fails within a few
-# characters, so a run is scanned once.
+# Three or more letters, each alone, the same one to three spacing or punctuation characters
+# apart: "s y s t e m", "s.y.s.t.e.m", "i-g-n-o-r-e" (the same, so "i.g.n.o.r.e a.l.l" stays
+# two words). Each repetition fails within a few characters, so a run is scanned once.
 _SPACED = re.compile(
-    rf"(?<!{_LETTER}){_LETTER}(?:[ \t.\-_*\u00b7,/|+~]{{1,3}}{_LETTER}(?!{_LETTER})){{2,}}"
+    rf"(?<!{_LETTER}){_LETTER}([ \t.\-_*\u00b7,/|+~]{{1,3}}){_LETTER}(?!{_LETTER})"
+    rf"(?:\1{_LETTER}(?!{_LETTER}))+"
 )
 _NOT_LETTER = re.compile(rf"(?:(?!{_LETTER}).)+")
 # Punctuation inside a word: "ig-nore", "in_structions", "pre.vious".
