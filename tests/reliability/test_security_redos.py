@@ -158,6 +158,17 @@ PIECES = [
     "pbkdf2_sha256$1$",
     "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0",
     "aB3/",
+    # base64 holding an issuer's prefix; hex under a key's name.
+    "Z2hwX",
+    "aZ2hwX",
+    "Z2hwX=",
+    "docF",
+    "key=",
+    "key=0f",
+    "_key: ",
+    "a key ",
+    "api key is ",
+    "0f",
     # What folding drops, expands or replaces.
     "\u200b",
     "a\u00ad",
