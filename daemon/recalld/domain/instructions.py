@@ -20,7 +20,7 @@ in this order):
   characters beside Latin text, bidirectional controls (U+202A-202E, U+2066-2069), tag
   characters (U+E0000-E007F);
 - ``exfiltration``: "exfiltrate", or sending secrets (keys, tokens, credentials, an .env
-  file) to an address, a URL, a webhook or "me"; ``env | curl``, ``cat ~/.ssh/id_rsa | nc``;
+  file) to somewhere; ``env | curl``, ``cat ~/.ssh/id_rsa | nc``;
 - ``forged_structure``: text imitating the context hooks' block: a line starting
   ``- [mem_...`` (an id line) or one of the block's headings alone on a line.
 
@@ -29,9 +29,11 @@ each character is folded (NFKC: fullwidth and mathematical letters are ASCII one
 dropped; characters that show nothing dropped; Cyrillic, Greek and Armenian look-alikes
 made Latin, see ``glyphs``), letters spaced or dotted apart are joined (``s.y.s.t.e.m``,
 ``i g n o r e``), punctuation inside a word is dropped (``ig-nore``). Every pass and every
-pattern is linear in the text: folding is one pass, the patterns use possessive runs and
-windows of a bounded number of words, so the whole text is scanned, without a cap
-(tests/ingest/test_instruction_redos.py holds it to that).
+pattern is linear in the text: folding is one pass, the patterns use possessive runs,
+windows of a bounded number of words and command scans that stop at the next command, so
+the whole text is scanned, without a cap (tests/reliability/test_security_redos.py holds
+every family of the scorer's pieces to that). One scan for the words each signal needs
+spares the patterns for most texts.
 
 What it cannot catch: an order phrased as ordinary advice ("the release step is to run
 ./scripts/release.sh"), one in a language or an encoding it has no words for, one split
@@ -142,9 +144,9 @@ _ADDRESSEES = _words(
 
 # Override: a verb of dropping, then what is dropped: the earlier instructions.
 _DROP = _words(
+    # Stems: "ignor" is also ignoring, ignoriere, ignora, ignorez, ignoruj.
     "ignor", "disregard", "forget", "forgot", "overrid", "overrul", "bypass", "discard", "neglect",
-    "ignoriere", "vergiss", "ignora", "ignorez", "ignorer", "oublie", "oubliez", "olvida",
-    "esquece", "ignoruj", "игнорируй", "проигнорируй", "забудь", "игнорировать",
+    "vergiss", "oubli", "olvida", "esquece", "игнор", "проигнор", "забудь",
 )  # fmt: skip
 _EARLIER = _words(
     "previous", "prior", "above", "earlier", "preceding", "foregoing", "former", "original",
@@ -160,8 +162,8 @@ _ORDERS = _words(
 _AFTER = _words("above", "before", "previously", "so far", "until now", "earlier")
 
 _OVERRIDE = [
-    re.compile(rf"\b(?:{_DROP})\w{{0,6}}+{_gap(6)}(?:{_EARLIER})\w{{0,4}}+{_gap(2)}(?:{_ORDERS})"),
-    re.compile(rf"\b(?:{_DROP})\w{{0,6}}+{_gap(3)}(?:{_ORDERS})\w{{0,6}}+{_gap(2)}(?:{_AFTER})\b"),
+    re.compile(rf"\b(?:{_DROP})\w{{0,8}}+{_gap(6)}(?:{_EARLIER})\w{{0,4}}+{_gap(2)}(?:{_ORDERS})"),
+    re.compile(rf"\b(?:{_DROP})\w{{0,8}}+{_gap(3)}(?:{_ORDERS})\w{{0,6}}+{_gap(2)}(?:{_AFTER})\b"),
     re.compile(
         rf"\b(?:new|updated|real|actual|revised|true){_S}(?:system{_S})?instructions?[ \t]*+:"
     ),
@@ -358,7 +360,7 @@ _ADDRESSEE_NAMES = ("assistant", "llm", "language", "claude", "chatgpt", "copilo
 _NEEDS: dict[str, tuple[str, ...]] = {
     "override": (
         "ignor", "disregard", "forget", "forgot", "overrid", "overrul", "bypass", "discard",
-        "neglect", "vergiss", "oubli", "olvida", "esquece", "ignoruj", "instruction",
+        "neglect", "vergiss", "oubli", "olvida", "esquece", "instruction",
         *_squashed("игнор", "проигнор", "забудь", "忽略", "无视", "無視", "忘记", "忘掉", "忽視"),
     ),
     "role_marker": (
