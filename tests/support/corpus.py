@@ -539,6 +539,13 @@ def _corpus() -> list[Secret]:
     add("hex signing key in yaml", f'webhook:\n  signing_key: "{h}"', h)
     h = _g(HEX, 64)
     add("hex key in prose", f"the encryption key is {h} for the backups", h)
+    # A registry login with a password, no issuer's token: basic auth's own rule finds it.
+    auth = _b64(f"bob:{_pw()}".encode())
+    add(
+        "docker config password auth",
+        f'{{"auths": {{"registry.acme.io": {{"auth": "{auth}"}}}}}}',
+        auth,
+    )
     return s
 
 
