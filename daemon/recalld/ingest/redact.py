@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..domain.prefilter import any_word
@@ -201,8 +201,8 @@ _BASE64_MARKS = tuple(
 
 
 def _wraps_secret(m: re.Match[str]) -> bool:
-    """A base64 run whose decoded text holds a secret redaction finds (redaction runs on the
-    decoded text, three quarters of the run's length: the work stays linear in the text)."""
+    """A base64 run whose decoded text holds a secret the other rules find (they read the
+    decoded text once, three quarters of the run's length: the work stays linear)."""
     run = m.group().rstrip("=")
     # A lone last character holds no whole byte; missing padding is put back.
     run = run[: len(run) - 1] if len(run) % 4 == 1 else run
@@ -211,7 +211,7 @@ def _wraps_secret(m: re.Match[str]) -> bool:
         decoded = base64.b64decode(run, validate=True).decode("utf-8", "replace")
     except ValueError:  # not base64 (binascii.Error)
         return False
-    return bool(redact(decoded)[1])
+    return bool(_redact(decoded, _UNWRAPPED_RULES)[1])
 
 
 # A key named for what it is, holding hex: its key words that say it is no secret (a cache
@@ -894,6 +894,10 @@ _RULES: list[_Rule] = [
 # scanned at all. Most texts hold none, and one scan for them (see .prefilter) costs a
 # fraction of running every rule. The scan runs on the lowercased text because re's
 # IGNORECASE alternations are many times slower.
+# What base64 is decoded and read with: every rule but its own (no wrapping inside wrapping:
+# the decoded text is read once).
+_UNWRAPPED_RULES = tuple(rule for rule in _RULES if rule.name != "base64_secret")
+
 _TRIGGER_WORDS = tuple(dict.fromkeys(need for rule in _RULES for need in rule.needs))
 _TRIGGERS = any_word(_TRIGGER_WORDS)
 
@@ -911,6 +915,10 @@ def redact(text: str) -> tuple[str, list[str]]:
     letters made Latin), and each rule reads it with what the rules before it replaced
     already replaced. What they find is cut from ``text`` itself: everything else is kept
     as it was sent, character for character."""
+    return _redact(text, _RULES)
+
+
+def _redact(text: str, rules: Sequence[_Rule]) -> tuple[str, list[str]]:
     found: list[str] = []
     work = fold(text)
     folded = _folded(work.text)
@@ -920,7 +928,7 @@ def redact(text: str) -> tuple[str, list[str]]:
     # placeholder). Elsewhere the rules' own replacements are those of the original.
     mapped = work.starts is not None
     cuts: list[tuple[int, int, int, str]] = []
-    for rule in _RULES:
+    for rule in rules:
         if rule.needed.search(folded) is None or not all(c in folded for c in rule.also):
             continue
         spans: list[tuple[int, int, str]] = []
