@@ -162,6 +162,7 @@ PIECES = [
     "Z2hwX",
     "aZ2hwX",
     "Z2hwX=",
+    "Z2hwXZ2hwXZ2hwXZ2hwXZ2hwX",
     "docF",
     "key=",
     "key=0f",
