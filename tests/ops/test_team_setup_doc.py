@@ -138,6 +138,8 @@ def _unit_verifies(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
 
 
+# pip's download of the wheel (about 40 MB) and initdb: some 15 s here, minutes on a slow link.
+@pytest.mark.timeout(900)
 async def test_the_debian_12_setup_runs_as_written_and_its_daemons_share_memory(
     doc_server: Path, daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
