@@ -204,7 +204,9 @@ from .session import (
     Welcome,
 )
 from .work import (
+    SETTLED_STATUSES,
     SUCCESS_STATUSES,
+    UNKNOWN_STATUS,
     CaptureEpisode,
     EpisodeCaptured,
     Forget,
@@ -229,7 +231,9 @@ __all__ = [
     "MAX_HISTORY",
     "OPAQUE",
     "PROTOCOL_VERSION",
+    "SETTLED_STATUSES",
     "SUCCESS_STATUSES",
+    "UNKNOWN_STATUS",
     "ActorStatus",
     "AgentChanged",
     "AgentCredential",
