@@ -222,6 +222,21 @@ def test_a_full_spool_or_a_bad_payload_never_fails_the_capture_hook(
     assert len(list(directory.iterdir())) == 1
 
 
+@pytest.mark.parametrize("command", [["capture", "--quiet"], ["context"]])
+def test_a_hook_run_without_stdin_goes_on(tmp_path: Path, command: list[str]) -> None:
+    env = dict(os.environ, RECALLD_SOCKET=str(tmp_path / "none.sock"), RECALLD_AUTOSTART="0")
+    out = subprocess.run(
+        [str(BIN / "recallctl"), "--agent", "codex", command[0], "--host", "codex", *command[1:]],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+        env=env,
+        # The host gave the hook no stdin at all: fd 0 is closed.
+        preexec_fn=lambda: os.close(0),
+    )
+    assert (out.returncode, out.stdout, out.stderr) == (0, b"", b"")
+
+
 # ----------------------------------------------------------------- any bytes
 
 

@@ -432,6 +432,12 @@ _UNTRUSTED = re.compile(r"</?untrusted_context>")
 
 def _gemini_outcome(response: dict[str, Any]) -> Outcome:
     content = response.get("llmContent")
+    if isinstance(content, list):  # Gemini's parts: the text ones say it
+        content = "\n".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
     text = _UNTRUSTED.sub("", content) if isinstance(content, str) else ""
     said = {name: value.strip() for name, value in _GEMINI_FIELD.findall(text)}
     said = {name: value for name, value in said.items() if value != "(none)"}

@@ -80,23 +80,29 @@ def _option(word: str) -> tuple[str, bool]:
     return word, False
 
 
-def read_hook_input(fd: int, wait_s: float = INPUT_WAIT_S) -> bytes:
+def read_hook_input(fd: int, wait_s: float = INPUT_WAIT_S, limit: int | None = None) -> bytes:
     """A hook's stdin: up to EOF, or a whole JSON value once the writer pauses, or what
-    came within ``wait_s``."""
+    came within ``wait_s``, or its first ``limit`` bytes and one more (to tell it is over)."""
     data = bytearray()
     deadline = time.monotonic() + wait_s
-    while True:
-        # Whether more is there at once: a pause is when to look for a whole value.
-        ready = select.select([fd], [], [], 0)[0]
-        if not ready and data.rstrip().endswith((b"}", b"]")) and _whole_json(bytes(data)):
-            return bytes(data)
-        remaining = deadline - time.monotonic()
-        if not ready and (remaining <= 0 or not select.select([fd], [], [], remaining)[0]):
-            return bytes(data)
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return bytes(data)
-        data += chunk
+    try:
+        while True:
+            # Whether more is there at once: a pause is when to look for a whole value.
+            ready = select.select([fd], [], [], 0)[0]
+            if not ready and data.rstrip().endswith((b"}", b"]")) and _whole_json(bytes(data)):
+                break
+            remaining = deadline - time.monotonic()
+            if not ready and (remaining <= 0 or not select.select([fd], [], [], remaining)[0]):
+                break
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+            if limit is not None and len(data) > limit:
+                return bytes(data[: limit + 1])
+    except (OSError, ValueError):
+        pass  # no stdin (closed, or none given): what came is the input
+    return bytes(data)
 
 
 def _whole_json(data: bytes) -> bool:
@@ -116,7 +122,7 @@ def answer_host_first(argv: list[str]) -> None:
     payload, so the capture runs as usual."""
     if not detachable(argv):
         return
-    data = read_hook_input(sys.stdin.fileno())
+    data = read_hook_input(0)
     try:
         pid = os.fork()
     except OSError:

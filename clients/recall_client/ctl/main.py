@@ -200,14 +200,16 @@ def _read_episodes(args: argparse.Namespace) -> None:
     """``capture``'s stdin as text, any undecodable byte replaced (a hook's payload is
     recorded whatever bytes a tool printed). A host's hook (``--host``) is read up to its
     one JSON value: the host may keep stdin open."""
-    fd = sys.stdin.fileno()
-    raw = hook_entry.read_hook_input(fd) if args.host else sys.stdin.buffer.read()
+    raw = hook_entry.read_hook_input(0) if args.host else sys.stdin.buffer.read()
     args.stdin_text = raw.decode("utf-8", "replace")
 
 
 def _read_payload(args: argparse.Namespace) -> None:
-    """``context``'s stdin, as bytes (the payload is JSON, read under a bound)."""
-    args.stdin_bytes = sys.stdin.buffer.read(context.MAX_PAYLOAD + 1)
+    """``context``'s stdin, as bytes (the payload is JSON, read under a bound, up to its end:
+    the host may keep stdin open)."""
+    args.stdin_bytes = hook_entry.read_hook_input(
+        0, wait_s=context.CONTEXT_BUDGET_S, limit=context.MAX_PAYLOAD
+    )
 
 
 async def _store(rc: RecallClient, args: argparse.Namespace) -> int:
