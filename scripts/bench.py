@@ -17,6 +17,10 @@ over its socket, with the real bundled model, on this machine, in this run.
                   copies of one store, --runs times alternated (median; --quick: 10k, 15 s)
   --only context  only the context hook: p50/p99 of context_block requests (a prompt, a
                   session start) on a warm daemon at 10k and 100k records (1M with --large)
+  --only hook     only the capture hook's cost on the agent's path: spawn to exit of
+                  `recallctl capture` with a recorded Codex payload, with and without a
+                  daemon, --runs spawns each (200); the hook connect writes (--host --quiet:
+                  answered first, delivered detached) and the synchronous one before it
 
   --backend sqlite    the embedded store (the default)
   --backend postgres  team memory: PostgreSQL 18 + pgvector on a throwaway local server
@@ -701,6 +705,86 @@ async def run_shim(runs: int) -> Figures:
     return {"shim_initialize_s": statistics.median(inits), "rss_shim_mb": statistics.median(rss)}
 
 
+# A host's tool call as the capture hook gets it (recorded from Codex CLI 0.171.0): Codex
+# waits for the hook before the agent goes on.
+HOOK_PAYLOAD = REPO / "tests" / "fixtures" / "codex-0.171.0-PostToolUse.json"
+# The capture hook `recallctl connect` writes for a host without asynchronous hooks, and the
+# one it wrote before (the whole capture on the host's path).
+HOOK_COMMANDS = {
+    "hook": ["--agent", "codex", "capture", "--host", "codex", "--quiet"],
+    "hook_sync": ["--agent", "codex", "capture", "--quiet"],
+}
+
+
+def spool_count(state: Path) -> int:
+    return len(list((state / "recalld" / "spool").glob("*.json")))
+
+
+def spawn_ms(argv: list[str], env: dict[str, str], stdin: bytes) -> float:
+    """ms from spawn to exit of ``argv``, its pipes closed (as a host waits for a hook)."""
+    started = time.perf_counter()
+    subprocess.run(argv, input=stdin, capture_output=True, check=True, env=env)
+    return (time.perf_counter() - started) * 1000
+
+
+def hook_spawn(
+    argv: list[str], env: dict[str, str], payload: bytes, state: Path, left: int
+) -> float:
+    """ms from spawn to exit (its pipes closed, as a host waits) of one capture hook; then
+    until what it captured is sent (``left``: the spool's files after it, 0 with a daemon),
+    so the next spawn does not share the cores with this one's delivery."""
+    ms = spawn_ms([str(BIN / "recallctl"), *argv], env, payload)
+    deadline = time.monotonic() + 30
+    while spool_count(state) != left:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the hook's capture did not reach {left} spooled files in 30 s")
+        time.sleep(0.005)
+    return ms
+
+
+async def run_hook(runs: int) -> Figures:
+    """The capture hook's cost on the agent's path: p50/p99 of spawn to exit of ``recallctl
+    capture`` with a payload on stdin, ``runs`` spawns each, with a daemon (hash embedder: its
+    background work is not the hook's) and without one (autostart off: the payload spooled).
+
+    Each spawn follows one of the bare interpreter (``python -c pass``, its site-packages
+    with an editable install's finder as in a checkout): the floor, measured under the same
+    load as the hook it pairs with (``python_p50_ms``, ``python_p99_ms``).
+    """
+    payload = HOOK_PAYLOAD.read_bytes()
+    out: Figures = {}
+    bare: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="recalld-bench-") as tmp:
+        root = Path(tmp)
+        d = Daemon(root, embedder="hash")
+        await d.start()
+        try:
+            for label, argv in HOOK_COMMANDS.items():
+                for where, sock in (("daemon", d.socket), ("no_daemon", root / "none.sock")):
+                    state = root / f"state-{label}-{where}"
+                    env = dict(
+                        os.environ,
+                        RECALLD_SOCKET=str(sock),
+                        RECALLD_AUTOSTART="0",
+                        XDG_STATE_HOME=str(state),
+                    )
+                    times = []
+                    for n in range(runs):
+                        bare.append(spawn_ms([sys.executable, "-c", "pass"], env, b""))
+                        left = 0 if where == "daemon" else n + 1
+                        times.append(hook_spawn(argv, env, payload, state, left))
+                    out[f"{label}_p50_ms_{where}"] = pct(times, 0.5)
+                    out[f"{label}_p99_ms_{where}"] = pct(times, 0.99)
+                    log(
+                        f"{label} {where}: p50 {out[f'{label}_p50_ms_{where}']:.1f} ms, p99 "
+                        f"{out[f'{label}_p99_ms_{where}']:.1f} ms over {runs}"
+                    )
+        finally:
+            d.stop()
+    out["python_p50_ms"], out["python_p99_ms"] = pct(bare, 0.5), pct(bare, 0.99)
+    return out
+
+
 async def warm_searches(d: Daemon, processes: bool) -> None:
     """Searches from as many clients as there are search workers until each worker has its
     search process up (``processes``; they start at a worker's first memory_search), else for
@@ -1147,6 +1231,8 @@ TARGETS = {
     "embed_vs_bare_ratio": (">=", 0.9),
     "rss_daemon_plus_8_shims_mb": ("<=", 900),
     "shim_initialize_s": ("<=", 0.8),
+    "hook_p99_ms_daemon": ("<=", 50),
+    "hook_p99_ms_no_daemon": ("<=", 50),
     "mixed_ops_per_s_64": (">=", 1500),
     "context_prompt_p99_ms_100k": ("<=", 150),
     "context_start_p99_ms_100k": ("<=", 150),
@@ -1231,13 +1317,16 @@ def main() -> None:
     )
     ap.add_argument(
         "--only",
-        choices=["capture", "shim", "processes", "context"],
+        choices=["capture", "shim", "processes", "context", "hook"],
         help="one step alone (capture: raw, start-up, capture, pings; shim: its start-up and RSS;"
         " processes: the mixed load and the polite client with search processes and without;"
-        " context: the context hook's latency)",
+        " context: the context hook's latency; hook: the capture hook's spawn to exit)",
     )
     ap.add_argument(
-        "--runs", type=int, default=7, help="shim spawns with --only shim (7); processes rounds"
+        "--runs",
+        type=int,
+        help="shim spawns with --only shim (7); processes rounds (7); hook spawns of each kind"
+        " with --only hook (200)",
     )
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
@@ -1251,9 +1340,11 @@ def main() -> None:
         ap.error("--only shim runs the shim on SQLite: no --quick or --backend")
     try:
         if args.only == "shim":
-            out = anyio.run(run_shim, args.runs)
+            out = anyio.run(run_shim, args.runs or 7)
         elif args.only == "processes":
-            out = anyio.run(run_processes, args.runs, args.quick)
+            out = anyio.run(run_processes, args.runs or 7, args.quick)
+        elif args.only == "hook":
+            out = anyio.run(run_hook, args.runs or 200)
         elif args.only == "context":
             out = anyio.run(run_context, args)
         else:

@@ -179,16 +179,27 @@ async def test_a_file_sent_again_after_its_acknowledgement_stores_nothing_twice(
     await d.stop()
 
 
-def test_a_full_spool_says_so_and_exits_3(tmp_path: Path) -> None:
+def test_a_full_spool_keeps_what_it_holds_and_says_so_off_the_hook(tmp_path: Path) -> None:
     sock = tmp_path / "none.sock"
     stdin = (FIXTURES / "claude_code_stop.json").read_text()
-    # A spool at its bound: what was spooled stays, the new episode is refused, loudly.
+    # A spool at its bound: what was spooled stays, the new episode is refused; the host's
+    # hook is not told (Gemini CLI would deny the tool's result), a person running it is.
     directory = default_spool().directory
     directory.mkdir(parents=True, mode=0o700)
     (directory / "00000000000000000000-1-filler.json").write_bytes(b"x" * (32 * 1024 * 1024))
     out = hook(sock, stdin, RECALLD_AUTOSTART="0")
-    assert out.returncode == 3
-    assert "spool" in out.stderr and "is full" in out.stderr
+    assert (out.returncode, out.stderr) == (0, "")
+    plain = json.dumps({"summary": "a step"})
+    by_hand = subprocess.run(
+        [str(BIN / "recallctl"), "--socket", str(sock), "capture"],
+        input=plain,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, RECALLD_AUTOSTART="0"),
+    )
+    assert by_hand.returncode == 3
+    assert "spool" in by_hand.stderr and "is full" in by_hand.stderr
     assert len(spooled()) == 1
 
 

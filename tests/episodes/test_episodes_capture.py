@@ -145,6 +145,9 @@ async def test_bad_episode_fields_are_refused_and_nothing_is_stored(
         (0.15, False, "ok", None, "eligible"),
         (1.0, False, "ok", None, "eligible"),
         (1.0, False, "passed", None, "eligible"),
+        # The host did not say how it went: nothing to wait for.
+        (1.0, False, "unknown", None, "eligible"),
+        (0.05, False, "unknown", None, "ineligible"),
         (1.0, False, "error", None, None),
         (1.0, False, "timeout", None, None),
         (1.0, False, "error", 0.0, "eligible"),
@@ -164,7 +167,7 @@ def test_the_sql_mirror_of_the_policy_selects_exactly_the_settleable(tmp_path: P
         (trust, blocked, status, task_result)
         for trust in (0.0, HARD_TRUST_FLOOR, 0.5, 1.0)
         for blocked in (False, True)
-        for status in ("ok", "done", "error", "denied")
+        for status in ("ok", "done", "unknown", "error", "denied")
         for task_result in (None, 0.0, 0.7)
     ]
     with conn:

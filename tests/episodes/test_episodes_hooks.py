@@ -12,7 +12,12 @@ from typing import Any, cast
 
 import pytest
 from recall_client import protocol as p
-from recall_client.ctl.episode_input import InputError, episode_from_hook, episodes_from_text
+from recall_client.ctl.episode_input import (
+    Ignored,
+    InputError,
+    episode_from_hook,
+    episodes_from_text,
+)
 
 from tests.support.daemon import BIN, DaemonProcess
 from tests.support.episodes import database_bytes, ids, search, settled
@@ -346,8 +351,8 @@ def test_an_interrupted_failure_and_other_events() -> None:
         {"session_id": "s", "hook_event_name": "SessionEnd", "reason": "logout"}
     )
     assert (end.episode_type, end.summary) == ("session_end", "session ended: logout")
-    odd = episode_from_hook({"hook_event_name": "TeammateIdle"})
-    assert odd.episode_type == "teammate_idle" and odd.session_id is None
+    with pytest.raises(Ignored, match="TeammateIdle"):
+        episode_from_hook({"hook_event_name": "TeammateIdle"})
     web = _hook(
         tool_name="WebFetch",
         tool_input={"url": "https://example.com"},

@@ -4,23 +4,36 @@ The episodes are spooled first (durable before anything is sent), then the spool
 to the daemon. When none answers, one is started the way recall-mcp starts one (same lock,
 unless autostart is off); it replays the spool once it runs. Everything happens within
 :data:`CAPTURE_BUDGET_S`, inside the hook timeout ``recallctl connect`` writes: what is not sent
-by then stays spooled, and the command still exits 0, because nothing was lost.
+by then stays spooled, and the command still exits 0, because nothing was lost. A payload
+that ends its session (:data:`~recall_client.ctl.episode_input.ROLLUP_EVENTS`) then rolls
+the session up into its experience.
+
+Run by a host's hook (``--host``, or a hook payload on stdin), capture never stands in the
+host's way: it exits 0 on every path (0 is the one code Claude Code, Codex and Gemini CLI
+all read as "go on": Claude Code and Codex take 2 as blocking, Gemini CLI anything but 0 and
+1), and says nothing (a host shows a hook's stderr to the user) unless ``--verbose``. What it
+could not record is in the spool, which ``recallctl status`` reports; an input it could not
+read, it could not keep. With ``--host`` and ``--quiet`` the host does not even wait for the
+delivery: :mod:`recall_client.ctl.hook_entry` answers it first.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 
 from .. import protocol as p
 from ..autostart import AutostartFailed, ensure_daemon
-from ..client import DaemonUnavailable, RemoteError
+from ..client import DaemonUnavailable, RemoteError, connect
+from ..hello import hello_tokens
 from ..paths import autostart_enabled, find_workspace, read_admin_token, socket_path
 from ..spool import OnReply, Spool, SpooledCapture, SpoolFull, default_spool
-from .episode_input import InputError, episodes_from_text
+from .episode_input import Ignored, InputError, RollUp, episodes_from_text
 from .output import print_json_line
 
 __all__ = ["CAPTURE_BUDGET_S", "HOOK_TIMEOUT_S", "capture"]
@@ -31,59 +44,121 @@ HOOK_TIMEOUT_S = 10
 CAPTURE_BUDGET_S = HOOK_TIMEOUT_S - 3
 
 
+# Where capture says what went wrong (stderr, or nowhere in a host's hook).
+Say = Callable[[str], None]
+
+
 async def capture(args: argparse.Namespace) -> int:
-    """Record stdin's episodes as ``args.agent``: 0 when all were recorded or spooled, 1 when
-    any was refused or unreadable, 3 when they could not even be spooled."""
+    """Record stdin's episodes as ``args.agent``. In a host's hook: always 0 (see the
+    module). Otherwise 0 when all were recorded or spooled, 1 when any was refused or
+    unreadable, 3 when they could not even be spooled."""
+    items = episodes_from_text(args.stdin_text, args.host)
+    episodes = [item for item in items if isinstance(item, p.CaptureEpisode)]
+    hook = args.host is not None or any(
+        isinstance(item, Ignored) or (isinstance(item, p.CaptureEpisode) and item.channel == "hook")
+        for item in items
+    )
+
+    def say(line: str) -> None:
+        if args.verbose or not hook:
+            print(f"recallctl capture: {line}", file=sys.stderr)
+
     failed = 0
-    episodes: list[p.CaptureEpisode] = []
-    for item in episodes_from_text(args.stdin_text):
+    for item in items:
         if isinstance(item, InputError):
             failed += 1
-            print(f"recallctl capture: {item}", file=sys.stderr)
-        else:
-            episodes.append(item)
-    if not episodes:
-        return 1 if failed else 0
+            say(str(item))
+        elif isinstance(item, Ignored):
+            say(f"ignored {item}")
+    try:
+        sock = Path(args.socket) if args.socket else socket_path()
+        if episodes:
+            refused = await _record(args, episodes, sock, say)
+            if refused is None:
+                return 0 if hook else 3
+            failed += refused
+        rollups = [item for item in items if isinstance(item, RollUp)]
+        if rollups:
+            await _roll_up(args, rollups, sock, say)
+    except Exception:
+        # A host's hook is not where a bug of ours should stop the agent.
+        if not hook:
+            raise
+        say(traceback.format_exc())
+        return 0
+    return 0 if hook or not failed else 1
+
+
+async def _record(
+    args: argparse.Namespace, episodes: list[p.CaptureEpisode], sock: Path, say: Say
+) -> int | None:
+    """Spool ``episodes`` and send the spool; how many the daemon refused, None when they
+    could not be spooled."""
     spool = default_spool()
     try:
         mine = spool.add(
             SpooledCapture(
                 agent=args.agent,
                 workspace=args.workspace or find_workspace(),
-                admin=not getattr(args, "no_admin", False),
-                agent_token_file=getattr(args, "agent_token_file", None),
+                admin=not args.no_admin,
+                agent_token_file=args.agent_token_file,
                 episodes=episodes,
             )
         )
     except SpoolFull as exc:
-        print(f"recallctl capture: {exc}", file=sys.stderr)
-        return 3
+        say(str(exc))
+        return None
     replies: dict[int, p.EpisodeCaptured | RemoteError] = {}
 
     def on_reply(name: str, n: int, reply: p.EpisodeCaptured | RemoteError) -> None:
         if name == mine:
             replies[n] = reply
 
-    sock = Path(args.socket) if args.socket else socket_path()
     why = await _deliver(spool, sock, on_reply)
     if len(replies) < len(episodes):
         if not args.quiet:
-            print(
-                f"recallctl capture: {len(episodes) - len(replies)} episode(s) wait in the "
-                f"spool {spool.directory}: {why}",
-                file=sys.stderr,
+            say(
+                f"{len(episodes) - len(replies)} episode(s) wait in the spool "
+                f"{spool.directory}: {why}"
             )
-        return 1 if failed else 0
+        return 0
+    refused = 0
     for n in range(len(episodes)):
         reply = replies[n]
         if isinstance(reply, RemoteError):
-            failed += 1
-            print(f"recallctl capture: {reply.code}: {reply.message}", file=sys.stderr)
+            refused += 1
+            say(f"{reply.code}: {reply.message}")
         elif args.json:
             print_json_line(reply)
         elif not args.quiet:
             print(reply.record_id + _flags(reply))
-    return 1 if failed else 0
+    return refused
+
+
+async def _roll_up(args: argparse.Namespace, rollups: list[RollUp], sock: Path, say: Say) -> None:
+    """Roll each ended session up into its experience, as far as the daemon answers within
+    the budget (a later roll-up of the session, or ``recallctl experience rollup``, catches
+    up on what this one missed)."""
+    with anyio.move_on_after(CAPTURE_BUDGET_S):
+        for rollup in rollups:
+            try:
+                async with connect(
+                    agent=args.agent,
+                    workspace=rollup.workspace or args.workspace or find_workspace(),
+                    client="recallctl",
+                    path=sock,
+                    **hello_tokens(args),
+                ) as rc:
+                    reply = await rc.call(
+                        p.RollUpExperience(session=rollup.session), p.ExperienceRolledUp
+                    )
+            except RemoteError as exc:
+                say(f"session {rollup.session} not rolled up: {exc.code}: {exc.message}")
+            except (DaemonUnavailable, OSError) as exc:
+                say(f"session {rollup.session} not rolled up: {exc}")
+            else:
+                if args.json:
+                    print_json_line(reply)
 
 
 async def _deliver(spool: Spool, sock: Path, on_reply: OnReply) -> str:

@@ -13,24 +13,30 @@ on stdout (Claude Code's hook output, Codex's generated ``session-start`` and
 ``BeforeAgentOutput`` / ``SessionStart`` output): one shape, written by :func:`hook_output`.
 
 Context is a nicety, never a gate: with no daemon, a bad payload or an error the hook prints
-nothing on stdout, says why in one stderr line, and exits 0 within
-:data:`CONTEXT_BUDGET_S`; it never starts a daemon (capture's hooks do).
+nothing and exits 0 within :data:`CONTEXT_BUDGET_S` (0: every host's "go on"); it never starts
+a daemon (capture's hooks do). Why there is no context goes to stderr only with ``--verbose``:
+Gemini CLI shows a hook's stderr to the user when its stdout is empty. A payload is read
+whatever its bytes (undecodable ones and lone surrogate escapes replaced), and a prompt
+without the context blocks hooks already injected into it (Gemini CLI's BeforeAgent quotes
+them): the block is looked up by what the user typed.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
-import msgspec
 
 from .. import protocol as p
 from ..client import DaemonUnavailable, RemoteError, connect
 from ..hello import hello_tokens
 from ..paths import find_workspace
+from .episode_input import InputError, read_json, user_words
 from .output import print_json_line
 
 __all__ = [
@@ -82,9 +88,9 @@ def read_payload(
     if len(raw) > MAX_PAYLOAD:
         raise PayloadError(f"the payload is over {MAX_PAYLOAD} bytes")
     try:
-        obj = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise PayloadError(f"the payload is not JSON ({exc})") from None
+        obj = read_json(raw.decode("utf-8", "replace"))
+    except InputError as exc:
+        raise PayloadError(f"the payload is {exc}") from None
     if not isinstance(obj, dict):
         raise PayloadError("the payload is not a JSON object")
     name = _text(obj.get("hook_event_name"))
@@ -98,7 +104,8 @@ def read_payload(
         raise PayloadError("the payload has no session_id")
     prompt = None
     if events[name] == "prompt":
-        prompt = _text(obj.get("prompt"))
+        said = obj.get("prompt")
+        prompt = _text(user_words(said) if isinstance(said, str) else None)
         if prompt is None:
             raise PayloadError(f"the {name} payload has no prompt")
         prompt = prompt[:QUERY_CHARS]
@@ -113,17 +120,26 @@ def hook_output(event_name: str, text: str) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}
 
 
-def _fail(why: str) -> int:
-    print(f"recallctl context: {why}", file=sys.stderr)
-    return 0
-
-
 async def context(args: argparse.Namespace) -> int:
     """Print the host's context output for stdin's payload; always 0 (see the module)."""
+
+    def fail(why: str) -> int:
+        if args.verbose:
+            print(f"recallctl context: {why}", file=sys.stderr)
+        return 0
+
+    try:
+        return await _inject(args, fail)
+    except Exception:
+        # A bug of ours is no reason to stop the host's agent.
+        return fail(traceback.format_exc())
+
+
+async def _inject(args: argparse.Namespace, fail: Callable[[str], int]) -> int:
     try:
         name, req, workspace = read_payload(args.stdin_bytes, args.budget, args.host)
     except PayloadError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     reply: p.ContextInjected | None = None
     with anyio.move_on_after(CONTEXT_BUDGET_S):
         try:
@@ -138,13 +154,13 @@ async def context(args: argparse.Namespace) -> int:
             ) as rc:
                 reply = await rc.call(req, p.ContextInjected)
         except DaemonUnavailable as exc:
-            return _fail(f"no context: {exc}")
+            return fail(f"no context: {exc}")
         except RemoteError as exc:
-            return _fail(f"no context: {exc.code}: {exc.message}")
+            return fail(f"no context: {exc.code}: {exc.message}")
         except (OSError, TimeoutError) as exc:
-            return _fail(f"no context: {exc}")
+            return fail(f"no context: {exc}")
     if reply is None:
-        return _fail(f"no context: recalld did not answer within {CONTEXT_BUDGET_S:g}s")
+        return fail(f"no context: recalld did not answer within {CONTEXT_BUDGET_S:g}s")
     if args.json:
         print_json_line(reply)
     elif reply.text:

@@ -19,7 +19,7 @@ from .. import __version__, paths
 from .. import protocol as p
 from ..client import DaemonUnavailable, RecallClient, RemoteError, connect
 from ..hello import hello_tokens
-from . import arguments, capture, context, experience, memories, ops
+from . import arguments, capture, context, experience, hook_entry, memories, ops
 from . import connect as hosts
 from . import db as database
 from .output import one_line, print_json, print_json_line
@@ -251,13 +251,19 @@ def _utf8(raw: bytes) -> str:
 
 
 def _read_episodes(args: argparse.Namespace) -> None:
-    """``capture``'s stdin, read as UTF-8. Raises UsageError: it is not."""
-    args.stdin_text = _utf8(sys.stdin.buffer.read())
+    """``capture``'s stdin as text, any undecodable byte replaced (a hook's payload is
+    recorded whatever bytes a tool printed). A host's hook (``--host``) is read up to its
+    one JSON value: the host may keep stdin open."""
+    raw = hook_entry.read_hook_input(0) if args.host else sys.stdin.buffer.read()
+    args.stdin_text = raw.decode("utf-8", "replace")
 
 
 def _read_payload(args: argparse.Namespace) -> None:
-    """``context``'s stdin, as bytes (the payload is JSON, read under a bound)."""
-    args.stdin_bytes = sys.stdin.buffer.read(context.MAX_PAYLOAD + 1)
+    """``context``'s stdin, as bytes (the payload is JSON, read under a bound, up to its end:
+    the host may keep stdin open)."""
+    args.stdin_bytes = hook_entry.read_hook_input(
+        0, wait_s=context.CONTEXT_BUDGET_S, limit=context.MAX_PAYLOAD
+    )
 
 
 async def _store(rc: RecallClient, args: argparse.Namespace) -> int:
@@ -507,16 +513,32 @@ def _parser(more: Sequence[AddCommands] = ()) -> argparse.ArgumentParser:
         "object uses the episode's own fields (summary, tool, status, session_id, error_code, "
         "duration_ms, result_size, episode_type, tags, task_result, ts, ...). The episodes are "
         "spooled durably first; when no daemon answers (and autostart is on) one is started, "
-        "and what is not sent within the hook's timeout is sent when recalld starts. Exit 0 "
-        "when all were recorded or spooled, 1 when any was refused, 3 when the spool is full.",
+        "and what is not sent within the hook's timeout is sent when recalld starts. A "
+        "payload that ends its session (SessionEnd; Codex: Stop) rolls the session up into "
+        "its experience. Exit 0 when all were recorded or spooled, 1 when any was refused, 3 "
+        "when the spool is full; run by a host's hook (--host, or hook payloads on stdin) "
+        "always 0, and silent unless --verbose.",
     )
     ca.add_argument(
         "--quiet",
         "-q",
         action="store_true",
-        help="print nothing on success (hooks whose stdout reaches the model)",
+        help="print nothing on success (hooks whose stdout reaches the model); with --host "
+        "the host does not wait for the delivery",
     )
     ca.add_argument("--json", action="store_true", help="one JSON reply per episode")
+    ca.add_argument(
+        "--host",
+        choices=sorted(context.HOST_EVENTS),
+        help="the host whose hook runs this (recallctl connect writes it): its payloads' "
+        "shape (default: told by the payload)",
+    )
+    ca.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="in a host's hook, say on stderr what was not recorded and why",
+    )
     ca.set_defaults(local=capture.capture, prepare=_read_episodes)
 
     cx = sub.add_parser(
@@ -526,7 +548,7 @@ def _parser(more: Sequence[AddCommands] = ()) -> argparse.ArgumentParser:
         "SessionStart, UserPromptSubmit; Gemini CLI: SessionStart, BeforeAgent) and print "
         "the block recalld builds for it, within a token budget, as the host's "
         "hookSpecificOutput.additionalContext. Never blocks the host: with no daemon, a bad "
-        "payload or any error it prints nothing on stdout, one line on stderr, and exits 0.",
+        "payload or any error it prints nothing (why on stderr with --verbose) and exits 0.",
     )
     cx.add_argument(
         "--budget",
@@ -540,6 +562,12 @@ def _parser(more: Sequence[AddCommands] = ()) -> argparse.ArgumentParser:
         choices=sorted(context.HOST_EVENTS),
         help="the host whose hook runs this (recallctl connect writes it): only its context "
         "events are taken (default: any host's)",
+    )
+    cx.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="say on stderr why there is no context (a host shows a hook's stderr)",
     )
     cx.add_argument("--json", action="store_true", help="print the daemon's whole reply")
     cx.set_defaults(local=context.context, prepare=_read_payload)

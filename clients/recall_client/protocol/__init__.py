@@ -208,7 +208,9 @@ from .session import (
     Welcome,
 )
 from .work import (
+    SETTLED_STATUSES,
     SUCCESS_STATUSES,
+    UNKNOWN_STATUS,
     CaptureEpisode,
     EpisodeCaptured,
     Forget,
@@ -234,7 +236,9 @@ __all__ = [
     "OPAQUE",
     "PROTOCOL_VERSION",
     "SEARCH_SEED_NAMES",
+    "SETTLED_STATUSES",
     "SUCCESS_STATUSES",
+    "UNKNOWN_STATUS",
     "ActorStatus",
     "AgentChanged",
     "AgentCredential",

@@ -34,6 +34,13 @@ UnitScore = Annotated[float, Meta(ge=0, le=1)]
 # An episode's statuses that count as success: it is eligible once captured (the daemon's
 # policy), and the web page counts the others as failures.
 SUCCESS_STATUSES = frozenset({"ok", "success", "succeeded", "completed", "done", "passed"})
+# The status of a step whose host did not say how it went (Codex reports a command's output,
+# not its exit code). Neither a success nor a failure: it is eligible once captured, as a
+# success is, but a session's roll-up and the web page count it as neither, and no session
+# start lists it among the failures to resolve.
+UNKNOWN_STATUS = "unknown"
+# The statuses that need no verdict before the step is eligible.
+SETTLED_STATUSES = SUCCESS_STATUSES | {UNKNOWN_STATUS}
 
 
 class CaptureEpisode(Request, tag="capture_episode"):
@@ -58,14 +65,15 @@ class CaptureEpisode(Request, tag="capture_episode"):
         Annotated[str, Meta(min_length=1, max_length=128, extra=FREE_TEXT)] | None,
         Meta(description="The tool or command used, e.g. 'Bash', 'pytest'."),
     ] = None
-    # SUCCESS_STATUSES count as success; anything else (error, timeout, denied) waits for
+    # SETTLED_STATUSES are eligible at once; anything else (error, timeout, denied) waits for
     # a verdict before it becomes eligible (see recalld.domain.policy).
     status: Annotated[
         Label,
         Meta(
             description=(
-                "Outcome of the step: 'ok' (or success, passed, ...) or a failure "
-                "such as 'error', 'timeout', 'denied'."
+                "Outcome of the step: 'ok' (or success, passed, ...), 'unknown' when "
+                "it is not known how it went, or a failure such as 'error', 'timeout', "
+                "'denied'."
             )
         ),
     ] = "ok"

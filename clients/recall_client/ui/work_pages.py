@@ -40,7 +40,7 @@ class Session:
 
     @property
     def failures(self) -> int:
-        return sum(1 for e in self.episodes if e.status not in p.SUCCESS_STATUSES)
+        return sum(1 for e in self.episodes if e.status not in p.SETTLED_STATUSES)
 
     @property
     def verdict(self) -> float | None:

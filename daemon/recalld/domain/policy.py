@@ -25,13 +25,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from recall_client.protocol import SUCCESS_STATUSES
+from recall_client.protocol import SETTLED_STATUSES, SUCCESS_STATUSES, UNKNOWN_STATUS
 
 __all__ = [
     "HARD_TRUST_FLOOR",
     "LESSON_MERGE_COSINE",
+    "SETTLED_STATUSES",
     "SUCCESS_STATUSES",
     "TRUST_FLOOR",
+    "UNKNOWN_STATUS",
     "Assessment",
     "FactDecision",
     "FactView",
@@ -84,7 +86,7 @@ def settle_episode(
         return "blocked"
     if trust < HARD_TRUST_FLOOR:
         return "ineligible"
-    if status in SUCCESS_STATUSES or task_result is not None:
+    if status in SETTLED_STATUSES or task_result is not None:
         return "eligible"
     return None
 

@@ -14,9 +14,10 @@ vectors in the same transaction). What it computes from the episodes:
   1. the session's verdict (``work_result``): the latest ``task_result``, success at >= 0.5,
      else failure;
   2. the session's last episode is a failed turn (Claude Code's ``StopFailure``): failure;
-  3. its tool calls: none, unknown; the last one failed, failure; more than half of them
-     failed although the last succeeded, unknown (a struggle whose end does not say how it
-     went); otherwise success.
+  3. its tool calls whose outcome is known (a call of status ``unknown``, as Codex's are,
+     counts neither way): none, unknown; the last one failed, failure; more than half of
+     them failed although the last succeeded, unknown (a struggle whose end does not say how
+     it went); otherwise success.
 - ``files``: the files the tool calls named (``tool_input.file_path``), made project-relative;
   files outside the workspace are left out; the first 100 touched, as record_experience caps.
 - ``description`` unless given: the session's first prompt (and the next two, if any), else
@@ -45,7 +46,7 @@ from typing import Any
 
 from recall_client import protocol as p
 
-from ..domain.policy import SUCCESS_STATUSES
+from ..domain.policy import SUCCESS_STATUSES, UNKNOWN_STATUS
 from ..domain.principal import Principal
 from ..domain.scopes import ADMIN
 from ..errors import RecallError
@@ -83,9 +84,9 @@ def session_status(episodes: Sequence[SessionEpisode]) -> tuple[str, str]:
     final = episodes[-1]
     if final.episode_type == "turn_end" and final.status not in SUCCESS_STATUSES:
         return "failure", f"its last turn ended with status {final.status}"
-    calls = [e for e in episodes if _is_call(e)]
+    calls = [e for e in episodes if _is_call(e) and e.status != UNKNOWN_STATUS]
     if not calls:
-        return "unknown", "no verdict and no tool calls"
+        return "unknown", "no verdict and no tool call whose outcome is known"
     failed = sum(e.status not in SUCCESS_STATUSES for e in calls)
     counted = f"{failed} of {len(calls)} tool calls failed"
     if calls[-1].status not in SUCCESS_STATUSES:

@@ -10,7 +10,7 @@ import msgspec
 import numpy as np
 from recall_client import protocol as p
 
-from ...domain.policy import HARD_TRUST_FLOOR, SUCCESS_STATUSES
+from ...domain.policy import HARD_TRUST_FLOOR, SETTLED_STATUSES
 from ...domain.principal import Principal
 from ...errors import RecallError
 from ..port import Ownership, ShareRow
@@ -80,9 +80,9 @@ _SETTLEABLE = (
     " LEFT JOIN episodes e ON e.rowid = r.rowid WHERE r.eligibility = 'pending'"
     " AND r.tombstoned_at IS NULL"
     " AND (r.kind != 'episode' OR e.blocked != 0 OR r.trust < ? OR e.task_result IS NOT NULL"
-    f" OR e.status IN ({marks(sorted(SUCCESS_STATUSES))}))"
+    f" OR e.status IN ({marks(sorted(SETTLED_STATUSES))}))"
 )
-_SETTLEABLE_PARAMS = (HARD_TRUST_FLOOR, *sorted(SUCCESS_STATUSES))
+_SETTLEABLE_PARAMS = (HARD_TRUST_FLOOR, *sorted(SETTLED_STATUSES))
 
 # Settles one pending record: (kind, trust, blocked, status, task_result) -> eligibility.
 Settle = Callable[[str, float, bool, str | None, float | None], str]
