@@ -430,9 +430,19 @@ async def test_a_sessions_page_shows_each_items_current_text_with_links_at_1280_
     d = running_daemon
     shop = make_shop(tmp_path)
     ids = await seed_shop(d, shop)
+    failure = "pytest failed: test_total_rounding expected 10.00, got 9.99"
+    async with d.client(agent=AGENT, workspace=str(shop)) as rc:
+        # The session before: a failed step no verdict judged, which the next start recalls.
+        failed = await rc.call(
+            p.CaptureEpisode(
+                summary=failure, status="error", tool="Bash", session_id="sess-before"
+            ),
+            p.EpisodeCaptured,
+        )
+    ids["failure"] = failed.record_id
     start, prompt = await hook_session(d, shop, "sess-text-9")
     injected = {i.id for i in [*start.items, *prompt.items]}
-    assert {ids["discount"], ids["total"], ids["lesson"]} <= injected
+    assert {ids["discount"], ids["total"], ids["lesson"], ids["failure"]} <= injected
     edited = "The cart total is computed in total.py with Decimal; tax is added per line."
     async with d.client(agent=AGENT, workspace=str(shop)) as rc:
         await rc.call(p.MemoryUpdate(memory_id=ids["total"], text=edited), p.MemoryChanged)
@@ -472,13 +482,20 @@ async def test_a_sessions_page_shows_each_items_current_text_with_links_at_1280_
         page.wait(lambda: "Experiences and lessons" in page.text())
         assert page.css(f"li[id='{ids['lesson']}']").text.startswith(lesson)
         page.driver.back()
+        assert current(ids["failure"]) == failure
+        page.click(f"a.item-link[href*='{ids['failure']}']")
+        page.wait(lambda: "Set the session's verdict" in page.text())
+        assert urlsplit(page.driver.current_url).path == "/work/session/sess-before"
+        assert page.css(f"li[id='{ids['failure']}'] .record-text").text == failure
+        page.driver.back()
         page.click(f"a.item-link[href*='{ids['total']}']")
         page.wait(lambda: edited in page.text())
         assert urlsplit(page.driver.current_url).path == f"/memory/{ids['total']}"
         # The Work page names the session by its first prompt.
         page.open(f"/work?{urlencode({'ws': str(shop)})}")
         page.link("Make the cart total round once, at the end")
-        page.wait(lambda: "sess-text-9" in page.text())
+        page.wait(lambda: "Session sess-text-9" in page.text())
+        assert page.css("h1").text == "Make the cart total round once, at the end"
 
         # At 420 px: every outcome column on screen, a memory's text given the width.
         page.driver.set_window_size(420, 900)
@@ -493,6 +510,7 @@ async def test_a_sessions_page_shows_each_items_current_text_with_links_at_1280_
         assert not page.overflows()
         page.open(f"/memories?{urlencode({'ws': str(shop)})}")
         page.wait(lambda: "newest first" in page.text())
+        page.driver.execute_script("document.querySelector('#list-h').scrollIntoView();")
         page.shot("memories-420")
         texts = page.driver.find_elements(By.CSS_SELECTOR, "td.memory-text")
         assert texts and all(t.rect["width"] > 0.8 * width for t in texts)

@@ -139,6 +139,7 @@ def routes(ui: UI) -> list[Route]:
             "session.html",
             ws=ws,
             sid=sid,
+            name=Session(sid, found.results).name,
             episodes=timeline(found.results),
             found=found,
             notice=request.query_params.get("done", ""),
