@@ -27,23 +27,31 @@ _EXPERIENCES = 100
 
 @dataclass(slots=True, frozen=True)
 class Current:
-    """An item as the store holds it now; ``text`` None: not found (forgotten, or out of
-    what this page can read)."""
+    """An item as the store holds it now; ``text`` None: not found (forgotten, refused to
+    this page, or out of what it reads)."""
 
     text: str | None
     href: str | None
     # A memory's last edit (unix seconds), to tell an item changed since it was injected.
     updated_at: float | None = None
+    # Why there is no text, when the daemon said.
+    missing: str | None = None
+
+
+def _memory_href(memory_id: str) -> str:
+    return f"/memory/{quote(memory_id, safe='')}"
 
 
 async def _memory(ui: UI, workspace: str, memory_id: str) -> Current:
-    href = f"/memory/{quote(memory_id, safe='')}"
+    href = _memory_href(memory_id)
     try:
         shown = await ui.link.call(p.MemoryShow(memory_id=memory_id), p.MemoryShown, workspace)
     except RemoteError as exc:
-        if exc.code != "not_found":
-            raise
-        return Current(None, href)
+        if exc.code == "not_found":
+            return Current(None, href, missing="forgotten: its text is gone")
+        if exc.code == "forbidden":
+            return Current(None, href, missing=f"not readable by this page: {exc.message}")
+        raise
     return Current(shown.memory.text, href, shown.memory.updated_at)
 
 
@@ -87,6 +95,7 @@ async def current(ui: UI, injections: list[p.ContextInjection]) -> dict[tuple[st
     admin = await ui.link.is_admin()
     out: dict[tuple[str, str], Current] = {}
     wanted: dict[str, set[str]] = {}
+    read = 0
     for e in injections:
         for i in e.items:
             key = (e.workspace, i.id)
@@ -94,8 +103,13 @@ async def current(ui: UI, injections: list[p.ContextInjection]) -> dict[tuple[st
                 continue
             if i.section == "failures" or i.section == "lessons":
                 wanted.setdefault(e.workspace, set()).add(i.section)
-            elif len(out) < _MEMORIES:
+            elif read < _MEMORIES:
+                read += 1
                 out[key] = await _memory(ui, e.workspace, i.id)
+            else:
+                out[key] = Current(
+                    None, _memory_href(i.id), missing=f"not read: a page reads {_MEMORIES} at most"
+                )
     for ws, sections in wanted.items():
         found: dict[str, Current] = {}
         if "failures" in sections:
