@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
+import anyio
 import pytest
 from mcp import Client
 from recall_client import protocol as p
@@ -421,6 +422,119 @@ async def test_a_sessions_injections_show_each_items_outcome_and_lead_to_the_mem
         page.wait(lambda: "Injected into sessions" in page.text())
         assert "sess-ctx-7" in page.css("ul.injected").text
         assert "used" in page.css("ul.injected").text
+
+
+async def test_a_sessions_page_shows_each_items_current_text_with_links_at_1280_and_420_px(
+    running_daemon: DaemonProcess, page_on: Callable[[UiServer], Page], tmp_path: Path
+) -> None:
+    d = running_daemon
+    shop = make_shop(tmp_path)
+    ids = await seed_shop(d, shop)
+    failure = "pytest failed: test_total_rounding expected 10.00, got 9.99"
+    async with d.client(agent=AGENT, workspace=str(shop)) as rc:
+        # The session before: a failed step no verdict judged, which the next start recalls.
+        failed = await rc.call(
+            p.CaptureEpisode(
+                summary=failure, status="error", tool="Bash", session_id="sess-before"
+            ),
+            p.EpisodeCaptured,
+        )
+    ids["failure"] = failed.record_id
+    start, prompt = await hook_session(d, shop, "sess-text-9")
+    injected = {i.id for i in [*start.items, *prompt.items]}
+    assert {ids["discount"], ids["total"], ids["lesson"], ids["failure"]} <= injected
+    edited = "The cart total is computed in total.py with Decimal; tax is added per line."
+    async with d.client(agent=AGENT, workspace=str(shop)) as rc:
+        await rc.call(p.MemoryUpdate(memory_id=ids["total"], text=edited), p.MemoryChanged)
+        await rc.call(p.Forget(record_id=ids["discount"]), p.Forgotten)
+        await rc.call(
+            p.CaptureEpisode(
+                summary="prompt: Make the cart total round once, at the end",
+                episode_type="prompt",
+                session_id="sess-text-9",
+                ts=1_700_000_000,
+            ),
+            p.EpisodeCaptured,
+        )
+    with ui_server(d, shop) as server:
+        page = page_on(server)
+        page.open(f"/sessions/show?{urlencode({'session': 'sess-text-9', 'ws': str(shop)})}")
+        page.wait(lambda: "Context injected into" in page.text())
+        assert "its current text" in page.text()
+
+        def row(item_id: str) -> WebElement:
+            return page.css(f"a.item-link[href*='{item_id}']").find_element(By.XPATH, "../..")
+
+        def current(item_id: str) -> str:
+            return str(row(item_id).find_element(By.CSS_SELECTOR, "td.item-text").text)
+
+        assert current(ids["total"]).startswith(edited) and "changed since" in current(ids["total"])
+        assert "forgotten" in current(ids["discount"]) and "Discounted" not in page.text()
+        assert current(ids["fact"]) == "Releases of the shop go out on Fridays."
+        lesson = "Round the cart total once, at the end, on main and release branches"
+        assert current(ids["lesson"]) == lesson
+        sections = {i.id: i.section for i in [*start.items, *prompt.items]}
+        for item_id, section in sections.items():
+            assert row(item_id).find_element(By.CSS_SELECTOR, "td").text == section
+        page.shot("context-items")
+        # Each id is a link to its own page.
+        page.click(f"a.item-link[href*='{ids['lesson']}']")
+        page.wait(lambda: "Experiences and lessons" in page.text())
+        assert page.css(f"li[id='{ids['lesson']}']").text.startswith(lesson)
+        page.driver.back()
+        assert current(ids["failure"]) == failure
+        page.click(f"a.item-link[href*='{ids['failure']}']")
+        page.wait(lambda: "Set the session's verdict" in page.text())
+        assert urlsplit(page.driver.current_url).path == "/work/session/sess-before"
+        assert page.css(f"li[id='{ids['failure']}'] .record-text").text == failure
+        page.driver.back()
+        page.click(f"a.item-link[href*='{ids['total']}']")
+        page.wait(lambda: edited in page.text())
+        assert urlsplit(page.driver.current_url).path == f"/memory/{ids['total']}"
+        # The Work page names the session by its first prompt.
+        page.open(f"/work?{urlencode({'ws': str(shop)})}")
+        page.link("Make the cart total round once, at the end")
+        page.wait(lambda: "Session sess-text-9" in page.text())
+        assert page.css("h1").text == "Make the cart total round once, at the end"
+
+        # At 420 px: every outcome column on screen, a memory's text given the width.
+        page.driver.set_window_size(420, 900)
+        width = page.driver.execute_script("return window.innerWidth;")
+        page.open(f"/sessions?{urlencode({'ws': str(shop)})}")
+        page.wait(lambda: "sess-text-9" in page.text())
+        page.shot("sessions-420")
+        for column in ("used", "ignored", "contradicted"):
+            cell = page.css(f"td.outcome-{column}")
+            box = cell.rect
+            assert cell.is_displayed() and 0 <= box["x"] and box["x"] + box["width"] <= width
+        assert not page.overflows()
+        page.open(f"/memories?{urlencode({'ws': str(shop)})}")
+        page.wait(lambda: "newest first" in page.text())
+        page.driver.execute_script("document.querySelector('#list-h').scrollIntoView();")
+        page.shot("memories-420")
+        texts = page.driver.find_elements(By.CSS_SELECTOR, "td.memory-text")
+        assert texts and all(t.rect["width"] > 0.8 * width for t in texts)
+        assert not page.overflows()
+        page.open(f"/sessions/show?{urlencode({'session': 'sess-text-9', 'ws': str(shop)})}")
+        page.wait(lambda: "Context injected into" in page.text())
+        page.shot("context-items-420")
+        assert row(ids["total"]).find_element(By.CSS_SELECTOR, "td.item-text").rect["width"] > (
+            0.8 * width
+        )
+        assert not page.overflows()
+
+
+async def test_open_without_a_browser_says_so_and_what_to_do(
+    running_daemon: DaemonProcess,
+) -> None:
+    with ui_server(running_daemon, WS, "--open", env={"BROWSER": "/bin/false"}) as server:
+        deadline = time.monotonic() + 20
+        while "no browser could be opened" not in "".join(server.log):
+            assert time.monotonic() < deadline, "".join(server.log)
+            await anyio.sleep(0.1)
+        said = "".join(server.log)
+        assert server.page in said.split("no browser could be opened")[1]
+        assert "--print-url" in said
 
 
 async def test_an_experience_shows_its_lessons_and_is_forgotten(

@@ -140,6 +140,15 @@ async def test_the_memory_page_reviews_then_shares_a_private_memory_with_the_tea
             assert refused.status_code == 403 and "only its owner" in refused.text
 
 
+async def test_a_local_store_offers_no_share(running_daemon: DaemonProcess) -> None:
+    async with running_daemon.client(workspace=WS) as rc:
+        stored = await rc.call(p.MemoryStore(text="Kept on this machine only"), p.MemoryStored)
+    with ui_server(running_daemon, WS) as server:
+        page = Http(server).sign_in().get(f"/memory/{stored.record_id}").text
+    assert "Kept on this machine only" in page
+    assert "/share" not in page and "Review and share" not in page
+
+
 async def test_sessions_show_what_the_hooks_injected_and_what_became_of_it(
     running_daemon: DaemonProcess, tmp_path: Path
 ) -> None:
@@ -163,7 +172,7 @@ async def test_sessions_show_what_the_hooks_injected_and_what_became_of_it(
         assert AGENT in listing.text
         # One session row: its items, one contradicted, the other memories injected only.
         [row] = re.findall(
-            r"<tr><td><a href=\"/sessions/show\?[^\"]+\">.*?</tr>", listing.text, re.S
+            r"<tr><td[^>]*><a href=\"/sessions/show\?[^\"]+\">.*?</tr>", listing.text, re.S
         )
         cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
         memories = [i for b in (start, prompt) for i in b.items if i.id.startswith("mem_")]
@@ -186,7 +195,7 @@ async def test_sessions_show_what_the_hooks_injected_and_what_became_of_it(
         assert f"{start.tokens} of {start.budget} tokens" in shown
         for item in (*start.items, *prompt.items):
             assert item.id in shown
-        assert f'<a href="/memory/{ids["discount"]}">' in shown
+        assert f'<a class="item-link" href="/memory/{ids["discount"]}">' in shown
         assert "contradicted" in shown and "injected only" in shown and "not a use" in shown
         # A memory's page names the sessions it was injected into.
         memory = http.get(f"/memory/{ids['discount']}").text

@@ -272,3 +272,21 @@ async def test_stored_markup_renders_as_inert_text(page: tuple[UiServer, DaemonP
         assert "&lt;img src=x onerror=" in html
     # The only script tag the page has is its own static one.
     assert re.findall(r"<script[^>]*>", detail) == ['<script src="/static/app.js" defer>']
+
+
+async def test_the_icon_is_served_without_a_session_and_nothing_else_is(
+    page: tuple[UiServer, DaemonProcess],
+) -> None:
+    server, _ = page
+    anon = Http(server)
+    icon = anon.get("/favicon.ico")
+    assert icon.status_code == 200
+    assert icon.headers["content-type"] == "image/svg+xml"
+    assert icon.text.startswith("<svg") and "set-cookie" not in icon.headers
+    assert icon.headers["content-security-policy"].startswith("default-src 'none'")
+    # Public by its exact path, for reading only: no neighbour and no write rides on it.
+    assert anon.get("/favicon.ico/").status_code == 403
+    assert anon.get("/favicon.icox").status_code == 403
+    assert anon.post("/favicon.ico").status_code == 403
+    # The guard's other rules hold for it: a forged Host is refused.
+    assert anon.get("/favicon.ico", headers={"host": "evil.example"}).status_code == 421

@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from .. import protocol as p
 from .context import ALL, UI, workspace_of
+from .injected import current
 from .render import FormError
 
 __all__ = ["routes"]
@@ -111,6 +112,7 @@ def routes(ui: UI) -> list[Route]:
             sid=sid,
             # Oldest first, as the session went (a page is the newest of what is left).
             injections=log.injections[::-1],
+            now=await current(ui, log.injections),
             log=log,
         )
 

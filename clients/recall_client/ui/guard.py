@@ -35,6 +35,7 @@ __all__ = [
     "COOKIE",
     "CSRF_FIELD",
     "MAX_SESSIONS",
+    "PUBLIC_PATHS",
     "SECURITY_HEADERS",
     "SESSION_IDLE_S",
     "TOKEN_PARAM",
@@ -69,6 +70,8 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
 ]
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
 MAX_SESSIONS = 32
+# Served without a session (GET or HEAD only): what a browser asks for on its own.
+PUBLIC_PATHS = frozenset({"/favicon.ico"})
 # A session unused this long is gone, so a table filled by old sign-ins frees itself.
 SESSION_IDLE_S = 24 * 3600.0
 
@@ -130,6 +133,11 @@ class Guard:
         if method in _SAFE_METHODS and offered:
             await self._sign_in(send, offered, session)
             return
+        if method in _SAFE_METHODS and scope["path"] in PUBLIC_PATHS:
+            # The icon says nothing about the store: a browser fetches it without the cookie
+            # (before sign-in, or from the sign-in file's page).
+            await self.app(scope, receive, _with_headers(send))
+            return
         if session is None:
             await _refuse(send, HTTPStatus.FORBIDDEN, "not signed in: " + _HOW_TO_SIGN_IN)
             return
@@ -144,13 +152,7 @@ class Guard:
                 return
             # The CSRF field is checked by the route once the form is read (forms.read_form).
         scope.setdefault("state", {})["ui_session"] = session
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
+        await self.app(scope, receive, _with_headers(send))
 
     def _live(self, session: str | None) -> str | None:
         """``session`` if it is a live session (and mark it used now), else None."""
@@ -268,3 +270,14 @@ async def _refuse(send: Send, status: HTTPStatus, why: str) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def _with_headers(send: Send) -> Send:
+    """``send`` with the security headers added to the response's start."""
+
+    async def send_with_headers(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+        await send(message)
+
+    return send_with_headers

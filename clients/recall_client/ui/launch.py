@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import os
+import sys
 import tempfile
 import webbrowser
 from pathlib import Path
@@ -70,7 +71,14 @@ class SignInLinks:
 async def _open_in_browser(uri: str) -> None:
     # webbrowser may start a program and wait for it (a console browser runs until the user
     # quits it): off the event loop, in a task of its own.
-    await anyio.to_thread.run_sync(webbrowser.open, uri)
+    if not await anyio.to_thread.run_sync(webbrowser.open, uri):
+        print(
+            f"recallctl ui: no browser could be opened (set $BROWSER, or open {uri} in one "
+            "by hand; --print-url also prints the link, for a browser on another machine "
+            "forwarding this port)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _write_page(url: str) -> Path:

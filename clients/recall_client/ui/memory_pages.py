@@ -150,11 +150,14 @@ def routes(ui: UI) -> list[Route]:
             ),
             p.ContextLogResult,
         )
+        # Sharing needs a team database: on a local store it could only fail.
+        db = (await ui.link.call(p.Status(), p.StatusResult)).report.database
         return ui.pages.render(
             request,
             "memory.html",
             m=shown.memory,
             admin=admin,
+            team=db is not None and db.engine == "postgresql",
             injected=injected,
             outcomes=_OUTCOMES,
             notice=request.query_params.get("done", ""),

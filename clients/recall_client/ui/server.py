@@ -17,7 +17,9 @@ import anyio
 import uvicorn
 from anyio.abc import TaskStatus
 from starlette.applications import Starlette
-from starlette.routing import BaseRoute, Mount
+from starlette.requests import Request
+from starlette.responses import FileResponse
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..hello import hello_tokens
@@ -35,6 +37,10 @@ __all__ = ["bind", "build_app", "serve"]
 _STATIC = Path(__file__).parent / "static"
 
 
+async def _favicon(_: Request) -> FileResponse:
+    return FileResponse(_STATIC / "favicon.svg", media_type="image/svg+xml")
+
+
 def build_app(ui: UI) -> Starlette:
     """Every page's routes and the static files (the guard wraps this app)."""
     routes: list[BaseRoute] = [
@@ -44,6 +50,7 @@ def build_app(ui: UI) -> Starlette:
         *context_pages.routes(ui),
         *experience_pages.routes(ui),
         *ops_pages.routes(ui),
+        Route("/favicon.ico", _favicon, methods=["GET", "HEAD"]),
         Mount("/static", StaticFiles(directory=_STATIC), name="static"),
     ]
     return Starlette(routes=routes)

@@ -23,6 +23,8 @@ __all__ = ["routes"]
 
 # work_search's own bound on k.
 _EPISODES = 200
+# A session's name (its first prompt) is cut to this much on the list.
+_NAME_CHARS = 90
 
 
 @dataclass(slots=True)
@@ -41,6 +43,17 @@ class Session:
     @property
     def failures(self) -> int:
         return sum(1 for e in self.episodes if e.status not in p.SETTLED_STATUSES)
+
+    @property
+    def name(self) -> str:
+        """The session's first prompt, else the start of its id."""
+        for e in sorted(self.episodes, key=lambda e: e.ts):
+            if e.episode_type == "prompt" and not e.blocked and isinstance(e.summary, str):
+                # The capture labels a prompt's summary "prompt: ..."; the label is no name.
+                text = e.summary.removeprefix("prompt: ").strip()
+                if text:
+                    return text if len(text) <= _NAME_CHARS else text[: _NAME_CHARS - 1] + "…"
+        return self.id[:8]
 
     @property
     def verdict(self) -> float | None:
@@ -126,6 +139,7 @@ def routes(ui: UI) -> list[Route]:
             "session.html",
             ws=ws,
             sid=sid,
+            name=Session(sid, found.results).name,
             episodes=timeline(found.results),
             found=found,
             notice=request.query_params.get("done", ""),
