@@ -659,7 +659,8 @@ class HookCase:
     caps: dict[str, int]  # event -> the most seconds the host gives its hooks
 
 
-CAPTURE = ("capture", "--quiet")
+CODEX_CAPTURE = ("capture", "--host", "codex", "--quiet")
+GEMINI_CAPTURE = ("capture", "--host", "gemini", "--quiet")
 HOOK_CASES = [
     HookCase(
         "codex",
@@ -668,11 +669,11 @@ HOOK_CASES = [
         read_json,
         1,
         {
-            "PostToolUse": [CAPTURE],
-            "Stop": [CAPTURE],
-            "SessionEnd": [CAPTURE],
+            "PostToolUse": [CODEX_CAPTURE],
+            "Stop": [CODEX_CAPTURE],
+            "SessionEnd": [CODEX_CAPTURE],
             "SessionStart": [("context", "--host", "codex")],
-            "UserPromptSubmit": [("context", "--host", "codex"), CAPTURE],
+            "UserPromptSubmit": [("context", "--host", "codex"), CODEX_CAPTURE],
         },
         {"SessionStart": 1, "PreToolUse": 1},
         ("PostToolUse",),
@@ -687,11 +688,11 @@ HOOK_CASES = [
         read_jsonc,
         1000,
         {
-            "AfterTool": [CAPTURE],
-            "AfterAgent": [CAPTURE],
-            "SessionEnd": [CAPTURE],
+            "AfterTool": [GEMINI_CAPTURE],
+            "AfterAgent": [GEMINI_CAPTURE],
+            "SessionEnd": [GEMINI_CAPTURE],
             "SessionStart": [("context", "--host", "gemini")],
-            "BeforeAgent": [("context", "--host", "gemini"), CAPTURE],
+            "BeforeAgent": [("context", "--host", "gemini"), GEMINI_CAPTURE],
         },
         {"SessionStart": 1, "BeforeTool": 1},
         ("AfterTool",),
@@ -723,7 +724,7 @@ def test_codex_and_gemini_get_capture_and_context_hooks_beside_their_own(
             seconds = case.caps.get(event, TIMEOUTS[argv[0]])
             assert hook["type"] == "command" and hook["timeout"] == seconds * case.unit
             assert ("matcher" in group) == (event in case.tool_events)
-            background = argv == CAPTURE and event in case.background
+            background = argv[0] == "capture" and event in case.background
             assert hook.get("async", False) is background
     # The user's own hooks are kept, and come first.
     original = json.loads(strip_jsonc(case.original))["hooks"]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .capture import HOOK_TIMEOUT_S
 from .context import CONTEXT_HOOK_TIMEOUT_S
+from .episode_input import RECALLD_SERVER
 from .host_files import Format
 
 __all__ = [
@@ -31,7 +32,8 @@ __all__ = [
     "excluding",
 ]
 
-SERVER_NAME = "recalld"
+# The name of recalld's MCP server in every host's config (capture leaves its tools out by it).
+SERVER_NAME = RECALLD_SERVER
 # The variables recall-mcp reads to find the daemon and its store. A host that gives stdio
 # servers only a few variables of its own choosing (Codex: HOME, LANG, PATH, SHELL, TERM) is
 # told to pass these too, those set where connect runs.
@@ -44,9 +46,14 @@ PASSED_ENV = (
     "XDG_CONFIG_HOME",
     "XDG_STATE_HOME",
 )
-# Every capture hook's command: a tool call, a prompt, a turn's end, and the session's end,
-# which capture rolls up into the session's experience.
-_CAPTURE = ("capture", "--quiet")
+
+
+def _capture(host: str) -> tuple[str, ...]:
+    """Every capture hook's command (a tool call, a prompt, a turn's end, and the session's
+    end, which capture rolls up into the session's experience): ``--host`` reads the host's
+    payload shapes, stops reading stdin at one whole payload (a host may keep it open) and
+    records it detached, so the agent does not wait for the daemon."""
+    return ("capture", "--host", host, "--quiet")
 
 
 @dataclass(frozen=True)
@@ -68,13 +75,14 @@ def _hooks(host: str, tool: tuple[str, ...], prompt: str, turn_end: str) -> tupl
     and answered with context, each turn's end captured, the session's start answered with
     context and its end captured (rolled up into the session's experience)."""
     context = ("context", "--host", host)
+    capture = _capture(host)
     return (
-        *(HookSpec(event, _CAPTURE, tools=True, background=True) for event in tool),
-        HookSpec(turn_end, _CAPTURE),
-        HookSpec("SessionEnd", _CAPTURE),
+        *(HookSpec(event, capture, tools=True, background=True) for event in tool),
+        HookSpec(turn_end, capture),
+        HookSpec("SessionEnd", capture),
         HookSpec("SessionStart", context, CONTEXT_HOOK_TIMEOUT_S),
         HookSpec(prompt, context, CONTEXT_HOOK_TIMEOUT_S),
-        HookSpec(prompt, _CAPTURE, background=True),
+        HookSpec(prompt, capture, background=True),
     )
 
 

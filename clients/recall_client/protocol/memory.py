@@ -336,7 +336,7 @@ class MemoryShare(Request, tag="memory_share"):
 
 
 class MemorySearch(Request, tag="memory_search"):
-    """Search memories and canonical facts (seeds 003 and 004 in one request)."""
+    """Search memories and canonical facts in one request."""
 
     query: Annotated[
         Query,

@@ -120,7 +120,7 @@ class CaptureEpisode(Request, tag="capture_episode"):
 
 
 class WorkSearch(Request, tag="work_search"):
-    """Search the caller's work episodes under the reader contract (seed 001)."""
+    """Search the caller's work episodes under the reader contract."""
 
     # Optional: without a query the newest episodes under the filters are listed.
     query: Annotated[
