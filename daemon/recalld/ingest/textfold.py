@@ -24,49 +24,21 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..domain.glyphs import CONFUSABLES, invisible
+
 __all__ = ["Folded", "fold"]
 
-# Default-ignorable code points that are not format characters (category Cf, dropped by
-# category): the combining grapheme joiner, Hangul and Khmer fillers, Mongolian and other
-# variation selectors.
-_IGNORABLE = frozenset(
-    "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180e\u180f\u3164\uffa0"
-    + "".join(map(chr, range(0xFE00, 0xFE10)))
-    + "".join(map(chr, range(0xE0100, 0xE01F0)))
-)
 _CLIP_MARK = "…"
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
-
-# Letters of other scripts drawn like a Latin letter (most from Unicode's confusables list,
-# TR39), in the scripts a keyboard layout puts beside Latin: by name, the Latin letter each
-# stands for.
-_LOOK_ALIKES = {
-    "CYRILLIC SMALL LETTER": "A a, ES c, KOMI DE d, IE e, SHHA h, BYELORUSSIAN-UKRAINIAN I i, "
-    "JE j, KA k, PALOCHKA l, O o, ER p, QA q, DZE s, WE w, HA x, U y, STRAIGHT U y",
-    "CYRILLIC CAPITAL LETTER": "A A, VE B, ES C, IE E, EN H, BYELORUSSIAN-UKRAINIAN I I, JE J, "
-    "KA K, EM M, O O, ER P, DZE S, TE T, HA X, U Y, STRAIGHT U Y, QA Q, WE W",
-    "GREEK SMALL LETTER": "ALPHA a, OMICRON o, IOTA i, RHO p, NU v, KAPPA k, TAU t, UPSILON u, "
-    "CHI x",
-    "GREEK CAPITAL LETTER": "ALPHA A, BETA B, EPSILON E, ZETA Z, ETA H, IOTA I, KAPPA K, MU M, "
-    "NU N, OMICRON O, RHO P, TAU T, UPSILON Y, CHI X",
-    "ARMENIAN SMALL LETTER": "OH o, SEH u, HO h, VO n, CO g, ZA q",
-}
-_CONFUSABLES = str.maketrans(
-    {
-        unicodedata.lookup(f"{script} {name}"): latin
-        for script, letters in _LOOK_ALIKES.items()
-        for name, latin in (pair.rsplit(" ", 1) for pair in letters.split(", "))
-    }
-)
 
 
 @lru_cache(maxsize=4096)
 def _fold_char(ch: str) -> str:
-    if ch in _IGNORABLE or unicodedata.category(ch) == "Cf":
+    if invisible(ch):
         return ""
     if ch == _CLIP_MARK:
         return ch
-    return unicodedata.normalize("NFKC", ch).translate(_CONFUSABLES)
+    return unicodedata.normalize("NFKC", ch).translate(CONFUSABLES)
 
 
 @dataclass(slots=True)
