@@ -2,8 +2,9 @@
 through the real ``recallctl context`` (the command ``recallctl connect`` wires), against a
 real daemon, in a git checkout with commits. The block is the host's
 ``hookSpecificOutput.additionalContext``, within its budget in the host's tokens (recalld's
-estimate from above), with each item's id, provenance and drift state; a session is never given the same item twice; each injected memory is a use its token can
-settle; with no daemon or a bad payload the hook says nothing on stdout and exits 0."""
+estimate from above), with each item's id, provenance and drift state; a session is never
+given the same item twice; each injected memory is a use its token can settle; with no
+daemon or a bad payload the hook says nothing on stdout and exits 0."""
 
 from __future__ import annotations
 
