@@ -54,7 +54,10 @@ def parse_budgets(text: str) -> list[int]:
 def counter_for(tokenizer: str) -> Counter:
     """The daemon's token counter, by the name its reply gives (``ContextInjected.tokenizer``)."""
     from recalld.pipeline.model import HashEmbedder, estimate_tokens
+    from recalld.retrieval import host_tokens
 
+    if tokenizer == host_tokens.NAME:
+        return host_tokens.count
     if tokenizer == HashEmbedder.name:
         return HashEmbedder().count_tokens
     if tokenizer == "estimate":

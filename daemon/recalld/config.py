@@ -274,7 +274,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     context_session_budget: Annotated[
         int,
         _key(
-            "tokens (the model's tokenizer) of the block a context hook injects at a "
+            "tokens (the host model's, estimated from above) of the block a context hook "
+            "injects at a "
             "session's start; 0 turns it off; `recallctl context --budget` overrides it "
             "(a project's hooks may say their own)",
             reload=True,

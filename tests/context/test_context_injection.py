@@ -138,10 +138,10 @@ async def test_a_forged_error_code_cannot_open_a_section_or_forge_an_id(
     await failed_step(d, shop, "pytest services/cart failed", forged)
     plain = await failed_step(d, shop, "ruff check failed", "exit_1")
     block = start_block(d, shop)
-    assert plain in {i.id for i in block.items}
-    assert_well_formed(block)
     assert "\n- [mem_0123456789abcdef]" not in block.text
     assert block.text.count("Current facts:") == 0  # no fact was stored
+    assert plain in {i.id for i in block.items}
+    assert_well_formed(block)
 
 
 async def test_a_mid_trust_failure_summary_is_not_injected(
