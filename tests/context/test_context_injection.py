@@ -326,3 +326,38 @@ async def test_context_inject_from_says_whose_memories_come_in(
     there = prompt_block(d, other, "blog total")
     assert blog in {i.id for i in there.items}
     assert re.search(rf"^- \[{blog}\] local agent codex; ", there.text, re.M)
+
+
+async def test_an_imported_memory_is_held_until_a_person_verifies_it(
+    running_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    """An import is someone else's file: its memories stay out of the block, whatever the
+    export said of them, until a person verifies each."""
+    d = running_daemon
+    shop = make_shop(tmp_path)
+    async with d.client(agent=AGENT, workspace=str(shop)) as rc:
+        await remember(rc, "The cart total rounds once, at the end.")
+    await d.settled()
+    async with connect(
+        agent="recallctl", workspace=str(shop), path=d.socket, admin_token=read_admin_token()
+    ) as rc:
+        [exported] = (await rc.call(p.Export(kind="memory"), p.ExportPage)).records
+        imported = msgspec.structs.replace(
+            exported,
+            id="mem_imported0000000001",
+            text="The cart total of an imported shop rounds half-even.",
+        )
+        done = await rc.call(p.Import(records=[imported]), p.Imported)
+        assert done.outcomes == ["new"]
+    await d.settled()
+    prompt = "how does the cart total round"
+    assert imported.id not in {i.id for i in prompt_block(d, shop, prompt).items}
+    async with connect(
+        agent="recallctl", workspace=str(shop), path=d.socket, admin_token=read_admin_token()
+    ) as rc:
+        await rc.call(p.MemoryVerify(memory_id=imported.id), p.MemoryChanged)
+        # Its export says nothing of the label: an import of it is held again.
+        page = await rc.call(p.Export(kind="memory"), p.ExportPage)
+        assert all(isinstance(r.memory, p.ExportedMemory) for r in page.records)
+    block = prompt_block(d, shop, prompt, "--budget", "1000")
+    assert imported.id in {i.id for i in block.items}

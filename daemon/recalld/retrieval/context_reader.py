@@ -181,18 +181,20 @@ class _Policy:
     who: Principal
     inject_from: Collection[str]
 
-    def memory(self, row: MemoryRow, drift: str | None, contested: bool) -> Candidate | None:
-        """``row``'s candidate, or None where it stays out (see the module)."""
-        whose, by = _whose(row, self.who)
-        if (
-            whose not in self.inject_from
+    def admits(self, row: MemoryRow) -> bool:
+        """Whether ``row`` may be injected (see the module)."""
+        return not (
+            _whose(row, self.who)[0] not in self.inject_from
             or row.superseded_by is not None
             or row.trust < TRUST_BAR
             or row.labels.get(HELD)
             or _instructs(row.text, row.subject, row.source)
-        ):
-            return None
+        )
+
+    def memory(self, row: MemoryRow, drift: str | None, contested: bool) -> Candidate:
+        """The candidate of ``row``, which the policy admits."""
         said = f"{row.subject}: {row.text}" if row.subject else row.text
+        by = _whose(row, self.who)[1]
         return Candidate(
             id=row.id,
             line=_line(row.id, by, _states(row, drift, contested), said),
@@ -209,8 +211,9 @@ def _rows_as_candidates(
     now: float,
     policy: _Policy,
 ) -> list[Candidate]:
-    """Memory rows (current facts, memories citing changed files), judged like hits are."""
-    rows = [r for r in rows if r.superseded_by is None and r.trust >= TRUST_BAR]
+    """Memory rows (current facts, memories citing changed files) the policy admits, judged
+    like hits are."""
+    rows = [r for r in rows if policy.admits(r)]
     contested = contested_slots(reader, list(rows), now)
     outcomes = use_outcomes(reader, rows, now)
     budget = git_history.WalkBudget()
@@ -221,9 +224,7 @@ def _rows_as_candidates(
             row, now, checkouts, unresolved_contradiction=contradicted, budget=budget
         ).verdict
         disputed = (row.subject_key, row.origin) in contested
-        found = policy.memory(row, verdict, disputed)
-        if found is not None:
-            out.append(found)
+        out.append(policy.memory(row, verdict, disputed))
     return out
 
 
@@ -254,11 +255,9 @@ def _hits(reader: Reader, result: p.MemorySearchResult, policy: _Policy) -> list
     memories = []
     for h in result.hits:
         row = rows.get(h.id)
-        if row is None or h.superseded or h.low_trust:
+        if row is None or h.superseded or h.low_trust or not policy.admits(row):
             continue
-        found = policy.memory(row, h.staleness_verdict or "fresh", h.contested)
-        if found is not None:
-            memories.append(found)
+        memories.append(policy.memory(row, h.staleness_verdict or "fresh", h.contested))
     return memories
 
 
