@@ -217,7 +217,7 @@ async def test_capture_settles_by_the_policy(running_daemon: DaemonProcess) -> N
             rc, "npm ci failed: lockfile out of date", status="error", task_result=0.0
         )
         last = await capture(rc, "the last step, ok")
-    assert low.trust == pytest.approx(0.15) and not low.blocked
+    assert low.trust == pytest.approx(0.25) and not low.blocked
     assert hijack.trust == 0.0 and hijack.blocked
     states = await settled(
         running_daemon,

@@ -59,7 +59,7 @@ async def test_the_trust_floor_excludes_high_risk_content(running_daemon: Daemon
         strict = await search(rc, query="push main release", min_trust=1.0)
     assert ids(default) == [safe.record_id]
     assert set(ids(lowered)) == {risky.record_id, safe.record_id}
-    assert {ep.id: ep.trust for ep in lowered.results}[risky.record_id] == pytest.approx(0.15)
+    assert {ep.id: ep.trust for ep in lowered.results}[risky.record_id] == pytest.approx(0.25)
     assert ids(strict) == [safe.record_id]
     assert default.floor is not None and default.floor.min_trust == 0.3
     assert lowered.floor is not None and lowered.floor.min_trust == 0.1

@@ -1,4 +1,4 @@
-"""The scans that spare redaction and trust scoring most of their work: grouped by first
+"""The scans that spare redaction and the instruction scorer most of their work: grouped by first
 character, a trigger scan finds a trigger word exactly where the plain alternation of its
 words does; a redaction rule skipped for lacking its needs would have replaced nothing."""
 
@@ -12,8 +12,9 @@ from unittest.mock import patch
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from recalld.ingest import redact, trust
-from recalld.ingest.prefilter import any_word
+from recalld.domain import instructions
+from recalld.domain.prefilter import any_word
+from recalld.ingest import redact
 
 from tests.support.corpus import BENIGN_NOTES, INJECTIONS, PROSE, SECRETS
 
@@ -39,7 +40,7 @@ TRICKY = (
 WORD_LISTS = {
     "tricky": (TRICKY, re.MULTILINE),
     "redaction": (redact._TRIGGER_WORDS, 0),
-    "trust": (trust._TRIGGER_WORDS, 0),
+    "instructions": (tuple(re.escape(w) for ws in instructions._NEEDS.values() for w in ws), 0),
 }
 
 
@@ -86,19 +87,6 @@ def test_words_that_share_a_first_character_share_a_branch() -> None:
     assert any_word(("sk-", "secret", "x", r"\.a", r"\.b", "a?b", "ab")).pattern == (
         r"s(?:k-|ecret)|x|\.(?:a|b)|ab|a?b"
     )
-
-
-# Trust scoring's words as an anchored alternation: a line that starts with ">" as ^[ \t]*>.
-_ANCHORED = re.compile(
-    "|".join(r"^[ \t]*>" if w == r"\n[ \t]*>" else w for w in trust._TRIGGER_WORDS), re.M
-)
-
-
-@settings(max_examples=500, deadline=None)
-@given(st.lists(st.sampled_from(["\n", " ", "\t", ">", "a", "> q", "said", "x\n"]), max_size=10))
-def test_trust_finds_a_quoted_line_as_the_anchored_word_did(pieces: list[str]) -> None:
-    text = "".join(pieces)
-    assert (trust._TRIGGERS.search("\n" + text) is None) == (_ANCHORED.search(text) is None)
 
 
 def _odd_cases(text: str) -> list[str]:

@@ -1,4 +1,5 @@
-"""Finding 4: no text makes redaction, path scraping or trust scoring slower than linear.
+"""Finding 4: no text makes redaction, path scraping or trust scoring (and the instruction
+scorer in it) slower than linear.
 
 The reviewer's families ("token." repeated was cubic, "--token..." and "mysql " repeated
 quadratic, "+" repeated in path scraping quadratic) and more built the same way from every
@@ -18,6 +19,7 @@ import anyio
 import pytest
 from recall_client import protocol as p
 from recalld.domain.drift import scrape_paths
+from recalld.domain.instructions import instruction_signals
 from recalld.ingest.redact import redact
 from recalld.ingest.trust import assess
 
@@ -156,6 +158,17 @@ PIECES = [
     "pbkdf2_sha256$1$",
     "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0",
     "aB3/",
+    # base64 holding an issuer's prefix; hex under a key's name.
+    "Z2hwX",
+    "aZ2hwX",
+    "Z2hwX=",
+    "docF",
+    "key=",
+    "key=0f",
+    "_key: ",
+    "a key ",
+    "api key is ",
+    "0f",
     # What folding drops, expands or replaces.
     "\u200b",
     "a\u00ad",
@@ -167,8 +180,83 @@ PIECES = [
 ]
 SEPARATORS = ["", " ", "."]
 
+# The instruction scorer's own pieces (recalld.domain.instructions): the words its windows
+# start from and stop at, the spacing and punctuation its folding joins or drops, the marks
+# its command patterns scan from, and characters folding expands or drops.
+SCORER_PIECES = [
+    "ignore ",
+    "ignore all ",
+    "ignore previous ",
+    "previous ",
+    "instructions ",
+    "new instructions",
+    "ig-",
+    "a-",
+    "s ",
+    "s.",
+    "s y ",
+    "S.Y.",
+    "system",
+    "system:",
+    "\nsystem:",
+    "SYSTEM ",
+    "### system",
+    "<|",
+    "<|a|",
+    "[system]",
+    "[inst",
+    "you are now ",
+    "you are now in ",
+    "from now on ",
+    "act as ",
+    "you act ",
+    "as an ai ",
+    "note to the ",
+    "hey ",
+    "the assistant ",
+    "ai must ",
+    "do not tell ",
+    "reveal the ",
+    "reading ",
+    "curl ",
+    "curl x ",
+    "curl x | ",
+    "| ",
+    "|x",
+    "curl |",
+    "base64 -d ",
+    "bash <(",
+    'sh -c "$(',
+    "eval `",
+    "iex (",
+    "iex (new-object ",
+    "sudo -",
+    "send ",
+    "send the token ",
+    "token to ",
+    "exfiltrat",
+    "cat ",
+    "cat .env ",
+    "env | ",
+    "- [mem_",
+    "\n- [",
+    "current facts",
+    "current facts:\n",
+    "\u200b",
+    "a\u200b",
+    "\u202e",
+    "\U000e0041",
+    "\u0430",
+    "\uff53",
+    "\u5ffd\u7565",
+    "\u7cfb\u7edf:",
+    "\u0441\u0438\u0441\u0442\u0435\u043c\u0430:",
+    "e\u0301",
+]
+
 Scan = Callable[[str], object]
 SCANS: dict[str, Scan] = {"redact": redact, "scrape_paths": scrape_paths, "assess": assess}
+SCORER = "instruction_signals"
 
 
 def family(piece: str, size: int) -> str:
@@ -218,6 +306,24 @@ def test_every_family_is_linear_at_the_maximum_length(scan: str, piece: str) -> 
         assert full <= budget, f"{scan}: {unit!r} at {size} chars took {full:.2f}s"
         worst = max(worst, full)
     key = f"redos: {scan} slowest family at {size // 1000}k chars (ms)"
+    FIGURES[key] = max(FIGURES[key], round(worst * 1000))
+
+
+@pytest.mark.parametrize("piece", SCORER_PIECES, ids=[repr(piece) for piece in SCORER_PIECES])
+def test_every_family_of_the_instruction_scorer_is_linear(piece: str) -> None:
+    budget = BUDGET_S
+    worst = 0.0
+    for sep in SEPARATORS:
+        unit = piece + sep
+        part, full = growth(instruction_signals, unit, MAX_TEXT)
+        if part > 0.004:
+            assert full <= MAX_SPAN_GROWTH * part, (
+                f"{SCORER}: {unit!r} x{SPAN} length took {full / part:.1f}x ({part:.3f}s -> "
+                f"{full:.3f}s): superlinear"
+            )
+        assert full <= budget, f"{SCORER}: {unit!r} at {MAX_TEXT} chars took {full:.2f}s"
+        worst = max(worst, full)
+    key = f"redos: {SCORER} slowest family at {MAX_TEXT // 1000}k chars (ms)"
     FIGURES[key] = max(FIGURES[key], round(worst * 1000))
 
 

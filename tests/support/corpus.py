@@ -525,6 +525,20 @@ def _corpus() -> list[Secret]:
         f"pass\u200dword\u2060 = {pw[:7]}\u200c{pw[7:]}",
         pw[:7] + "\u200c" + pw[7:],
     )
+
+    # ---- Wrapped and generic: an issuer's token inside base64, hex under a key's name
+    t = "ghp_" + _g(ALNUM, 36)
+    wrapped = _b64(t.encode())
+    add("LEAK base64 ghp", f"echo {wrapped} | base64 -d > ~/.config/gh/token", wrapped)
+    t = "ghp_" + _g(ALNUM, 36)
+    wrapped = _b64(f"x-access-token:{t}".encode())
+    add("base64 ghp at another offset", f"extraheader value {wrapped} (see git config)", wrapped)
+    h = _g(HEX, 64)
+    add("LEAK hex key generic", f"key={h}", h)
+    h = _g(HEX, 32)
+    add("hex signing key in yaml", f'webhook:\n  signing_key: "{h}"', h)
+    h = _g(HEX, 64)
+    add("hex key in prose", f"the encryption key is {h} for the backups", h)
     return s
 
 
@@ -647,6 +661,17 @@ PROSE: list[str] = [
     "getUserProfileSettingsForAccount2024Beta is the new handler.",
     "Qm9vdHN0cmFwIHRoZSBjbHVzdGVyIHdpdGggdGhl is base64 of a sentence.",
     "git show 9fceb02d0ae598e95dc970b74767f19372d61af8 touched the parser.",
+    # Hex that is no key: a digest, a commit, a cache key, a public key, a key's id.
+    "sha256 of the release tarball is "
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855, checked in CI.",
+    "cache_key = 9f86d081884c7d659a2feaa0c55ad015 is the digest of the inputs.",
+    "public_key: 3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29 (ed25519)",
+    "key_id = 3f9a1c2e7b8d4a6f0e1c2b3a4d5e6f70 names the key in the KMS.",
+    "The monkey = 3f9a1c2e7b8d4a6f0e1c2b3a4d5e6f70 line is a test fixture's name.",
+    # base64 that decodes to no secret: a sentence naming a prefix, a PNG's first bytes.
+    "Z2hwXyB0b2tlbnMgYXJlIGNsYXNzaWMgR2l0SHViIFBBVHM= is base64 of a sentence.",
+    "The 1x1 PNG is iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9"
+    "awAAAABJRU5ErkJggg==",
     # Text in other scripts and forms: folded, it holds no secret either.
     "\u0422\u043e\u043a\u0435\u043d \u043e\u0431\u043d\u043e\u0432\u043b\u044f"
     "\u0435\u0442\u0441\u044f every 10 minutes.",

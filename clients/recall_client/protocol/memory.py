@@ -15,6 +15,7 @@ from .base import (
     Commit,
     DistortionTolerance,
     IdempotencyKey,
+    InstructionSignals,
     Labels,
     ListCursor,
     MemoryId,
@@ -839,6 +840,7 @@ class MemoryHit(Struct, kw_only=True, omit_defaults=True):
             )
         ),
     ] = False
+    instruction_signals: InstructionSignals = []
     use_token: Annotated[
         str, Meta(description="Pass to memory_record_use to record what became of this hit.")
     ]
@@ -1026,6 +1028,7 @@ class MemoryDetail(Struct, kw_only=True):
     pinned: bool
     trust: float
     low_trust: bool
+    instruction_signals: InstructionSignals = []
     eligibility: str
     ts: float
     created_at: float

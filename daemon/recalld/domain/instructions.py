@@ -20,7 +20,7 @@ in this order):
   characters beside Latin text, bidirectional controls (U+202A-202E, U+2066-2069), tag
   characters (U+E0000-E007F);
 - ``exfiltration``: "exfiltrate", or sending secrets (keys, tokens, credentials, an .env
-  file) to an address, a URL, a webhook or "me"; ``env | curl``, ``cat ~/.ssh/id_rsa | nc``;
+  file) to somewhere; ``env | curl``, ``cat ~/.ssh/id_rsa | nc``;
 - ``forged_structure``: text imitating the context hooks' block: a line starting
   ``- [mem_...`` (an id line) or one of the block's headings alone on a line.
 
@@ -29,9 +29,11 @@ each character is folded (NFKC: fullwidth and mathematical letters are ASCII one
 dropped; characters that show nothing dropped; Cyrillic, Greek and Armenian look-alikes
 made Latin, see ``glyphs``), letters spaced or dotted apart are joined (``s.y.s.t.e.m``,
 ``i g n o r e``), punctuation inside a word is dropped (``ig-nore``). Every pass and every
-pattern is linear in the text: folding is one pass, the patterns use possessive runs and
-windows of a bounded number of words, so the whole text is scanned, without a cap
-(tests/ingest/test_instruction_redos.py holds it to that).
+pattern is linear in the text: folding is one pass, the patterns use possessive runs,
+windows of a bounded number of words and command scans that stop at the next command, so
+the whole text is scanned, without a cap (tests/reliability/test_security_redos.py holds
+every family of the scorer's pieces to that). One scan for the words each signal needs
+spares the patterns for most texts.
 
 What it cannot catch: an order phrased as ordinary advice ("the release step is to run
 ./scripts/release.sh"), one in a language or an encoding it has no words for, one split
@@ -44,20 +46,17 @@ import re
 import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
+from typing import get_args
+
+from recall_client.protocol import InstructionSignal
 
 from .glyphs import CONFUSABLES, invisible
+from .prefilter import any_word
 
 __all__ = ["SIGNALS", "instruction_signals"]
 
-SIGNALS = (
-    "override",
-    "role_marker",
-    "addresses_assistant",
-    "pipe_to_shell",
-    "hidden_characters",
-    "exfiltration",
-    "forged_structure",
-)
+# The protocol names them (recall_client.protocol.InstructionSignal: memory hits carry them).
+SIGNALS: tuple[str, ...] = get_args(InstructionSignal)
 
 # ---- reading the text as it is seen
 
@@ -76,33 +75,42 @@ def _fold_char(ch: str, lower: bool) -> str:
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _LETTER = r"[^\W\d_]"
-# Three or more letters, each alone, one to three spacing or punctuation characters apart:
-# "s y s t e m", "s.y.s.t.e.m", "i-g-n-o-r-e". Each repetition fails within a few
-# characters, so a run is scanned once.
+# Three or more letters, each alone, the same one to three spacing or punctuation characters
+# apart: "s y s t e m", "s.y.s.t.e.m", "i-g-n-o-r-e" (the same, so "i.g.n.o.r.e a.l.l" stays
+# two words). Each repetition fails within a few characters, so a run is scanned once.
 _SPACED = re.compile(
-    rf"(?<!{_LETTER}){_LETTER}(?:[ \t.\-_*\u00b7,/|+~]{{1,3}}{_LETTER}(?!{_LETTER})){{2,}}"
+    rf"(?<!{_LETTER}){_LETTER}([ \t.\-_*\u00b7,/|+~]{{1,3}}){_LETTER}(?!{_LETTER})"
+    rf"(?:\1{_LETTER}(?!{_LETTER}))+"
 )
 _NOT_LETTER = re.compile(rf"(?:(?!{_LETTER}).)+")
 # Punctuation inside a word: "ig-nore", "in_structions", "pre.vious".
 _IN_WORD = re.compile(rf"(?<={_LETTER})[-_.'\u2019*~^`|/\\]++(?={_LETTER})")
 
 
-def _fold(text: str, lower: bool) -> str:
+def _fold_chars(text: str, lower: bool) -> str:
+    """Each character of ``text`` folded (see _fold_char)."""
     if text.isascii():
-        folded = text.lower() if lower else text
-    else:
-        out: list[str] = []
-        done = 0
-        for run in _NON_ASCII.finditer(text):
-            start, end = run.span()
-            ascii_part = text[done:start]
-            out.append(ascii_part.lower() if lower else ascii_part)
-            out.extend(_fold_char(ch, lower) for ch in text[start:end])
-            done = end
-        tail = text[done:]
-        out.append(tail.lower() if lower else tail)
-        folded = "".join(out)
+        return text.lower() if lower else text
+    out: list[str] = []
+    done = 0
+    for run in _NON_ASCII.finditer(text):
+        start, end = run.span()
+        ascii_part = text[done:start]
+        out.append(ascii_part.lower() if lower else ascii_part)
+        out.extend(_fold_char(ch, lower) for ch in text[start:end])
+        done = end
+    tail = text[done:]
+    out.append(tail.lower() if lower else tail)
+    return "".join(out)
+
+
+def _join_spaced(folded: str) -> str:
     return _SPACED.sub(lambda m: _NOT_LETTER.sub("", m.group()), folded)
+
+
+def _fold(text: str, lower: bool) -> str:
+    """``text`` as the patterns read it: folded, letters spaced apart joined."""
+    return _join_spaced(_fold_chars(text, lower))
 
 
 # Between two words of a phrase: any run of spacing and punctuation.
@@ -136,9 +144,9 @@ _ADDRESSEES = _words(
 
 # Override: a verb of dropping, then what is dropped: the earlier instructions.
 _DROP = _words(
+    # Stems: "ignor" is also ignoring, ignoriere, ignora, ignorez, ignoruj.
     "ignor", "disregard", "forget", "forgot", "overrid", "overrul", "bypass", "discard", "neglect",
-    "ignoriere", "vergiss", "ignora", "ignorez", "ignorer", "oublie", "oubliez", "olvida",
-    "esquece", "ignoruj", "игнорируй", "проигнорируй", "забудь", "игнорировать",
+    "vergiss", "oubli", "olvida", "esquece", "игнор", "проигнор", "забудь",
 )  # fmt: skip
 _EARLIER = _words(
     "previous", "prior", "above", "earlier", "preceding", "foregoing", "former", "original",
@@ -154,8 +162,8 @@ _ORDERS = _words(
 _AFTER = _words("above", "before", "previously", "so far", "until now", "earlier")
 
 _OVERRIDE = [
-    re.compile(rf"\b(?:{_DROP})\w{{0,6}}+{_gap(6)}(?:{_EARLIER})\w{{0,4}}+{_gap(2)}(?:{_ORDERS})"),
-    re.compile(rf"\b(?:{_DROP})\w{{0,6}}+{_gap(3)}(?:{_ORDERS})\w{{0,6}}+{_gap(2)}(?:{_AFTER})\b"),
+    re.compile(rf"\b(?:{_DROP})\w{{0,8}}+{_gap(6)}(?:{_EARLIER})\w{{0,4}}+{_gap(2)}(?:{_ORDERS})"),
+    re.compile(rf"\b(?:{_DROP})\w{{0,8}}+{_gap(3)}(?:{_ORDERS})\w{{0,6}}+{_gap(2)}(?:{_AFTER})\b"),
     re.compile(
         rf"\b(?:new|updated|real|actual|revised|true){_S}(?:system{_S})?instructions?[ \t]*+:"
     ),
@@ -195,6 +203,15 @@ _ROLE_MARKER_LOW = re.compile(
 )
 _ROLE_MARKER_CASED = re.compile(rf"(?<!{_LETTER})(?:{_ROLES_UPPER})[ \t]*+:(?!//)")
 
+# "You are now" in other languages.
+_YOU_ARE_NOW = (
+    "ты теперь", "вы теперь", "tu es maintenant", "vous êtes maintenant", "du bist jetzt",
+    "du bist nun", "ahora eres", "ora sei", "agora você é", "你现在是", "あなたは今",
+)  # fmt: skip
+_MODALS = (
+    "must", "should", "shall", "need", "has", "is", "never", "always", "do", "dont", "forget",
+    "ignore",
+)  # fmt: skip
 _ADDRESSES = [
     re.compile(
         rf"\b(?:you{_S}are|youre|you{_S}re|u{_S}r){_S}now{_S}"
@@ -204,10 +221,9 @@ _ADDRESSES = [
     re.compile(rf"\bfrom{_S}now{_S}on{_S}(?:\w++{_S}){{0,1}}?(?:you|{_ADDRESSEES})\b"),
     re.compile(rf"\b(?:pretend|roleplay|role{_S}play){_S}(?:to{_S}be|you{_S}are|that{_S}you)\b"),
     re.compile(
-        rf"(?:^|[.!?:;,]|\byou\b(?:{_S}(?:will|must|should|shall|now|to|can))?|\bplease|\bnow)"
-        rf"[ \t]*+act{_S}as\b",
-        re.MULTILINE,
+        rf"\b(?:you(?:{_S}(?:will|must|should|shall|now|to|can))?|please|now)[ \t]*+act{_S}as\b"
     ),
+    re.compile(rf"(?:^|[.!?:;,])[ \t]*+act{_S}as\b", re.MULTILINE),
     re.compile(rf"\bas{_S}an?{_S}(?:{_ADDRESSEES}){_gap(2)}you\b"),
     re.compile(
         rf"\b(?:note|message|instructions?|attention|reminder|memo|hint|warning){_S}(?:to|for)"
@@ -218,7 +234,7 @@ _ADDRESSES = [
     re.compile(rf"\bwhen{_S}you{_S}read{_S}this\b"),
     re.compile(rf"\bif{_S}you{_S}are{_S}an?{_S}(?:{_ADDRESSEES}|agent)\b"),
     re.compile(
-        rf"\b(?:the{_S})?(?:{_ADDRESSEES})[\W_]{{0,3}}+(?:must|should|shall|will|needs?{_S}to"
+        rf"\b(?:the{_S})?(?:{_ADDRESSEES})[\W_]{{0,3}}+(?:must|should|shall|needs?{_S}to"
         rf"|has{_S}to|is{_S}required{_S}to|never|always|do{_S}not|dont|forget|ignore)\b"
     ),
     re.compile(
@@ -229,9 +245,7 @@ _ADDRESSES = [
         rf"\b(?:reveal|print|show|output|repeat|leak|dump|disclose){_gap(2)}"
         rf"(?:system{_S}prompt|hidden{_S}(?:prompt|instructions)|initial{_S}instructions)"
     ),
-    re.compile(_words("ты теперь", "вы теперь", "tu es maintenant", "vous êtes maintenant",
-                      "du bist jetzt", "du bist nun", "ahora eres", "ora sei", "agora você é",
-                      "你现在是", "あなたは今")),
+    re.compile(_words(*_YOU_ARE_NOW)),
 ]  # fmt: skip
 
 _FETCH = r"curl|wget|fetch|iwr|irm|invoke-webrequest|invoke-restmethod|aria2c|httpie|xh"
@@ -280,9 +294,8 @@ _EXFILTRATION = [
     re.compile(r"\bexfiltrat"),
     re.compile(
         rf"\b(?:send|post|upload|e?mail|forward|transmit|leak)\w{{0,3}}+{_gap(5)}"
-        rf"(?:{_SECRETS})\b(?:{_S}\w++){{0,6}}?{_S}to{_S}(?:\w++{_S}){{0,2}}?"
-        r"(?:me|us|webhook|https?|pastebin|paste|gist|attacker|external|ngrok|requestbin"
-        r"|pipedream|discord|telegram|\w++@\w)"
+        # Somewhere: "send the token in the Authorization header" is how a client works.
+        rf"(?:{_SECRETS})\b(?:{_S}\w++){{0,6}}?{_S}to{_S}\w"
     ),
 ]
 # Secrets dumped into a network command on one line.
@@ -314,24 +327,127 @@ def _dumps_secrets(low: str) -> bool:
     return False
 
 
-def _any(patterns: list[re.Pattern[str]], text: str) -> bool:
+def _found(patterns: list[re.Pattern[str]], text: str) -> bool:
     return any(p.search(text) for p in patterns)
+
+
+# ---- sparing the patterns
+#
+# Every match of a signal's patterns holds one of the signal's needs: a word of it in the
+# text squashed (folded, lowercase, every character but letters and digits dropped, so a
+# phrase is its words run together and no spacing or punctuation trick hides it), or a
+# mark of it in the folded text. One scan of the squashed text for all of them spares the
+# patterns for the many texts that hold none; tests/ingest/test_instructions.py checks
+# the needs against the patterns.
+_NOT_ALNUM = re.compile(r"[\W_]+")
+_ASCII_NOT_ALNUM = str.maketrans(
+    "", "", "".join(c for c in map(chr, range(128)) if not c.isalnum())
+)
+
+
+def _squash(folded: str) -> str:
+    if folded.isascii():
+        return folded.translate(_ASCII_NOT_ALNUM)
+    return _NOT_ALNUM.sub("", folded)
+
+
+def _squashed(*texts: str) -> tuple[str, ...]:
+    return tuple(_squash(_fold(t, lower=True)) for t in texts)
+
+
+_ADDRESSEE_NAMES = ("assistant", "llm", "language", "claude", "chatgpt", "copilot", "codex",
+                    "gemini", "coding")  # fmt: skip
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "override": (
+        "ignor", "disregard", "forget", "forgot", "overrid", "overrul", "bypass", "discard",
+        "neglect", "vergiss", "oubli", "olvida", "esquece", "instruction",
+        *_squashed("игнор", "проигнор", "забудь", "忽略", "无视", "無視", "忘记", "忘掉", "忽視"),
+    ),
+    "role_marker": (
+        "inst", "sys", "assistant", "human", "imstart", "imend", "ofturn", "instruction",
+        "response", *_squashed(*_ROLE_WORDS),
+    ),
+    "addresses_assistant": (
+        "renow", "urnow", "fromnowon", "pretend", "roleplay", "actas", "asa", "readingthis",
+        "youreadthis", "youarea", "systemprompt", "hiddenprompt",
+        "hiddeninstructions", "initialinstructions", "aimodel", "aiagent", *_ADDRESSEE_NAMES,
+        *(f"{w}{to}" for w in ("note", "message", "instruction", "instructions", "attention",
+                               "reminder", "memo", "hint", "warning") for to in ("to", "for")),
+        *(f"{w}ai" for w in ("dear", "attention", "hey", "hello", "hi")),
+        *(f"ai{m}" for m in _MODALS), *_squashed(*_YOU_ARE_NOW),
+        *(f"{no}{verb}" for no in ("not", "dont", "never", "without")
+          for verb in ("tell", "inform", "notify", "mention", "ask", "alert", "warn")),
+    ),
+    "pipe_to_shell": ("iex", "invokeexpression"),
+    "exfiltration": (
+        "exfiltrat", "send", "post", "upload", "mail", "forward", "transmit", "leak",
+    ),
+    "forged_structure": (
+        "currentfacts", "relevantmemories", "unresolvedfailuresofthelastsession",
+        "memoriescitingfiles",
+    ),
+}  # fmt: skip
+# The marks, looked for in the folded text.
+_MARKS: dict[str, tuple[str, ...]] = {
+    "role_marker": ("<|",),
+    "pipe_to_shell": ("|", "<(", "$(", "`"),
+    "exfiltration": ("|",),
+    "forged_structure": ("[",),
+}
+# One scan for every need (words grouped by first character, see .prefilter), then, where
+# one is found, a scan per signal.
+_ANY_NEED = any_word([re.escape(w) for w in dict.fromkeys(w for ws in _NEEDS.values() for w in ws)])
+_SIGNAL_NEEDS = {
+    name: any_word([re.escape(w) for w in dict.fromkeys(needs)]) for name, needs in _NEEDS.items()
+}
+# Every mark holds one of these.
+_MARK = re.compile(r"[|\[`]|[<$]\(")
+
+
+def _wanted(folded: str) -> set[str]:
+    """The signals whose needs the folded text holds (its squashed form a word, or itself
+    a mark)."""
+    wanted: set[str] = set()
+    if _MARK.search(folded) is not None:
+        wanted = {name for name, marks in _MARKS.items() if any(m in folded for m in marks)}
+    squashed = _squash(folded)
+    if _ANY_NEED.search(squashed) is not None:
+        wanted.update(
+            name
+            for name, needs in _SIGNAL_NEEDS.items()
+            if name not in wanted and needs.search(squashed) is not None
+        )
+    return wanted
 
 
 def instruction_signals(text: str) -> tuple[str, ...]:
     """Names of the instruction-shaped signals found in text, in a fixed order; () when none."""
-    cased = _fold(text, lower=False)
-    low = _fold(text, lower=True)
+    hidden = not text.isascii() and _HIDDEN.search(text) is not None
+    folded = _fold_chars(text, lower=True)
+    wanted = _wanted(folded)
+    if not wanted:
+        return ("hidden_characters",) if hidden else ()
+    low = _join_spaced(folded)
     words = _IN_WORD.sub("", low)
-    checks: dict[str, Callable[[], bool]] = {
-        "override": lambda: _any(_OVERRIDE, words),
-        "role_marker": lambda: bool(
-            _ROLE_MARKER_LOW.search(low) or _ROLE_MARKER_CASED.search(cased)
-        ),
-        "addresses_assistant": lambda: _any(_ADDRESSES, words),
-        "pipe_to_shell": lambda: _PIPE_TO_SHELL.search(low) is not None,
-        "hidden_characters": lambda: not text.isascii() and _HIDDEN.search(text) is not None,
-        "exfiltration": lambda: _any(_EXFILTRATION, words) or _dumps_secrets(low),
-        "forged_structure": lambda: _FORGED_STRUCTURE.search(low) is not None,
-    }
-    return tuple(name for name in SIGNALS if checks[name]())
+    found = {name for name in wanted if _CHECKS[name](text, low, words)}
+    if hidden:
+        found.add("hidden_characters")
+    return tuple(name for name in SIGNALS if name in found)
+
+
+def _role_marker(text: str, low: str, words: str) -> bool:
+    if _ROLE_MARKER_LOW.search(low) is not None:
+        return True
+    return ":" in low and _ROLE_MARKER_CASED.search(_fold(text, lower=False)) is not None
+
+
+# Each signal but hidden_characters (read from the text as sent): found in (text, the
+# folded text, its words).
+_CHECKS: dict[str, Callable[[str, str, str], bool]] = {
+    "override": lambda _text, _low, words: _found(_OVERRIDE, words),
+    "role_marker": _role_marker,
+    "addresses_assistant": lambda _text, _low, words: _found(_ADDRESSES, words),
+    "pipe_to_shell": lambda _text, low, _words: _PIPE_TO_SHELL.search(low) is not None,
+    "exfiltration": lambda _text, low, words: _found(_EXFILTRATION, words) or _dumps_secrets(low),
+    "forged_structure": lambda _text, low, _words: _FORGED_STRUCTURE.search(low) is not None,
+}

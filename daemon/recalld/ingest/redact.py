@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .prefilter import any_word
+from ..domain.prefilter import any_word
 from .textfold import fold
 
 __all__ = ["redact"]
@@ -169,6 +169,73 @@ def _random_key(m: re.Match[str]) -> bool:
         return False
     decoded = base64.b64decode(value)
     return sum(32 <= b < 127 or b in (9, 10, 13) for b in decoded) * 10 < len(decoded) * 9
+
+
+# Issuer prefixes whose token is worth finding inside base64 (a token base64-encoded into a
+# config file, a Kubernetes secret, an "echo ... | base64 -d").
+_WRAPPED_PREFIXES = (
+    "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xoxb-", "xoxp-",
+    "sk-ant-", "sk-proj-", "AKIA", "ASIA", "AIza", "npm_", "dckr_pat_", "sk_live_",
+    "-----BEGIN",
+)  # fmt: skip
+
+
+def _base64_marks(prefix: bytes) -> list[str]:
+    """The base64 characters ``prefix`` alone decides, at each of the three places (byte
+    offsets mod 3) it can start at in the encoded bytes: a base64 text holds one of them
+    wherever it holds the prefix."""
+    marks = []
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + prefix + bytes(3)).decode()
+        first, end = 8 * offset, 8 * (offset + len(prefix))
+        # Character i carries bits 6i..6i+6 of the bytes.
+        marks.append(
+            "".join(c for i, c in enumerate(encoded) if 6 * i >= first and 6 * i + 6 <= end)
+        )
+    return marks
+
+
+_BASE64_MARKS = tuple(
+    dict.fromkeys(m for prefix in _WRAPPED_PREFIXES for m in _base64_marks(prefix.encode()))
+)
+
+
+def _wraps_secret(m: re.Match[str]) -> bool:
+    """A base64 run whose decoded text holds a secret redaction finds (redaction runs on the
+    decoded text, three quarters of the run's length: the work stays linear in the text)."""
+    run = m.group().rstrip("=")
+    # A lone last character holds no whole byte; missing padding is put back.
+    run = run[: len(run) - 1] if len(run) % 4 == 1 else run
+    run += "=" * (-len(run) % 4)
+    try:
+        decoded = base64.b64decode(run, validate=True).decode("utf-8", "replace")
+    except ValueError:  # not base64 (binascii.Error)
+        return False
+    return bool(redact(decoded)[1])
+
+
+# A key named for what it is, holding hex: its key words that say it is no secret (a cache
+# key is a digest of inputs, a public key is meant to be shared).
+_NOT_SECRET_KEY = frozenset(
+    "cache public pub id ids hash digest checksum sha etag commit ref idempotency primary "
+    "foreign sort partition lookup object row dedup file path name url".split()
+)
+
+
+# Key names written as one word.
+_KEY_COMPOUNDS = (
+    "apikey", "secretkey", "privatekey", "accesskey", "masterkey", "signingkey",
+    "encryptionkey", "hmackey", "authkey",
+)  # fmt: skip
+
+
+def _secret_hex_key(m: re.Match[str]) -> bool:
+    """A key whose last word is "key" ("monkey" is not one), none of them saying it is no
+    secret."""
+    key = m.group("key")
+    words = _key_words(key)
+    names_a_key = "key" in words or key.lower().endswith(_KEY_COMPOUNDS)
+    return names_a_key and not (_NOT_SECRET_KEY & words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,6 +547,33 @@ _RULES: list[_Rule] = [
         re.compile(r"(?i)(?<![\w-])(?:set-)?cookie[ \t]*+:[ \t]*+([^\s=;,\"'`]++=[^\r\n\"'`]++)"),
         1,
         needs=("cookie",),
+    ),
+    # A token of an issuer above, base64-encoded: a run holding one of the characters its
+    # prefix decides, decoded and redacted in turn. The run is matched whole from its start
+    # and the marks looked for inside it (a lookahead), so a long run is scanned once.
+    _Rule(
+        "base64_secret",
+        re.compile(
+            r"(?<![A-Za-z0-9+/])(?=[A-Za-z0-9+/]*?(?:"
+            + "|".join(map(re.escape, _BASE64_MARKS))
+            + r"))[A-Za-z0-9+/]{24,}+={0,2}"
+        ),
+        check=_wraps_secret,
+        needs=tuple(dict.fromkeys(re.escape(m.lower()) for m in _BASE64_MARKS)),
+    ),
+    # KEY=..., signing_key: ..., "the encryption key is ...": a key holding 32 or more hex
+    # digits (a git SHA or a digest in prose names no key; a cache key or a public key is no
+    # secret).
+    _Rule(
+        "hex_key",
+        re.compile(
+            r"(?i)(?<![A-Z0-9_.-])(?P<key>[A-Z0-9_.-]++(?<=key)|[A-Z0-9]++[ ]key)"
+            r"(?:[\"']?[ \t]*+[:=]|[ \t]++(?:is|was)\b)[ \t]*+[\"']?"
+            r"(?P<value>[0-9A-F]{32,}+)(?![0-9A-Z])"
+        ),
+        "value",
+        _secret_hex_key,
+        needs=(r"key[\"']?[ \t]*[:=]", r"key[ \t]+(?:is|was)"),
     ),
     # ---- credentials by their place
     # scheme://user:password@host (user may be empty: redis://:pw@host): keep user and host.

@@ -9,7 +9,7 @@ from recall_client import protocol as p
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import Reader
-from .memory_rows import LOW_TRUST, contender, owner_of, summary
+from .memory_rows import LOW_TRUST, contender, instruction_flags, owner_of, summary
 from .staleness import Checkouts, staleness
 from .use_outcomes import use_outcomes
 
@@ -65,6 +65,7 @@ def memory_detail(reader: Reader, who: Principal, req: p.MemoryShow) -> p.Memory
         pinned=row.pinned,
         trust=row.trust,
         low_trust=row.trust < LOW_TRUST,
+        instruction_signals=instruction_flags(row.text),
         eligibility=row.eligibility,
         ts=row.ts,
         created_at=row.created_at,

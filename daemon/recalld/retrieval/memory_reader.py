@@ -42,7 +42,15 @@ from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import Filter, MemoryRow, Reader
 from .fusion import RRF_K, Candidate, PendingVector, QueryVector, retrieve
-from .memory_rows import LOW_TRUST, contender, contested_slots, memory_filter, owner_of, summary
+from .memory_rows import (
+    LOW_TRUST,
+    contender,
+    contested_slots,
+    instruction_flags,
+    memory_filter,
+    owner_of,
+    summary,
+)
 from .rerank import Reranker
 from .staleness import Checkouts, staleness
 from .terms import Coverage, fts_tokens, make_snippet, query_terms
@@ -433,6 +441,7 @@ class MemoryReader:
                 contested=False,
                 authority=row.authority,
                 low_trust=row.trust < LOW_TRUST,
+                instruction_signals=instruction_flags(row.text),
                 use_token=use_tokens.issue(key, row.id, now),
                 expanded=expanded,
             )

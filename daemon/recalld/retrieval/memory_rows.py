@@ -1,6 +1,7 @@
 """What every memory read shares (memory_search, memory_show, memory_list, the context
 hooks): the reader contract of memory reads, whose a row is, a fact's contest, the bar under
-which a text is flagged low-trust, and a memory's one-line summary."""
+which a text is flagged low-trust, the instruction signals it is flagged with, and a
+memory's one-line summary."""
 
 from __future__ import annotations
 
@@ -8,15 +9,18 @@ import functools
 import os
 import pwd
 from collections.abc import Sequence
+from typing import get_args
 
 from recall_client import protocol as p
 
+from ..domain.instructions import instruction_signals
 from ..store.port import Fact, Filter, MemoryRow, Reader
 
 __all__ = [
     "LOW_TRUST",
     "contender",
     "contested_slots",
+    "instruction_flags",
     "memory_filter",
     "owner_of",
     "summary",
@@ -24,6 +28,15 @@ __all__ = [
 
 # Trust below this (text that instructs its reader, risky sources) is flagged low_trust.
 LOW_TRUST = 0.8
+
+
+_SIGNALS: dict[str, p.InstructionSignal] = {s: s for s in get_args(p.InstructionSignal)}
+
+
+def instruction_flags(text: str) -> list[p.InstructionSignal]:
+    """What in a memory's text reads as orders to its reader (``domain.instructions``), as
+    its hit and its detail carry it: found, still served, never to be followed."""
+    return [_SIGNALS[name] for name in instruction_signals(text)]
 
 
 @functools.cache
