@@ -2,10 +2,10 @@
 
 At a session's start: the workspace's current facts, its last session's failed steps no
 verdict has judged, the memories citing files that commits changed since that session, and
-the lessons for the branch and those files. At
-a prompt: the facts, memories and lessons relevant to it. Memories are ranked by
-memory_search itself (:class:`MemoryReader`, the same reader contract and scores), lessons
-by get_execution_context; :mod:`.context_pack` dedupes and fits them.
+the lessons for the branch and those files. At a prompt: the facts, memories and lessons
+relevant to it. Memories are ranked by memory_search itself (:class:`MemoryReader`, the
+same reader contract and scores), lessons by get_execution_context; :mod:`.context_pack`
+dedupes and fits them.
 
 The block is data put before a model unasked, so what it holds is chosen and written for
 that (docs/security.md, "Injection"):
@@ -20,7 +20,7 @@ that (docs/security.md, "Injection"):
   page, a tool's output) stays out until a person verifies it (memory_verify with the
   admin token: ``recallctl ui``'s verify);
 - **one rendering**: the preamble, the line a model reads first, says that what follows is
-  recorded notes to check, not instructions; every line is ``- [id] who, how it stands:
+  recorded notes to check, not instructions; every line is ``- [id] who; how it stands:
   "what it says"``, each field made one line, clipped, its control, format (zero-width,
   bidirectional) and separator characters blanked and the block's own syntax (brackets,
   the quote) replaced, so stored text can neither open a section nor forge an id or a
