@@ -46,6 +46,8 @@ def _values(t: Any) -> str:
         return ("integer" if whole else "number") + (" " + ", ".join(bounds) if bounds else "")
     if isinstance(t, inspect.DictType) and isinstance(t.value_type, inspect.StructType):
         return "tables of " + ", ".join(f"`{f.name}`" for f in t.value_type.fields)
+    if isinstance(t, inspect.VarTupleType):
+        return f"a list of {_values(t.item_type)} (the environment variable's as JSON)"
     return "text"
 
 

@@ -6,7 +6,7 @@ UserPromptSubmit payload's: a ``context_block`` in the query's workspace, each q
 session of its own (nothing was given before). Its evidence recall is the share of the
 query's relevant ids among the memories the block carries. The baseline asks memory_search
 (the agent's own call, its default floor) for up to 50 hits and keeps them best first, each as
-the line ``- [id] text``, while their tokens (the daemon's tokenizer, as the reply names it)
+the line ``- [id] text``, while their tokens (the host-token estimate the daemon counts with)
 fit the budget; its evidence recall is counted the same way. The block pays for its preamble
 and headings out of the same budget; the baseline pays for nothing but its lines.
 """
@@ -52,22 +52,16 @@ def parse_budgets(text: str) -> list[int]:
 
 
 def counter_for(tokenizer: str) -> Counter:
-    """The daemon's token counter, by the name its reply gives (``ContextInjected.tokenizer``)."""
-    from recalld.pipeline.model import HashEmbedder, estimate_tokens
+    """The daemon's token counter, by the name its reply gives (``ContextInjected.tokenizer``).
 
-    if tokenizer == HashEmbedder.name:
-        return HashEmbedder().count_tokens
-    if tokenizer == "estimate":
-        return lambda texts: [estimate_tokens(t) for t in texts]
-    from recalld.pipeline.bundled_model import bundled_model_path
-    from tokenizers import Tokenizer
+    Raises:
+        ValueError: a daemon counting otherwise (an older recalld).
+    """
+    from recalld.retrieval import host_tokens
 
-    counting = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
-    counting.no_truncation()
-    counting.no_padding()
-    return lambda texts: [
-        len(e.ids) for e in counting.encode_batch(list(texts), add_special_tokens=False)
-    ]
+    if tokenizer != host_tokens.NAME:
+        raise ValueError(f"the daemon counts with {tokenizer!r}, not {host_tokens.NAME!r}")
+    return host_tokens.count
 
 
 def top_k_cut(hits: Sequence[p.MemoryHit], budget: int, count: Counter) -> tuple[list[str], int]:

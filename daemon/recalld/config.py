@@ -11,7 +11,15 @@ from msgspec import Meta
 from recall_client import paths
 from recall_client.protocol import MAX_FRAME
 
-__all__ = ["ENV", "RELOADABLE", "ConfigError", "Settings", "WorkspaceSettings", "load_settings"]
+__all__ = [
+    "ENV",
+    "RELOADABLE",
+    "ConfigError",
+    "InjectFrom",
+    "Settings",
+    "WorkspaceSettings",
+    "load_settings",
+]
 
 
 class ConfigError(ValueError):
@@ -33,6 +41,10 @@ def _key(
 
 MAX_BUDGET = 20_000
 
+# Whose memories a context hook may inject: the asking agent's own, this user's other
+# agents', other people's team memory.
+InjectFrom = Literal["self", "local_agents", "team"]
+
 
 class WorkspaceSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One workspace's own values (``[workspace."ID or PATH"]``); a key left out is the
@@ -40,6 +52,7 @@ class WorkspaceSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
 
     context_session_budget: Annotated[int, Meta(ge=0, le=MAX_BUDGET)] | None = None
     context_prompt_budget: Annotated[int, Meta(ge=0, le=MAX_BUDGET)] | None = None
+    context_inject_from: tuple[InjectFrom, ...] | None = None
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -271,7 +284,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     context_session_budget: Annotated[
         int,
         _key(
-            "tokens (the model's tokenizer) of the block a context hook injects at a "
+            "tokens (the host model's, estimated from above) of the block a context hook "
+            "injects at a "
             "session's start; 0 turns it off; `recallctl context --budget` overrides it "
             "(a project's hooks may say their own)",
             reload=True,
@@ -288,11 +302,23 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             le=MAX_BUDGET,
         ),
     ] = 600
+    context_inject_from: Annotated[
+        tuple[InjectFrom, ...],
+        _key(
+            "whose memories the context hooks inject: `self` (the asking agent's own), "
+            "`local_agents` (this user's other agents', and the lessons), `team` (other "
+            "people's team memory, each line under its owner's name); `[]` injects none "
+            "(memory_search still finds them all)",
+            reload=True,
+            shown='`["self", "local_agents", "team"]`',
+        ),
+    ] = ("self", "local_agents", "team")
     workspace: Annotated[
         dict[str, WorkspaceSettings],
         _key(
-            "one workspace's own context_session_budget and context_prompt_budget (0 turns "
-            'it off there): `[workspace."github.com/acme/shop"]`, the workspace\'s identity '
+            "one workspace's own context_session_budget, context_prompt_budget (0 turns "
+            "it off there) and context_inject_from: "
+            '`[workspace."github.com/acme/shop"]`, the workspace\'s identity '
             'as `recallctl workspaces` lists it, or `[workspace."/home/me/src/shop"]`, its '
             "checkout's top level; the environment variable takes the tables as JSON",
             reload=True,
@@ -317,6 +343,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         """The context block's budget for ``workspace`` (its identity; ``path``: its checkout,
         "" when none): its own table's (by identity, else by path), else the daemon's."""
         key = "context_session_budget" if session_start else "context_prompt_budget"
+        return int(self._of_workspace(key, workspace, path))
+
+    def inject_from(self, workspace: str, path: str) -> tuple[InjectFrom, ...]:
+        """Whose memories the context hooks inject in ``workspace`` (found as
+        context_budget's)."""
+        found: tuple[InjectFrom, ...] = self._of_workspace("context_inject_from", workspace, path)
+        return found
+
+    def _of_workspace(self, key: str, workspace: str, path: str) -> Any:
+        """``key`` in ``workspace``'s own table (by identity, else by its checkout's path),
+        else the daemon's."""
         own = self.workspace.get(workspace)
         if own is None and path:
             here = os.path.normpath(path)
@@ -329,8 +366,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
                 ),
                 None,
             )
-        value: int | None = getattr(own, key) if own is not None else None
-        return value if value is not None else int(getattr(self, key))
+        value = getattr(own, key) if own is not None else None
+        return value if value is not None else getattr(self, key)
 
     def __post_init__(self) -> None:
         if self.database_connection_limit < self.search_workers + 4:
@@ -381,12 +418,12 @@ def _tables() -> frozenset[str]:
         for f in info.fields
         if isinstance(
             f.type.type if isinstance(f.type, msgspec.inspect.Metadata) else f.type,
-            msgspec.inspect.DictType,
+            (msgspec.inspect.DictType, msgspec.inspect.VarTupleType),
         )
     )
 
 
-# Keys whose value is a table of tables (the environment gives them as JSON).
+# Keys whose value is a table or a list (the environment gives them as JSON).
 _TABLES = _tables()
 
 

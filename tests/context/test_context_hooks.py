@@ -1,10 +1,10 @@
 """The context hooks end to end: Claude Code's SessionStart and UserPromptSubmit payloads
 through the real ``recallctl context`` (the command ``recallctl connect`` wires), against a
 real daemon, in a git checkout with commits. The block is the host's
-``hookSpecificOutput.additionalContext``, within its budget by the daemon's tokenizer (the
-hash embedder's here, counted again by the test), with each item's id and drift state; a
-session is never given the same item twice; each injected memory is a use its token can
-settle; with no daemon or a bad payload the hook says nothing on stdout and exits 0."""
+``hookSpecificOutput.additionalContext``, within its budget in the host's tokens (recalld's
+estimate from above), with each item's id, provenance and drift state; a session is never
+given the same item twice; each injected memory is a use its token can settle; with no
+daemon or a bad payload the hook says nothing on stdout and exits 0."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from typing import Any
 import msgspec
 import pytest
 from recall_client import protocol as p
-from recalld.pipeline.model import HashEmbedder
+from recalld.retrieval import host_tokens
+from recalld.retrieval.host_tokens import estimate
 
 from tests.support.context import AGENT, context_hook, hook_payload, item_ids, make_shop, remember
 from tests.support.daemon import DaemonProcess
@@ -27,7 +28,6 @@ from tests.support.git import git
 pytestmark = pytest.mark.both_backends
 
 OLD_SESSION = "4d1c8a2e-old-session"
-count = HashEmbedder().count_tokens
 
 
 def additional_context(out: subprocess.CompletedProcess[str], event: str) -> str:
@@ -120,13 +120,13 @@ async def test_session_start_and_prompts_inject_within_budget_with_ids_and_drift
 
     start = context_hook(d, hook_payload("claude_code_session_start.json", cwd))
     block = additional_context(start, "SessionStart")
-    assert count([block])[0] <= 1_200  # the default session-start budget
+    assert estimate(block) <= 1_200  # the default session-start budget
     shown = item_ids(block)
     assert len(shown) == len(set(shown))
     # The current fact, the unjudged failure of the last session (not its success), the
     # memory citing the changed file (flagged: a commit touched its cited path), the lesson.
     assert ids["fact"] in shown and ids["failed"] in shown and ids["lesson"] in shown
-    assert "(exit 1)" in line_of(block, ids["failed"])
+    assert "error exit 1" in line_of(block, ids["failed"])
     assert "ran the linter" not in block
     changed = block.split("Memories citing files changed since the last session:\n", 1)[1]
     assert changed.splitlines()[0] == line_of(block, ids["total"])
@@ -139,7 +139,7 @@ async def test_session_start_and_prompts_inject_within_budget_with_ids_and_drift
     # session's start, so it is not again).
     prompt = hook_payload("claude_code_user_prompt_submit.json", cwd)
     first = additional_context(context_hook(d, prompt), "UserPromptSubmit")
-    assert count([first])[0] <= 600
+    assert estimate(first) <= 600
     assert ids["discount"] in item_ids(first)
     assert ids["total"] not in item_ids(first) and ids["fact"] not in item_ids(first)
     # The same prompt again: nothing new to give.
@@ -153,17 +153,18 @@ async def test_session_start_and_prompts_inject_within_budget_with_ids_and_drift
     assert "drifted since verified" in line_of(fresh, ids["total"])
 
 
-async def test_a_small_budget_is_kept_by_the_daemons_tokenizer(
+async def test_a_small_budget_is_kept_by_the_host_token_estimate(
     running_daemon: DaemonProcess, shop: Path
 ) -> None:
     d = running_daemon
     await previous_session(d, shop)
     payload = hook_payload("claude_code_session_start.json", shop)
-    out = context_hook(d, payload, "--budget", "70", "--json")
+    out = context_hook(d, payload, "--budget", "200", "--json")
     assert out.returncode == 0, out.stderr
     reply = json.loads(out.stdout)
-    assert reply["budget"] == 70 and reply["tokenizer"] == "hash-384"
-    assert reply["tokens"] == count([reply["text"]])[0] <= 70
+    assert reply["budget"] == 200 and reply["tokenizer"] == host_tokens.NAME
+    # Each line is counted with the newline that ends it: the block itself has one less.
+    assert estimate(reply["text"]) == reply["tokens"] - 1 < 200
     assert reply["left_out"] > 0 and reply["items"]
     assert sum(i["tokens"] for i in reply["items"]) < reply["tokens"]  # headings count too
     assert context_hook(d, payload, "--budget", "0").stdout == ""
@@ -269,29 +270,23 @@ async def test_gemini_clis_before_agent_payload_gets_its_own_event_name_back(
     ids = await previous_session(running_daemon, shop)
     out = context_hook(running_daemon, hook_payload("gemini_cli_before_agent.json", shop))
     block = additional_context(out, "BeforeAgent")
-    assert ids["total"] in item_ids(block) and count([block])[0] <= 600
+    assert ids["total"] in item_ids(block) and estimate(block) <= 600
 
 
 @pytest.mark.real_model
 @pytest.mark.sqlite_only
-async def test_with_the_real_model_the_budget_is_its_tokenizers(
+async def test_with_the_real_model_the_budget_is_still_the_hosts_tokens(
     daemon_factory: Any, shop: Path
 ) -> None:
-    from recalld.pipeline.bundled_model import bundled_model_path
-    from tokenizers import Tokenizer
-
     d = daemon_factory(embedder="minilm")
     await d.start()
     await previous_session(d, shop)
     prompt = hook_payload("claude_code_user_prompt_submit.json", shop)
-    reply = json.loads(context_hook(d, prompt, "--budget", "80", "--json").stdout)
-    wordpiece = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
-    wordpiece.no_truncation()
-    wordpiece.no_padding()
-    counted = len(wordpiece.encode(reply["text"], add_special_tokens=False).ids)
-    assert reply["tokenizer"] == "all-MiniLM-L6-v2"
+    reply = json.loads(context_hook(d, prompt, "--budget", "160", "--json").stdout)
+    # The embedding model's WordPiece is not what the host's model counts with.
+    assert reply["tokenizer"] == host_tokens.NAME
     assert reply.get("items"), reply
-    assert reply["tokens"] == counted <= 80
+    assert estimate(reply["text"]) < reply["tokens"] <= 160
 
 
 @pytest.mark.sqlite_only

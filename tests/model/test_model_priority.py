@@ -36,9 +36,6 @@ class _Probe:
             assert self.release.wait(10), "the test never released the batch"
         return np.zeros((len(texts), self.dim), dtype=np.float32)
 
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return [len(t.split()) for t in texts]
-
 
 async def test_a_query_runs_beside_a_batch_and_above_its_priority() -> None:
     model = Model("hash")

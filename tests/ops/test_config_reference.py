@@ -35,6 +35,7 @@ def test_the_table_has_a_row_per_key_saying_whether_sighup_applies_it() -> None:
         "require_approval",
         "context_session_budget",
         "context_prompt_budget",
+        "context_inject_from",
         "workspace",
     }
 
@@ -43,5 +44,7 @@ def test_every_key_is_read_from_its_environment_variable(monkeypatch: pytest.Mon
     assert sorted(ENV.values()) == sorted(Settings.__struct_fields__)
     monkeypatch.setenv("RECALLD_SEARCH_WORKERS", "4")
     monkeypatch.setenv("RECALLD_BM25", "false")
+    monkeypatch.setenv("RECALLD_CONTEXT_INJECT_FROM", '["self", "team"]')
     s = load_settings(REPO / "no-such-config.toml")
     assert (s.search_workers, s.bm25) == (4, False)
+    assert s.context_inject_from == ("self", "team")

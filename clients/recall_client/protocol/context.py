@@ -29,8 +29,8 @@ class ContextBlock(Request, tag="context_block"):
     """The context a host's hook injects: at a session's start the workspace's current
     facts, the lessons for its branch, the last session's unresolved failures and the
     memories citing files changed since; at a prompt what is relevant to it that this
-    session was not given yet. Within ``budget`` tokens of the model's tokenizer; every
-    memory injected is recorded as a use of the token it carries."""
+    session was not given yet. Within ``budget`` tokens of the host's model (estimated
+    from above); every memory injected is recorded as a use of the token it carries."""
 
     event: ContextEvent
     session_id: SessionId
@@ -71,7 +71,9 @@ class ContextInjected(Reply, tag="context_injected"):
 
     event: ContextEvent
     budget: int
-    tokens: Annotated[int, Meta(description="Tokens of text, by the model's tokenizer.")]
+    tokens: Annotated[
+        int, Meta(description="Tokens of text, the host model's (estimated from above).")
+    ]
     tokenizer: str
     text: str
     items: list[ContextItem] = []

@@ -14,6 +14,11 @@ written twice.
   when its authority is not lower (first-party outranks quoted); one about an earlier time is
   history at once; one about the same time, or of lower authority, is contested until
   ``memory_fact_resolve``. The incumbent of a contest is the earliest stored.
+- **Held for a person.** A memory nobody of this user wrote with their own hand (an
+  imported one, or one whose ``source`` is outside the agent's own: a web page, a tool's
+  output, an email) carries the :data:`HELD` label: the context hooks never inject it until
+  a person verifies it (memory_verify on a connection holding ``admin:workspace``, which
+  drops the label). Searches find it as any other.
 - **Lessons** are stored once per workspace: one whose words equal a stored lesson's, or whose
   vector is within ``LESSON_MERGE_COSINE`` of one that surfaces, joins it. Confidence is the
   Laplace-smoothed success rate of the experiences behind it.
@@ -29,7 +34,10 @@ from recall_client.protocol import SETTLED_STATUSES, SUCCESS_STATUSES, UNKNOWN_S
 
 __all__ = [
     "HARD_TRUST_FLOOR",
+    "HELD",
+    "IMPORTED",
     "LESSON_MERGE_COSINE",
+    "OUTSIDE_SOURCES",
     "SETTLED_STATUSES",
     "SUCCESS_STATUSES",
     "TRUST_FLOOR",
@@ -47,6 +55,11 @@ __all__ = [
 
 TRUST_FLOOR = 0.3
 HARD_TRUST_FLOOR = 0.1
+# The memory label kind (memory_labels) of a memory held for a person's check, its value why:
+# IMPORTED, or the source it came from (one of OUTSIDE_SOURCES).
+HELD = "held"
+IMPORTED = "import"
+OUTSIDE_SOURCES = frozenset({"web", "external", "email", "tool_output"})
 # 0.85 comes from measuring all-MiniLM-L6-v2 on lesson pairs: rewordings of one lesson
 # scored 0.74-0.93, different lessons on one topic 0.29-0.82. It errs high because the two
 # mistakes are not alike: a missed merge leaves a duplicate that still surfaces, a wrong

@@ -2,11 +2,12 @@
 context_log reads.
 
 The block is gathered and packed on a search worker (``retrieval.context_reader``), with a
-prompt's vector embedded meanwhile as memory_search does; tokens are the model's
-tokenizer's. Each memory injected is then recorded as a use ("injected", under the nonce of
-the token its item carries): a later memory_record_use of that token, or of the memory's
-id, says what became of it. The block itself (its ids, not its lines) goes in the log with
-those uses, in their transaction.
+prompt's vector embedded meanwhile as memory_search does; tokens are the host model's,
+estimated from above (``retrieval.host_tokens``), and whose memories come in is the
+workspace's ``context_inject_from``. Each memory injected is then recorded as a use
+("injected", under the nonce of the token its item carries): a later memory_record_use of
+that token, or of the memory's id, says what became of it. The block itself (its ids, not
+its lines) goes in the log with those uses, in their transaction.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from recall_client import protocol as p
 
 from ..domain.principal import Principal
 from ..pipeline.writer import WriteJob
-from ..retrieval import context_log
+from ..retrieval import context_log, host_tokens
 from ..retrieval.context_reader import Injection, gather
 from ..store.port import WriteTx
 from .services import Services
@@ -55,12 +56,18 @@ class _Injected(WriteJob):
         )
 
 
+def _checkout(who: Principal, workspace: str) -> str:
+    """The connection's checkout when the block is its own workspace's (a workspace's table
+    in the config may name it by that path), else ""."""
+    return who.path if workspace == who.workspace else ""
+
+
 def _budget(services: Services, who: Principal, req: p.ContextBlock, workspace: str) -> int:
     """The request's own budget, else the workspace's (its table in the config, by identity
     or by the connection's checkout), else the daemon's."""
     if req.budget is not None:
         return req.budget
-    path = who.path if workspace == who.workspace else ""
+    path = _checkout(who, workspace)
     return services.settings().context_budget(req.event == "session_start", workspace, path)
 
 
@@ -72,9 +79,8 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
     """
     workspace = req.workspace or who.workspace
     budget = _budget(services, who, req, workspace)
-    model = services.model
     empty = p.ContextInjected(
-        event=req.event, budget=budget, tokens=0, tokenizer=model.tokenizer, text=""
+        event=req.event, budget=budget, tokens=0, tokenizer=host_tokens.NAME, text=""
     )
     if budget == 0:
         return empty
@@ -89,8 +95,9 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
                 req=req,
                 budget=budget,
                 given=given,
-                count=model.count_tokens,
+                count=host_tokens.count,
                 qvec=qvec,
+                inject_from=services.settings().inject_from(workspace, _checkout(who, workspace)),
             )
         )
     log.add(workspace, req.session_id, [item.id for item in found.items])
@@ -98,7 +105,7 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
         event=req.event,
         budget=budget,
         tokens=found.packed.tokens,
-        tokenizer=model.tokenizer,
+        tokenizer=host_tokens.NAME,
         text=found.packed.text,
         items=found.items,
         left_out=found.packed.left_out,

@@ -34,7 +34,6 @@ __all__ = [
     "HashEmbedder",
     "Model",
     "SentenceTransformerEmbedder",
-    "estimate_tokens",
 ]
 
 log = logging.getLogger(__name__)
@@ -45,19 +44,6 @@ class Embedder(Protocol):
     dim: int
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Tokens of each text by the model's own tokenizer (no special tokens, no cut)."""
-        ...
-
-
-# What the hash embedder counts as a token: a word or one other non-space character.
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-
-
-def estimate_tokens(text: str) -> int:
-    """A token count that errs high, for when no model is up: a sub-word tokenizer cuts
-    few words into more pieces than one per three characters."""
-    return max(len(_TOKEN.findall(text)), -(-len(text) // 3))
 
 
 class SentenceTransformerEmbedder:
@@ -93,10 +79,6 @@ class SentenceTransformerEmbedder:
         )
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        ids = self._model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-        return [len(i) for i in ids]
-
 
 _WORD = re.compile(r"\w+")
 
@@ -121,9 +103,6 @@ class HashEmbedder:
             if norm > 0:
                 out[i] /= norm
         return out
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return [len(_TOKEN.findall(t)) for t in texts]
 
 
 class Model:
@@ -152,19 +131,6 @@ class Model:
         if self.embedder is not None:
             return self.embedder.name
         return {"minilm": "all-MiniLM-L6-v2", "hash": "hash-384"}.get(self.kind, "none")
-
-    @property
-    def tokenizer(self) -> str:
-        """What :meth:`count_tokens` counts with."""
-        return self.embedder.name if self.embedder is not None else "estimate"
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Tokens of each text by the model's tokenizer; an estimate that errs high while
-        no model is up. Thread-safe (the tokenizers are; no lock is taken)."""
-        embedder = self.embedder
-        if embedder is None:
-            return [estimate_tokens(t) for t in texts]
-        return embedder.count_tokens(texts)
 
     async def load(self) -> None:
         """Load the model in a worker thread; on failure record why and stay lexical-only."""

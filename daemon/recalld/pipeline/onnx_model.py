@@ -98,10 +98,6 @@ class OnnxEmbedder:
         if config.exists():
             max_len = int(json.loads(config.read_text()).get("max_seq_length", max_len))
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        # Counting wants every token of a whole text: a copy with no cut and no padding.
-        self._counter = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self._counter.no_truncation()
-        self._counter.no_padding()
         self._tokenizer.enable_truncation(max_length=max_len)
         self._tokenizer.enable_padding()
         options = ort.SessionOptions()
@@ -127,10 +123,6 @@ class OnnxEmbedder:
         }
         (vecs,) = self._session.run(None, feeds)
         return np.ascontiguousarray(vecs, dtype=np.float32)
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        batch = self._counter.encode_batch(list(texts), add_special_tokens=False)
-        return [len(e.ids) for e in batch]
 
 
 def _main(argv: list[str]) -> None:

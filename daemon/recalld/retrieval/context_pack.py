@@ -12,8 +12,8 @@ ranker's order and a token counter, and gets back what to inject. Three steps:
   section's first, fit in what the budget has left; one that does not is left out and the
   next is tried, so a long line cannot keep short ones out.
 
-A block's lines are joined by newlines, and the tokenizers count whitespace as a boundary
-only, so the block's tokens are the sum of its lines' (the test counts the whole text).
+A block's lines are joined by newlines; the counter counts each line with the newline that
+ends it (``host_tokens.count``), so the block's text costs at most the sum of its lines'.
 """
 
 from __future__ import annotations

@@ -140,6 +140,9 @@ class MemoryRow:
     visibility: p.Visibility
     # The database role that wrote it; None where the database is one user's.
     owner: str | None = None
+    # Whether it is this connection's database role's own (always where the database is
+    # one user's): another person's team memory is not.
+    mine: bool = True
     labels: dict[str, list[str]] = field(default_factory=dict)
     # (path, anchored) of every cited path.
     paths: list[tuple[str, bool]] = field(default_factory=list)

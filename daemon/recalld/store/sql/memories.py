@@ -17,8 +17,9 @@ from recall_client import protocol as p
 from ...domain.dedup import memory_digest
 from ...domain.drift import scrape_paths
 from ...domain.ids import new_id
-from ...domain.policy import Assessment, FactView, decide_fact, subject_key
+from ...domain.policy import HELD, OUTSIDE_SOURCES, Assessment, FactView, decide_fact, subject_key
 from ...domain.principal import Principal
+from ...domain.scopes import ADMIN
 from ...errors import RecallError
 from ..port import Fact, Filter, MemoryRow, UseRow
 from .db import Db
@@ -39,7 +40,8 @@ _ROW_SQL = (
     " m.distortion_tolerance, CASE WHEN m.rowid IS NULL THEN r.workspace ELSE m.origin END,"
     " m.origin_repo, m.origin_commit, m.verified_commit,"
     " coalesce(m.last_verified_at, r.created_at),"
-    " m.writer_client, m.writer_model, m.superseded_by, r.visibility, {owner}"
+    " m.writer_client, m.writer_model, m.superseded_by, r.visibility, {owner},"
+    " CASE WHEN {owned} THEN 1 ELSE 0 END"
     " FROM {records} LEFT JOIN memory_meta m ON m.rowid = r.rowid"
 )
 
@@ -62,9 +64,11 @@ class SqlMemoryReads:
         """Memory rows where ``condition``; ``keyed``: it names them by rowid (Db.by_rowid)."""
         records = self._conn.by_rowid("r") if keyed else "records r"
         rows = []
-        sql = _ROW_SQL.format(records=records, owner=self._conn.owner("r"))
+        sql = _ROW_SQL.format(
+            records=records, owner=self._conn.owner("r"), owned=self._conn.owned("r")
+        )
         for r in self._conn.execute(f"{sql} WHERE {condition}{tail}", params):
-            values: list[Any] = [*r[:4], _tags.decode(r[4]), *r[5:]]
+            values: list[Any] = [*r[:4], _tags.decode(r[4]), *r[5:-1], bool(r[-1])]
             rows.append(MemoryRow(*values))
         if not rows:
             return rows
@@ -318,6 +322,19 @@ def _write_labels(
         )
 
 
+def hold(conn: Db, rowid: int, why: str) -> None:
+    """Keep the memory out of the context hooks until a person verifies it (policy.HELD)."""
+    conn.execute(
+        "INSERT INTO memory_labels (rowid, kind, value) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        (rowid, HELD, why),
+    )
+
+
+def _outside(source: str | None) -> str | None:
+    """``source`` when it names text from outside the agent's own hand, else None."""
+    return source if source is not None and source.lower() in OUTSIDE_SOURCES else None
+
+
 def _write_paths(
     conn: Db, rowid: int, text: str, explicit: list[str], *, fresh: bool = False
 ) -> list[str]:
@@ -481,6 +498,8 @@ class SqlMemoryWrites:
         )
         for kind, values in (("scope", req.scopes), ("band", req.bands), ("episode", req.episodes)):
             _write_labels(conn, rowid, kind, values, fresh=True)
+        if (outside := _outside(req.source)) is not None:
+            hold(conn, rowid, outside)
         cited = _write_paths(conn, rowid, req.text, req.paths, fresh=True)
         _write_depends(conn, rowid, req.depends_on, fresh=True)
 
@@ -593,6 +612,8 @@ class SqlMemoryWrites:
             source = req.source
             conn.execute("UPDATE records SET source = ? WHERE rowid = ?", (source, rowid))
             changed.append("source")
+            if (outside := _outside(source)) is not None:
+                hold(conn, rowid, outside)
         if req.authority is not None:
             authority = req.authority
             conn.execute("UPDATE memory_meta SET authority = ? WHERE rowid = ?", (authority, rowid))
@@ -679,6 +700,10 @@ class SqlMemoryWrites:
             "UPDATE memory_meta SET last_verified_at = ?, verified_commit = ? WHERE rowid = ?",
             (now, head, rowid),
         )
+        if ADMIN in who.scopes:
+            # A person's check (the admin token is the user's own, see domain.scopes): what
+            # was held for it may now be injected.
+            conn.execute("DELETE FROM memory_labels WHERE rowid = ? AND kind = ?", (rowid, HELD))
         _event(conn, now, who, req.memory_id, "verified")
         changed = ["last_verified_at"] + (["verified_paths"] if req.verified_paths else [])
         updated_at = conn.execute(

@@ -23,7 +23,7 @@ from ...domain.dedup import (
     memory_digest,
     rollup_digest,
 )
-from ...domain.policy import confidence, subject_key
+from ...domain.policy import HELD, IMPORTED, confidence, subject_key
 from ...errors import RecallError
 from ..port import AliasRow, ApprovalRow, CredentialRow, DoctorFigures
 from . import workspaces
@@ -254,8 +254,8 @@ class SqlOperationReads:
         if memories:
             for rowid, kind, value in conn.execute(
                 f"SELECT rowid, kind, value FROM memory_labels WHERE rowid IN ({marks(memories)})"
-                " ORDER BY rowid, kind, value",
-                memories,
+                " AND kind != ? ORDER BY rowid, kind, value",
+                [*memories, HELD],
             ):
                 labels[rowid].setdefault(f"{kind}s", []).append(value)
         links = _Rows(conn, "memory_links").by("src", memories, " ORDER BY src, rel, dst_id")
@@ -493,12 +493,14 @@ class SqlOperationWrites:
             )
             for value in dict.fromkeys(values)
         ]
-        if labels:
-            conn.executemany(
-                "INSERT INTO memory_labels (rowid, kind, value) VALUES (?, ?, ?)"
-                " ON CONFLICT DO NOTHING",
-                labels,
-            )
+        # Nobody here wrote it: held from the context hooks until a person verifies it (an
+        # export never carries the label, so no file can say it was checked).
+        labels.append((rowid, HELD, IMPORTED))
+        conn.executemany(
+            "INSERT INTO memory_labels (rowid, kind, value) VALUES (?, ?, ?)"
+            " ON CONFLICT DO NOTHING",
+            labels,
+        )
         for table, parts, key in (
             ("memory_links", memory.links, "src"),
             ("memory_paths", memory.paths, "rowid"),
