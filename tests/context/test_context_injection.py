@@ -267,7 +267,7 @@ async def test_the_new_users_example_block_shows_it_all_with_provenance(
     assert "drifted since verified" in lines[migrations]
     assert "failed step of this agent (claude-code)" in lines[failed]
     assert "alembic upgrade head" in lines[failed] and "error exit_1" in lines[failed]
-    assert lines[done.lessons[0].id].startswith(f"- [{done.lessons[0].id}] lesson of 1 tasks")
+    assert lines[done.lessons[0].id].startswith(f"- [{done.lessons[0].id}] lesson of 1 task")
     print(block.text)  # what docs/context.md shows, ids and commits aside
 
 

@@ -270,7 +270,7 @@ def _lessons(lessons: Sequence[p.LessonInfo], policy: _Policy) -> list[Candidate
             id=x.id,
             line=_line(
                 x.id,
-                f"lesson of {x.support} tasks in this workspace",
+                f"lesson of {x.support} task{'' if x.support == 1 else 's'} in this workspace",
                 [f"confidence {x.confidence:.2f}"],
                 x.text,
             ),
