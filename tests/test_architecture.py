@@ -50,7 +50,13 @@ LAYERS = [
 # The client's layers, likewise: what every client shares, then the three parts (the MCP
 # shim, recallctl's commands, the web page), then the entry point that joins two of them.
 CLIENT_LAYERS = [
-    {"recall_client", "recall_client.protocol", "recall_client.paths", "recall_client.running"},
+    {
+        "recall_client",
+        "recall_client.protocol",
+        "recall_client.files",
+        "recall_client.paths",
+        "recall_client.running",
+    },
     {
         "recall_client.client",
         "recall_client.hello",

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import msgspec
 
+from .files import read_regular
+
 __all__ = [
     "LOCK_NAME",
     "RECORD_NAME",
@@ -123,7 +125,7 @@ def running(data_dir: Path) -> DaemonRecord | None:
     pid = _holder(data_dir)
     if pid is None:
         return None
-    data = _read_private(data_dir / RECORD_NAME)
+    data = read_regular(data_dir / RECORD_NAME, _RECORD_MAX, private=True)
     if data is None:
         return None
     try:
@@ -167,24 +169,6 @@ def _in_use_message(data_dir: Path) -> str:
         f"another recalld ({who}) already runs on the data dir {data_dir}; two daemons on one "
         "store would corrupt it. Use that one, or stop it first"
     )
-
-
-def _read_private(path: Path) -> bytes | None:
-    # Never block on a FIFO planted there, never follow a symlink, never read much.
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
-            return None
-        data = os.read(fd, _RECORD_MAX + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data if len(data) <= _RECORD_MAX else None
 
 
 def _write_replacing(path: Path, data: bytes) -> None:

@@ -38,6 +38,7 @@ import msgspec
 
 from . import protocol as p
 from .client import RemoteError, connect
+from .files import read_regular
 from .paths import ensure_private_dir, read_token_file, state_dir
 
 __all__ = [
@@ -361,20 +362,8 @@ class Spool:
 def _decode_small(path: Path, decode: Callable[[bytes], T]) -> T | None:
     """A small file of ours decoded, or None when it is missing, not a regular file of
     this user's, oversized or malformed."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
-            return None
-        data = os.read(fd, _SMALL + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(data) > _SMALL:
+    data = read_regular(path, _SMALL, own=True)
+    if data is None:
         return None
     try:
         return decode(data)

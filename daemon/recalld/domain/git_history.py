@@ -46,6 +46,7 @@ from typing import Generic, TypeVar
 
 import pygit2
 from pygit2.enums import ObjectType, RepositoryOpenFlag
+from recall_client.files import read_regular
 
 from . import git_config, git_process
 
@@ -63,7 +64,6 @@ __all__ = [
     "count_commits",
     "git_dir",
     "head",
-    "read_bounded",
     "root_commit",
     "top_level",
 ]
@@ -196,30 +196,10 @@ _counts: LRU[tuple[str, str, str, bytes], tuple[Count | None]] = LRU(COUNT_CACHE
 _roots: LRU[tuple[str, str], tuple[str | None]] = LRU(ROOT_CACHE)
 
 
-def read_bounded(path: str, limit: int) -> bytes | None:
-    """The bytes of the regular file at ``path``, read without following a symlink; None
-    when it is missing, a symlink, not a regular file (a FIFO would block the read), or
-    longer than ``limit``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        data = os.read(fd, limit + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data if len(data) <= limit else None
-
-
 def common_dir(gitdir: str) -> str:
     """git's common dir of ``gitdir``: itself, or in a linked worktree the directory its
     ``commondir`` file names (relative to it, as git writes it)."""
-    pointer = read_bounded(os.path.join(gitdir, "commondir"), MAX_POINTER_BYTES)
+    pointer = read_regular(os.path.join(gitdir, "commondir"), MAX_POINTER_BYTES)
     try:
         target = pointer.decode().strip() if pointer is not None else ""
     except UnicodeDecodeError:
@@ -246,7 +226,7 @@ def _real_dir(path: str) -> bool:
 def _alternates_refused(common: str) -> str | None:
     """Why the alternate object stores ``common`` names are refused; None when each is a
     real directory (not a FIFO, a device or a symlink), at most :data:`MAX_ALTERNATES`."""
-    data = read_bounded(os.path.join(common, ALTERNATES), MAX_POINTER_BYTES)
+    data = read_regular(os.path.join(common, ALTERNATES), MAX_POINTER_BYTES)
     if data is None:
         return "its alternates file is not a small regular file"
     lines = [line for line in data.splitlines() if line.strip() and not line.startswith(b"#")]
@@ -282,7 +262,7 @@ def refusal(gitdir: str) -> str | None:
     for config in dict.fromkeys(os.path.join(d, n) for d in (gitdir, common) for n in _CONFIGS):
         if not os.path.lexists(config):
             continue
-        data = read_bounded(config, MAX_CONFIG_BYTES)
+        data = read_regular(config, MAX_CONFIG_BYTES)
         if data is None:
             return f"its config {config} is not a regular file of at most {MAX_CONFIG_BYTES} bytes"
         try:

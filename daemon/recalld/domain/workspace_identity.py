@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from recall_client.files import read_regular
+
 from . import git_config, git_history
 
 __all__ = [
@@ -215,7 +217,7 @@ def _origin_url(config: str) -> str | None:
     """``remote.origin.url`` as the repository's own config file records it (the last one,
     as git takes), read by git's rules (:mod:`.git_config`); None when there is none or the
     file is not one git reads."""
-    data = git_history.read_bounded(config, git_history.MAX_CONFIG_BYTES)
+    data = read_regular(config, git_history.MAX_CONFIG_BYTES)
     if data is None:
         return None
     try:
