@@ -363,7 +363,6 @@ class Parts:
         git_process.use(git_readers)
         stack.callback(git_process.use, None)
         stack.push_async_callback(anyio.to_thread.run_sync, git_readers.close)
-        git_readers.warm()
         await anyio.to_thread.run_sync(rekey_workspaces, store, workspace_identity.identify)
         startup = store.reader()
         try:

@@ -197,30 +197,6 @@ class GitReaders:
             self._children.discard(child)
         _stop(child, 0.0)
 
-    def warm(self) -> None:
-        """Start one process now, in the background, so the first read does not wait for
-        an interpreter to start (a history walk's budget is a quarter of a second)."""
-        with self._cond:
-            if self._children or self._starting or self._closed:
-                return
-            self._starting += 1
-        self._starter.submit(self._warmed)
-
-    def _warmed(self) -> None:
-        try:
-            child = _spawn()
-        except OSError as exc:
-            log.warning("could not start a git reader: %s", exc)
-            child = None
-        with self._cond:
-            self._starting -= 1
-            if child is not None and self._closed:
-                _stop(child, 0.0)
-            elif child is not None:
-                self._children.add(child)
-                self._idle.append(child)
-            self._cond.notify_all()
-
     def close(self) -> None:
         """Stop every process (a read in flight answers ``unavailable``)."""
         with self._cond:
