@@ -16,9 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from recall_client import protocol as p
+from recall_client.client import RecallClient
 from recall_client.ctl.agent_hosts import PASSED_ENV
 from recall_client.ctl.context import CONTEXT_HOOK_TIMEOUT_S
 from recall_client.ctl.jsonc_edit import JsonDocument, JsonSyntaxError
@@ -559,8 +562,19 @@ async def test_the_hook_connect_wrote_records_a_payload_end_to_end(
     )
     assert out.returncode == 0, out.stderr
     async with running_daemon.client(agent="claude-code", workspace=str(checkout)) as rc:
-        [ep] = (await search(rc, include_pending=True)).results
+        [ep] = await captured(rc)
     assert ep.tool == "Bash"
+
+
+async def captured(rc: RecallClient) -> list[p.WorkEpisode]:
+    """The episodes a hook recorded: ``capture --host`` records detached, after the hook has
+    exited, so they are waited for (bounded)."""
+    with anyio.fail_after(60):
+        while True:
+            found = (await search(rc, include_pending=True)).results
+            if found:
+                return found
+            await anyio.sleep(0.1)
 
 
 # ------------------------------------------------------------------ the JSON(C) editor itself
@@ -850,7 +864,7 @@ async def test_the_capture_hook_gemini_got_records_its_after_tool_payload(
     )
     assert out.returncode == 0, out.stderr
     async with running_daemon.client(agent="gemini", workspace=str(checkout)) as rc:
-        [ep] = (await search(rc, include_pending=True)).results
+        [ep] = await captured(rc)
     assert ep.tool == "run_shell_command" and ep.status == "error"
     assert ep.episode_type == "tool_call"
 
