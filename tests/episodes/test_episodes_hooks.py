@@ -20,7 +20,7 @@ from recall_client.ctl.episode_input import (
 )
 
 from tests.support.daemon import BIN, DaemonProcess
-from tests.support.episodes import database_bytes, ids, search, settled
+from tests.support.episodes import captured, database_bytes, ids, search, settled
 from tests.support.hooks import AGENT, FIXTURES, payload, readme_hook_command, run_hook
 
 pytestmark = pytest.mark.both_backends
@@ -78,7 +78,7 @@ async def test_the_documented_hook_records_a_post_tool_use_payload_end_to_end(
     assert out.stdout == ""  # --quiet: nothing reaches the model
 
     async with running_daemon.client(agent=AGENT, workspace=str(checkout)) as rc:
-        [ep] = (await search(rc, include_pending=True)).results
+        [ep] = await captured(rc)
         await settled(running_daemon, ep.id)
         [ep] = (await search(rc, query="cart tests")).results
     assert ep.vault == str(checkout)  # the git root of the hook's cwd

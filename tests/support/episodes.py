@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from recall_client import protocol as p
 from recall_client.client import RecallClient
 
@@ -66,3 +67,14 @@ def database_bytes(d: DaemonProcess) -> bytes:
         return b"".join(path.read_bytes() for path in files if path.is_file())
     tables = [t for (t,) in d.sql("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
     return "".join(str(row) for t in tables for row in d.sql(f"SELECT t::text FROM {t} t")).encode()
+
+
+async def captured(rc: RecallClient) -> list[p.WorkEpisode]:
+    """The episodes a hook recorded: ``capture --host`` records detached, after the hook has
+    exited, so they are waited for (bounded)."""
+    with anyio.fail_after(60):
+        while True:
+            found = (await search(rc, include_pending=True)).results
+            if found:
+                return found
+            await anyio.sleep(0.1)
