@@ -55,11 +55,9 @@ async def test_store_refuses_text_it_cannot_send_in_one_line_before_sending(
         assert line.startswith("recallctl store: "), line
         for words in said:
             assert words in line, line
+    # A hook's capture takes any bytes (an undecodable one replaced): it never blocks a host.
     hook = ctl(d, "capture", stdin=b'{"summary": "caf\xe9"}')
-    assert hook.returncode == 2, hook
-    assert (
-        hook.stderr.strip() == "recallctl capture: stdin is not UTF-8 text (byte 0xe9 at offset 16)"
-    )
+    assert hook.returncode == 0 and hook.stdout.startswith("ep_"), hook
     # Nothing was stored, and the daemon never saw a frame it had to drop.
     assert stored(d) == []
     assert ctl(d, "store", "-", stdin=b"a memory that fits").returncode == 0
@@ -149,6 +147,6 @@ async def test_the_work_page_counts_failed_steps_with_the_daemons_success_status
     with ui_server(d, WS) as server:
         page = Http(server).sign_in().get(f"/work?ws={WS}")
     assert page.status_code == 200
-    row = re.search(r"s-page</a></td><td>(\d+)</td><td[^>]*>(\d+)</td>", page.text)
+    row = re.search(r"s-page</span></td><td>(\d+)</td><td[^>]*>(\d+)</td>", page.text)
     assert row is not None, page.text
     assert (int(row.group(1)), int(row.group(2))) == (len(p.SUCCESS_STATUSES) + 1, 1)
