@@ -19,8 +19,8 @@ over its socket, with the real bundled model, on this machine, in this run.
                   session start) on a warm daemon at 10k and 100k records (1M with --large)
   --only hook     only the capture hook's cost on the agent's path: spawn to exit of
                   `recallctl capture` with a recorded Codex payload, with and without a
-                  daemon, --runs spawns each (200); the hook connect writes (--host --quiet:
-                  answered first, delivered detached) and the synchronous one before it
+                  daemon, --runs spawns each (200); the detached hook (--host --quiet
+                  --detach: answered first, delivered detached) and a waited-for one
 
   --backend sqlite    the embedded store (the default)
   --backend postgres  team memory: PostgreSQL 18 + pgvector on a throwaway local server
@@ -708,10 +708,10 @@ async def run_shim(runs: int) -> Figures:
 # A host's tool call as the capture hook gets it (recorded from Codex CLI 0.171.0): Codex
 # waits for the hook before the agent goes on.
 HOOK_PAYLOAD = REPO / "tests" / "fixtures" / "codex-0.171.0-PostToolUse.json"
-# The capture hook `recallctl connect` writes for a host without asynchronous hooks, and the
-# one it wrote before (the whole capture on the host's path).
+# The capture hook `recallctl connect` writes for a host without asynchronous hooks (Gemini
+# CLI's, here fed Codex's payload), and a waited-for one (the whole capture on the host's path).
 HOOK_COMMANDS = {
-    "hook": ["--agent", "codex", "capture", "--host", "codex", "--quiet"],
+    "hook": ["--agent", "codex", "capture", "--host", "codex", "--quiet", "--detach"],
     "hook_sync": ["--agent", "codex", "capture", "--quiet"],
 }
 

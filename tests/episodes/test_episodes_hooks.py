@@ -59,7 +59,7 @@ def test_the_usage_docs_ship_a_claude_code_hook_configuration() -> None:
                 assert hook["type"] == "command" and 0 < hook["timeout"] <= 60
     argv = shlex.split(command)
     assert argv[0].endswith("/.venv/bin/recallctl")
-    assert argv[1:] == ["--agent", AGENT, "capture", "--quiet"]
+    assert argv[1:] == ["--agent", AGENT, "capture", "--host", "claude-code", "--quiet"]
 
 
 async def test_the_documented_hook_records_a_post_tool_use_payload_end_to_end(

@@ -321,7 +321,7 @@ async def test_the_hook_answers_the_host_first_and_the_episode_arrives(
 ) -> None:
     out = recallctl(
         "--socket", str(running_daemon.socket), "--agent", "gemini", "capture", "--host",
-        "gemini", "--quiet",
+        "gemini", "--quiet", "--detach",
         stdin=payload("gemini-0.61.0-AfterTool-exit2.json", checkout).encode(),
         env=running_daemon.env(),
     )  # fmt: skip
@@ -350,9 +350,11 @@ def test_the_hook_entry_knows_recallctl_s_own_options() -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        ["--agent", "codex", "capture", "--host", "codex", "--quiet"],
-        ["--agent=codex", "--no-admin", "capture", "-q", "--host=codex"],
-        ["capture", "--quiet", "--host", "gemini", "--socket", "/s"],
+        ["--agent", "gemini", "capture", "--host", "gemini", "--quiet", "--detach"],
+        ["--agent=codex", "--no-admin", "capture", "-q", "--detach", "--host=codex"],
+        ["capture", "--quiet", "--host", "gemini", "--detach", "--socket", "/s"],
+        ["capture", "--host", "claude-code", "--quiet"],
+        ["capture", "--quiet", "--detach"],
         ["--agent", "capture", "store", "x"],
         ["capture", "--host", "codex"],
         ["capture", "--host", "codex", "--quiet", "--json"],
@@ -371,6 +373,7 @@ def test_only_a_quiet_host_capture_is_answered_first(argv: list[str]) -> None:
             args.command == "capture"
             and bool(args.host)
             and args.quiet
+            and args.detach
             and not (args.json or args.verbose)
         )
     assert hook_entry.detachable(argv) == expected

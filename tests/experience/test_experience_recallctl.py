@@ -223,7 +223,9 @@ async def test_bad_input_is_a_clear_failure(running_daemon: DaemonProcess, tmp_p
 def test_the_usage_docs_ship_the_end_of_session_hooks() -> None:
     hooks = readme_rollup_hooks()
     assert set(hooks) == {"UserPromptSubmit", "SessionEnd"}
-    assert shlex.split(hooks["UserPromptSubmit"][0])[1:] == ["--agent", AGENT, "capture", "--quiet"]
+    assert shlex.split(hooks["UserPromptSubmit"][0])[1:] == [
+        *("--agent", AGENT, "capture", "--host", "claude-code", "--quiet")
+    ]
     assert shlex.split(hooks["SessionEnd"][0])[1:] == [
         "--agent",
         AGENT,

@@ -660,7 +660,7 @@ class HookCase:
 
 
 CODEX_CAPTURE = ("capture", "--host", "codex", "--quiet")
-GEMINI_CAPTURE = ("capture", "--host", "gemini", "--quiet")
+GEMINI_CAPTURE = ("capture", "--host", "gemini", "--quiet", "--detach")
 HOOK_CASES = [
     HookCase(
         "codex",

@@ -70,8 +70,8 @@ def database_bytes(d: DaemonProcess) -> bytes:
 
 
 async def captured(rc: RecallClient) -> list[p.WorkEpisode]:
-    """The episodes a hook recorded: ``capture --host`` records detached, after the hook has
-    exited, so they are waited for (bounded)."""
+    """The episodes a hook recorded: ``capture --host H --quiet --detach`` records detached,
+    after the hook has exited, so they are waited for (bounded)."""
     with anyio.fail_after(60):
         while True:
             found = (await search(rc, include_pending=True)).results

@@ -48,12 +48,15 @@ PASSED_ENV = (
 )
 
 
-def _capture(host: str) -> tuple[str, ...]:
+def _capture(host: str, detach: bool) -> tuple[str, ...]:
     """Every capture hook's command (a tool call, a prompt, a turn's end, and the session's
     end, which capture rolls up into the session's experience): ``--host`` reads the host's
-    payload shapes, stops reading stdin at one whole payload (a host may keep it open) and
-    records it detached, so the agent does not wait for the daemon."""
-    return ("capture", "--host", host, "--quiet")
+    payload shapes and stops reading stdin at one whole payload (a host may keep it open).
+    A host that runs hooks in the background runs the tool and prompt captures so, and waits
+    for the turn's and the session's end, whose captures are spooled before the hook returns,
+    so the roll-up finds the whole session; a host that waits for every hook (``detach``) is
+    answered at once and the capture recorded in a detached process."""
+    return ("capture", "--host", host, "--quiet", *(("--detach",) if detach else ()))
 
 
 @dataclass(frozen=True)
@@ -70,12 +73,14 @@ class HookSpec:
     background: bool = False
 
 
-def _hooks(host: str, tool: tuple[str, ...], prompt: str, turn_end: str) -> tuple[HookSpec, ...]:
+def _hooks(
+    host: str, tool: tuple[str, ...], prompt: str, turn_end: str, *, detach: bool = False
+) -> tuple[HookSpec, ...]:
     """A host's hooks: each tool call captured (``tool``: its events), each prompt captured
     and answered with context, each turn's end captured, the session's start answered with
     context and its end captured (rolled up into the session's experience)."""
     context = ("context", "--host", host)
-    capture = _capture(host)
+    capture = _capture(host, detach)
     return (
         *(HookSpec(event, capture, tools=True, background=True) for event in tool),
         HookSpec(turn_end, capture),
@@ -288,7 +293,8 @@ HOSTS: dict[str, Host] = {
             # PostToolUse, BeforeAgent its UserPromptSubmit, AfterAgent its Stop.
             hooks_user_file=lambda: _gemini_dir() / "settings.json",
             hooks_project_file=".gemini/settings.json",
-            hooks=_hooks("gemini", ("AfterTool",), "BeforeAgent", "AfterAgent"),
+            # Gemini CLI waits for every hook: its captures answer it at once.
+            hooks=_hooks("gemini", ("AfterTool",), "BeforeAgent", "AfterAgent", detach=True),
             hooks_fmt="jsonc",
             timeout_unit=1000,
             tool_prefix=f"mcp_{SERVER_NAME}_",

@@ -13,8 +13,8 @@ host's way: it exits 0 on every path (0 is the one code Claude Code, Codex and G
 all read as "go on": Claude Code and Codex take 2 as blocking, Gemini CLI anything but 0 and
 1), and says nothing (a host shows a hook's stderr to the user) unless ``--verbose``. What it
 could not record is in the spool, which ``recallctl status`` reports; an input it could not
-read, it could not keep. With ``--host`` and ``--quiet`` the host does not even wait for the
-delivery: :mod:`recall_client.ctl.hook_entry` answers it first.
+read, it could not keep. With ``--host``, ``--quiet`` and ``--detach`` the host does not even
+wait for the delivery: :mod:`recall_client.ctl.hook_entry` answers it first.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""A host's capture hook answers the host first: ``recallctl capture --host HOST --quiet``.
+"""A capture hook answers the host first: ``recallctl capture --host HOST --quiet --detach``.
 
-A host without asynchronous hooks (Codex, Gemini CLI) waits for every capture before the
+A host without asynchronous hooks (Gemini CLI) waits for every capture before the
 agent goes on, so the hook's cost is the agent's. The hook needs no answer, so the process
 the host started reads the payload, forks, and exits 0 before importing anything of
 recallctl's own; the child, in a session of its own (a host ending the hook's process group
@@ -33,8 +33,8 @@ INPUT_WAIT_S = 5.0
 
 def detachable(argv: list[str]) -> bool:
     """``argv`` is a capture run by a host's hook that prints nothing: ``capture`` with
-    ``--host`` and ``--quiet``, and otherwise only recallctl's own options. Anything else
-    (``--json``, ``--verbose``, an option this module does not know) runs as usual."""
+    ``--host``, ``--quiet`` and ``--detach``, and otherwise only recallctl's own options.
+    Anything else (``--json``, ``--verbose``, an option this module does not know) runs as usual."""
     command_at = _command_at(argv)
     if command_at is None or argv[command_at] != "capture":
         return False
@@ -43,8 +43,8 @@ def detachable(argv: list[str]) -> bool:
     i = 0
     while i < len(rest):
         name, has_value = _option(rest[i])
-        if name in ("--quiet", "-q") and not has_value:
-            seen.add("--quiet")
+        if name in ("--quiet", "-q", "--detach") and not has_value:
+            seen.add("--quiet" if name == "-q" else name)
         elif name in VALUE_OPTIONS | {"--host"}:
             if not has_value:
                 i += 1
@@ -54,7 +54,7 @@ def detachable(argv: list[str]) -> bool:
         elif name not in FLAGS or has_value:
             return False
         i += 1
-    return {"--host", "--quiet"} <= seen
+    return {"--host", "--quiet", "--detach"} <= seen
 
 
 def _command_at(argv: list[str]) -> int | None:

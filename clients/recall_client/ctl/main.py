@@ -523,8 +523,7 @@ def _parser(more: Sequence[AddCommands] = ()) -> argparse.ArgumentParser:
         "--quiet",
         "-q",
         action="store_true",
-        help="print nothing on success (hooks whose stdout reaches the model); with --host "
-        "the host does not wait for the delivery",
+        help="print nothing on success (hooks whose stdout reaches the model)",
     )
     ca.add_argument("--json", action="store_true", help="one JSON reply per episode")
     ca.add_argument(
@@ -532,6 +531,12 @@ def _parser(more: Sequence[AddCommands] = ()) -> argparse.ArgumentParser:
         choices=sorted(context.HOST_EVENTS),
         help="the host whose hook runs this (recallctl connect writes it): its payloads' "
         "shape (default: told by the payload)",
+    )
+    ca.add_argument(
+        "--detach",
+        action="store_true",
+        help="with --host and --quiet: answer the host at once and record the payload in a "
+        "detached process (for a host that waits for every hook: Gemini CLI)",
     )
     ca.add_argument(
         "--verbose",
