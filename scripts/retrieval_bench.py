@@ -30,8 +30,8 @@ share with any hit at all: each the lower the better.
 Identical texts in one workspace are stored once (content-hash dedup): a hit on such a record
 counts for every dataset id that carries its text.
 
-Run it as ``scripts/bench_retrieval DIR [--mode hybrid] [--categories 1,2] [--json]``. It lives beside the
-daemon, not in it: it drives a daemon as any client would.
+Run it as ``scripts/bench_retrieval DIR [--mode hybrid] [--categories 1,2] [--json]``. It
+lives beside the daemon, not in it: it drives a daemon as any client would.
 
 ``--backend postgres`` runs the daemon on team memory instead: a fresh database on a
 throwaway PostgreSQL 18 with pgvector (``pgserver.py``), logged into as a member role, so
@@ -186,9 +186,7 @@ def load_dataset(
             queries.append(q)
     none_file = folder / "queries_none.jsonl"
     none = (
-        [q for q in map(_query, _jsonl(none_file)) if q.query.strip()]
-        if none_file.exists()
-        else []
+        [q for q in map(_query, _jsonl(none_file)) if q.query.strip()] if none_file.exists() else []
     )
     return Dataset(
         folder.resolve().name,
@@ -525,7 +523,7 @@ async def _run_backend(
                 run.tops[mode] = tops
             if args.inject:
                 run.inject = await inject_all(
-                    rc, data.queries, loaded.ids, args.inject, args.modes[0]
+                    rc, data.queries, loaded.ids, args.inject, args.modes[0], data.none
                 )
     except BaseException:
         if daemon.log.exists():
@@ -685,8 +683,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         const="300,600,1200",
         metavar="BUDGETS",
         help="also each query as a context hook's prompt: the share of its evidence in the"
-        " injected block at each token budget (default 300,600,1200), beside top-k search cut"
-        " to the same budget (first --mode); --json then prints {search, inject}",
+        " injected block at each token budget (default 300,600,1200) and the share of the"
+        " block's memories that are relevant, beside top-k search cut to the same budget"
+        " (first --mode), and how often a prompt no memory answers is given any;"
+        " --json then prints {search, inject}",
     )
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = ap.parse_args(argv)
