@@ -25,7 +25,9 @@ then scores what comes back and shapes the result:
   later use, update or verification has not cleared; ``supersession``: 0.6.
 The floor (``min_score``, default 0.25) applies to the final score.
 Pinned facts (``distortion_tolerance: constraint``) whose subject the query names are served
-first whatever their score.
+first whatever their score. The cortex holds the current facts of the subjects of returned hits
+about the query (not labelled low, or confident), plus those pinned facts. An expanded top hit
+that was superseded gives its place to the current fact of its chain.
 """
 
 from __future__ import annotations
