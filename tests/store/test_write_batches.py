@@ -15,6 +15,7 @@ from recall_client import protocol as p
 from recalld.domain.policy import Assessment
 from recalld.domain.principal import Principal
 from recalld.errors import RecallError
+from recalld.handlers.memory_writes import store_memory
 from recalld.store.port import Store, WriteTx
 from recalld.store.postgres import PgStore
 from recalld.store.sql.sides import SqlReader, SqlWriteTx
@@ -59,7 +60,8 @@ class _Job:
 
 def _store(text: str) -> Callable[[WriteTx, float], int]:
     def store_it(tx: WriteTx, now: float) -> int:
-        _reply, rowid = tx.memories.store(
+        _reply, rowid = store_memory(
+            tx,
             WHO,
             p.MemoryStore(text=text),
             repo=None,

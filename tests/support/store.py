@@ -9,6 +9,7 @@ from typing import Any
 from recall_client import protocol as p
 from recalld.domain.policy import Assessment
 from recalld.domain.principal import Principal
+from recalld.handlers.memory_writes import store_memory
 from recalld.store.port import WriteTx
 from recalld.store.sqlite.engine import SqliteStore
 
@@ -36,13 +37,23 @@ def write(store: SqliteStore, *fns: Callable[[WriteTx, float], Any]) -> list[Any
     return [job.result for job in jobs]
 
 
+def run(store: SqliteStore, fn: Callable[[WriteTx, float], Any]) -> Any:
+    """``fn``'s result in a batch of its own; the error it raised (its batch rolled back)."""
+    job = Job(fn)
+    store.apply_batch([job], time.time())
+    if job.error is not None:
+        raise job.error
+    return job.result
+
+
 def memory(
     workspace: str, text: str, session: str | None, ts: float
 ) -> Callable[[WriteTx, float], int]:
     who = Principal(agent="t", workspace=workspace, uid=0, pid=0)
 
     def store_it(tx: WriteTx, now: float) -> int:
-        _reply, rowid = tx.memories.store(
+        _reply, rowid = store_memory(
+            tx,
             who,
             p.MemoryStore(text=text, workspace=workspace, session=session, ts=ts),
             repo=None,

@@ -48,7 +48,9 @@ __all__ = [
     "confidence",
     "decide_fact",
     "eligibility",
+    "held_for",
     "lesson_key",
+    "record_visibility",
     "settle_episode",
     "subject_key",
 ]
@@ -102,6 +104,18 @@ def settle_episode(
     if status in SETTLED_STATUSES or task_result is not None:
         return "eligible"
     return None
+
+
+def held_for(source: str | None) -> str | None:
+    """Why a memory from ``source`` is held for a person (the :data:`HELD` label's value):
+    ``source`` when it names text from outside the agent's own hand, else None."""
+    return source if source is not None and source.lower() in OUTSIDE_SOURCES else None
+
+
+def record_visibility(chosen: str | None) -> str:
+    """What a record is stored with: the handlers fill in the configured default, so None
+    comes only from the daemon's own writes, which stay private."""
+    return chosen or "private"
 
 
 def subject_key(subject: str) -> str:

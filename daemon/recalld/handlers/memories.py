@@ -1,9 +1,10 @@
 """Memories and canonical facts: store, update, verify, record use, resolve, search, show.
 
-Writes are jobs the pipeline runs after the ingest stage; the store decides a fact's
-supersession or contest (by the policy) in the transaction that stores it, so the reply and
-any search after it already see the outcome. Git look-ups (a workspace's top level and HEAD,
-read in-process) happen here, never on the writer.
+Writes are jobs the pipeline runs after the ingest stage; memory_store and memory_update are
+decided in :mod:`.memory_writes` (a fact's supersession or contest by the policy) in the
+transaction that stores them, so the reply and any search after it already see the outcome.
+Git look-ups (a workspace's top level and HEAD, read in-process) happen here, never on the
+writer.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from ..domain.drift import GitOrigin, cached_origin, git_head, git_origin
 from ..domain.principal import Principal
 from ..domain.scopes import ADMIN
 from ..errors import RecallError
-from ..ingest.trust import score
 from ..pipeline.intake import RequestJob
 from ..retrieval import listing as browse
 from ..retrieval.memory_detail import memory_detail
 from ..store.port import WriteTx
+from .memory_writes import store_memory, update_memory
 from .services import Services
 
 __all__ = [
@@ -51,7 +52,8 @@ class _Store(RequestJob):
     def apply(self, tx: WriteTx, now: float) -> p.MemoryStored:
         req = self.clean.request
         assert self.clean.trust is not None
-        reply, rowid = tx.memories.store(
+        reply, rowid = store_memory(
+            tx,
             self.principal,
             req,
             repo=self.origin.repo if self.origin else None,
@@ -72,13 +74,10 @@ class _Update(RequestJob):
         self.head = head
 
     def apply(self, tx: WriteTx, now: float) -> p.MemoryChanged:
-        req = self.clean.request
-        reply, reembed = tx.memories.update(self.principal, req, self.head, now, score)
-        if reembed:
-            # embed_state 0: the embedding actor re-embeds it and replaces the old vector.
-            rowid = tx.memories.rowid_of(req.memory_id)
-            if rowid is not None:
-                self.new_rowids.append(rowid)
+        reply, reembed = update_memory(tx, self.principal, self.clean.request, self.head, now)
+        if reembed is not None:
+            # Its vector is replaced once the embedding actor has embedded the new text.
+            self.new_rowids.append(reembed)
         return reply
 
 

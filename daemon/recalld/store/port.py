@@ -44,8 +44,11 @@ __all__ = [
     "Fact",
     "Filter",
     "LessonRow",
+    "MemoryChange",
+    "MemoryInsert",
     "MemoryReads",
     "MemoryRow",
+    "MemoryTarget",
     "MemoryWrites",
     "OperationReads",
     "OperationWrites",
@@ -163,6 +166,80 @@ class Fact:
     subject: str
     distortion_tolerance: str | None
     visibility: p.Visibility
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryInsert:
+    """A new memory as the store writes it: its record, its metadata, labels, paths, links."""
+
+    id: str
+    ts: float
+    created_at: float
+    workspace: str
+    agent: str
+    uid: int
+    session: str | None
+    source: str | None
+    text: str
+    content_hash: bytes
+    tags: list[str]
+    trust: Assessment
+    expires_at: float | None
+    visibility: str
+    kind: str
+    subject: str | None
+    subject_key: str | None
+    authority: str
+    distortion_tolerance: str | None
+    # None: a global memory.
+    origin: str | None
+    origin_repo: str | None
+    origin_commit: str | None
+    writer_client: str | None
+    writer_model: str | None
+    # Label kind (scope, band, episode) -> values.
+    labels: dict[str, list[str]]
+    # Path -> 1 when the writer named it (claim-anchored), 0 when its text mentions it.
+    paths: dict[str, int]
+    # (memory id, note) of each memory it depends on.
+    depends_on: list[tuple[str, str | None]]
+    # Why it waits for a person's check (policy.HELD), if it does.
+    held: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTarget:
+    """A live memory about to be changed in place, as the change's rules need it."""
+
+    rowid: int
+    text: str
+    source: str | None
+    workspace: str
+    kind: str | None
+    authority: str | None
+
+
+@dataclass(slots=True)
+class MemoryChange:
+    """What memory_update writes of a memory; None leaves a field as it is."""
+
+    subject: str | None = None
+    subject_key: str | None = None
+    text: str | None = None
+    content_hash: bytes | None = None
+    source: str | None = None
+    held: str | None = None
+    authority: str | None = None
+    trust: Assessment | None = None
+    tags: list[str] | None = None
+    # Label kind -> its values, replacing the kind's earlier ones.
+    labels: dict[str, list[str]] = field(default_factory=dict)
+    # ``(value,)`` sets distortion_tolerance to value (None clears it).
+    distortion_tolerance: tuple[str | None] | None = None
+    depends_on: list[tuple[str, str | None]] | None = None
+    # As MemoryInsert.paths; the paths a person attested stay.
+    paths: dict[str, int] | None = None
+    expires_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -626,6 +703,14 @@ class ProcessReaders(Protocol):
 
 
 class RecordWrites(Protocol):
+    def replayed(self, who: Principal, key: str | None) -> str | None:
+        """The record an earlier request of ``who`` with idempotency key ``key`` wrote."""
+        ...
+
+    def remember_key(self, who: Principal, key: str | None, record_id: str, now: float) -> None:
+        """Note that ``who``'s request with ``key`` wrote ``record_id`` (none without a key)."""
+        ...
+
     def forget(self, record_id: str, now: float) -> tuple[p.Forgotten, int | None]: ...
     def share(self, who: Principal, record_id: str, text: str, now: float) -> None:
         """Make the caller's own private ``record_id`` team memory, as long as its text is
@@ -650,25 +735,55 @@ class RecordWrites(Protocol):
 
 
 class MemoryWrites(Protocol):
-    def store(
-        self,
-        who: Principal,
-        req: p.MemoryStore,
-        *,
-        repo: str | None,
-        commit: str | None,
-        trust: Assessment,
-        now: float,
-    ) -> tuple[p.MemoryStored, int | None]: ...
-    def update(
-        self,
-        who: Principal,
-        req: p.MemoryUpdate,
-        head: str | None,
-        now: float,
-        score: Callable[[str, str | None, str], Assessment],
-    ) -> tuple[p.MemoryChanged, bool]: ...
-    def rowid_of(self, memory_id: str) -> int | None: ...
+    def require_live(self, ids: Sequence[str], what: str) -> None:
+        """Raises:
+        RecallError: ``not_found`` naming the first of ``ids`` that is no live memory
+            (``what`` names the field that named it)."""
+        ...
+
+    def find_duplicate(
+        self, workspace: str, content_hash: bytes, besides: int | None = None
+    ) -> str | None:
+        """The id of the workspace's live memory with this content hash (other than the
+        row ``besides``), if there is one."""
+        ...
+
+    def insert(self, memory: MemoryInsert) -> int:
+        """Write a new memory; its rowid."""
+        ...
+
+    def note_supersedes(self, rowid: int, record_id: str, target: str) -> None:
+        """The memory ``rowid`` (public id ``record_id``) names ``target`` as what it
+        supersedes: linked, and ``target`` superseded by it."""
+        ...
+
+    def lock_facts(self, key: str, origin: str | None, now: float) -> list[Fact]:
+        """The current facts on a subject, oldest stored first, kept so until this
+        transaction ends: another writer deciding on the subject waits for its COMMIT."""
+        ...
+
+    def supersede(self, rowid: int, by: str) -> None:
+        """Mark the memory ``rowid`` superseded by the memory ``by``."""
+        ...
+
+    def event(self, who: Principal, record_id: str, event: str, now: float) -> None: ...
+    def target(self, memory_id: str) -> MemoryTarget:
+        """The live memory ``memory_id`` (a row loaded without metadata gets it now).
+
+        Raises:
+            RecallError: ``not_found``.
+        """
+        ...
+
+    def anchored_paths(self, rowid: int) -> list[str]:
+        """The paths its writer named (claim-anchored), not those a person attested."""
+        ...
+
+    def change(self, rowid: int, change: MemoryChange, head: str | None, now: float) -> None:
+        """Write ``change``, and note the memory updated and verified now (at ``head``, the
+        origin's commit, when known)."""
+        ...
+
     def verify(
         self, who: Principal, req: p.MemoryVerify, head: str | None, now: float
     ) -> p.MemoryChanged: ...

@@ -23,7 +23,7 @@ from ...errors import RecallError
 from ..port import EpisodeRow, SessionEpisode
 from .db import Db
 from .filters import marks
-from .records import remember_key, replayed
+from .records import NewRecord, insert_record, remember_key, replayed
 
 __all__ = ["SqlEpisodeReads", "SqlEpisodeWrites"]
 
@@ -207,27 +207,24 @@ class SqlEpisodeWrites:
                 ).fetchone()
                 prev_id = prev[0] if prev else None
             record_id = new_id("ep")
-            rowid = conn.insert_record(
-                "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
-                " session, source, text, tags, trust, eligibility, expires_at, content_hash)"
-                " VALUES (?, 'episode', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
-                (
-                    record_id,
-                    ts,
-                    now,
-                    now,
-                    workspace,
-                    who.agent,
-                    who.uid,
-                    req.session_id,
-                    req.source,
-                    req.summary,
-                    _json.encode(list(dict.fromkeys(req.tags))).decode(),
-                    trust.trust,
-                    now + req.ttl_s if req.ttl_s is not None else None,
-                    digest,
+            rowid = insert_record(
+                conn,
+                NewRecord(
+                    id=record_id,
+                    kind="episode",
+                    ts=ts,
+                    created_at=now,
+                    workspace=workspace,
+                    agent=who.agent,
+                    uid=who.uid,
+                    session=req.session_id,
+                    source=req.source,
+                    text=req.summary,
+                    content_hash=digest,
+                    tags=req.tags,
+                    trust=trust.trust,
+                    expires_at=now + req.ttl_s if req.ttl_s is not None else None,
                 ),
-                req.summary,
             )
             conn.execute(
                 "INSERT INTO episodes (rowid, channel, episode_type, tool, status, error_code,"

@@ -39,7 +39,7 @@ from ..port import (
 )
 from .db import Db
 from .filters import marks, where
-from .records import remember_key, replayed, visibility
+from .records import NewRecord, insert_record, remember_key, replayed
 
 __all__ = ["NearLessons", "SqlExperienceReads", "SqlExperienceWrites"]
 
@@ -382,29 +382,25 @@ class SqlExperienceWrites:
         vec: np.ndarray | None,
         written: ExperienceWritten,
     ) -> int:
-        rowid = self._conn.insert_record(
-            "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
-            " session, source, text, trust, eligibility, content_hash, embed_state, visibility)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                record_id,
-                kind,
-                now if req.ts is None else req.ts,
-                now,
-                now,
-                who.workspace,
-                who.agent,
-                who.uid,
-                req.session,
-                plan.source,
-                text,
-                trust.trust,
-                trust.eligibility,
-                digest,
-                0 if vec is None else 1,
-                visibility(req.visibility),
+        rowid = insert_record(
+            self._conn,
+            NewRecord(
+                id=record_id,
+                kind=kind,
+                ts=now if req.ts is None else req.ts,
+                created_at=now,
+                workspace=who.workspace,
+                agent=who.agent,
+                uid=who.uid,
+                session=req.session,
+                source=plan.source,
+                text=text,
+                content_hash=digest,
+                trust=trust.trust,
+                eligibility=trust.eligibility,
+                embed_state=0 if vec is None else 1,
+                visibility=req.visibility,
             ),
-            text,
         )
         if vec is not None:
             assert plan.model is not None

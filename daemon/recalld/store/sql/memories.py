@@ -8,42 +8,73 @@ stores it, so the reply and every later search already see it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
 from recall_client import protocol as p
 
-from ...domain.dedup import memory_digest
-from ...domain.drift import scrape_paths
-from ...domain.ids import new_id
-from ...domain.policy import HELD, OUTSIDE_SOURCES, Assessment, FactView, decide_fact, subject_key
+from ...domain.policy import HELD, subject_key
 from ...domain.principal import Principal
 from ...domain.scopes import ADMIN
 from ...errors import RecallError
-from ..port import Fact, Filter, MemoryRow, UseRow
+from ..port import Fact, Filter, MemoryChange, MemoryInsert, MemoryRow, MemoryTarget, UseRow
 from .db import Db
 from .filters import marks, where
-from .records import remember_key, replayed, visibility
+from .records import NewRecord, insert_record
 
 __all__ = ["SqlMemoryReads", "SqlMemoryWrites"]
 
 _json = msgspec.json.Encoder()
 _tags = msgspec.json.Decoder(list[str])
 
-# A memory row written without its metadata (a bulk load straight into records) reads as a
+# MemoryRow's fields, each beside the expression that reads it (rows are bound by name). A
+# memory row written without its metadata (a bulk load straight into records) reads as a
 # plain entry of its workspace, verified when it was created.
+_ROW_COLUMNS = (
+    ("rowid", "r.rowid"),
+    ("id", "r.id"),
+    ("text", "r.text"),
+    ("ts", "r.ts"),
+    ("tags", "r.tags"),
+    ("source", "r.source"),
+    ("trust", "r.trust"),
+    ("created_at", "r.created_at"),
+    ("updated_at", "r.updated_at"),
+    ("agent", "r.agent"),
+    ("workspace", "r.workspace"),
+    ("session", "r.session"),
+    ("eligibility", "r.eligibility"),
+    ("expires_at", "r.expires_at"),
+    ("kind", "coalesce(m.kind, 'entry')"),
+    ("subject", "m.subject"),
+    ("subject_key", "m.subject_key"),
+    ("authority", "coalesce(m.authority, 'first-party')"),
+    ("distortion_tolerance", "m.distortion_tolerance"),
+    ("origin", "CASE WHEN m.rowid IS NULL THEN r.workspace ELSE m.origin END"),
+    ("origin_repo", "m.origin_repo"),
+    ("origin_commit", "m.origin_commit"),
+    ("verified_commit", "m.verified_commit"),
+    ("last_verified_at", "coalesce(m.last_verified_at, r.created_at)"),
+    ("writer_client", "m.writer_client"),
+    ("writer_model", "m.writer_model"),
+    ("superseded_by", "m.superseded_by"),
+    ("visibility", "r.visibility"),
+    ("owner", "{owner}"),
+    ("mine", "CASE WHEN {owned} THEN 1 ELSE 0 END"),
+)
+_ROW_NAMES = [name for name, _ in _ROW_COLUMNS]
 _ROW_SQL = (
-    "SELECT r.rowid, r.id, r.text, r.ts, r.tags, r.source, r.trust, r.created_at, r.updated_at,"
-    " r.agent, r.workspace, r.session, r.eligibility, r.expires_at,"
-    " coalesce(m.kind, 'entry'), m.subject, m.subject_key, coalesce(m.authority, 'first-party'),"
-    " m.distortion_tolerance, CASE WHEN m.rowid IS NULL THEN r.workspace ELSE m.origin END,"
-    " m.origin_repo, m.origin_commit, m.verified_commit,"
-    " coalesce(m.last_verified_at, r.created_at),"
-    " m.writer_client, m.writer_model, m.superseded_by, r.visibility, {owner},"
-    " CASE WHEN {owned} THEN 1 ELSE 0 END"
+    f"SELECT {', '.join(expr for _, expr in _ROW_COLUMNS)}"
     " FROM {records} LEFT JOIN memory_meta m ON m.rowid = r.rowid"
 )
+
+
+def _memory_row(values: Sequence[Any]) -> MemoryRow:
+    row = dict(zip(_ROW_NAMES, values, strict=True))
+    row["tags"] = _tags.decode(row["tags"])
+    row["mine"] = bool(row["mine"])
+    return MemoryRow(**row)
 
 
 def _labels(values: Iterable[str]) -> list[str]:
@@ -68,8 +99,7 @@ class SqlMemoryReads:
             records=records, owner=self._conn.owner("r"), owned=self._conn.owned("r")
         )
         for r in self._conn.execute(f"{sql} WHERE {condition}{tail}", params):
-            values: list[Any] = [*r[:4], _tags.decode(r[4]), *r[5:-1], bool(r[-1])]
-            rows.append(MemoryRow(*values))
+            rows.append(_memory_row(r))
         if not rows:
             return rows
         by_rowid = {r.rowid: r for r in rows}
@@ -292,7 +322,7 @@ def _event(conn: Db, now: float, who: Principal, record_id: str, event: str) -> 
     )
 
 
-def _require_memories(conn: Db, ids: list[str], what: str) -> None:
+def _require_memories(conn: Db, ids: Sequence[str], what: str) -> None:
     for memory_id in ids:
         if (
             conn.execute(
@@ -330,15 +360,8 @@ def hold(conn: Db, rowid: int, why: str) -> None:
     )
 
 
-def _outside(source: str | None) -> str | None:
-    """``source`` when it names text from outside the agent's own hand, else None."""
-    return source if source is not None and source.lower() in OUTSIDE_SOURCES else None
-
-
-def _write_paths(
-    conn: Db, rowid: int, text: str, explicit: list[str], *, fresh: bool = False
-) -> list[str]:
-    """Explicit paths are claim-anchored; paths in the text are evidence. Attested ones stay."""
+def _write_paths(conn: Db, rowid: int, paths: dict[str, int], *, fresh: bool = False) -> None:
+    """``paths`` (path -> anchored) replace the memory's own; those a person attested stay."""
     attested: set[str] = set()
     if not fresh:
         attested = {
@@ -348,132 +371,68 @@ def _write_paths(
             )
         }
         conn.execute("DELETE FROM memory_paths WHERE rowid = ? AND anchored < 2", (rowid,))
-    rows: dict[str, int] = {path: 0 for path in scrape_paths(text)}
-    rows.update({path: 1 for path in explicit})
-    if rows:
+    if paths:
         conn.executemany(
             "INSERT INTO memory_paths (rowid, path, anchored) VALUES (?, ?, ?)"
             " ON CONFLICT DO NOTHING",
-            [(rowid, path, anchored) for path, anchored in rows.items() if path not in attested],
+            [(rowid, path, anchored) for path, anchored in paths.items() if path not in attested],
         )
-    return [*rows, *sorted(attested - rows.keys())]
 
 
-def _write_depends(conn: Db, rowid: int, links: list[p.DependsOn], *, fresh: bool = False) -> None:
-    _require_memories(conn, [d.id for d in links], "depends_on")
+def _write_depends(
+    conn: Db, rowid: int, links: list[tuple[str, str | None]], *, fresh: bool = False
+) -> None:
     if not fresh:
         conn.execute("DELETE FROM memory_links WHERE src = ? AND rel = 'depends_on'", (rowid,))
     if links:
         conn.executemany(
             "INSERT INTO memory_links (src, rel, dst_id, note) VALUES (?, 'depends_on', ?, ?)"
             " ON CONFLICT (src, rel, dst_id) DO UPDATE SET note = excluded.note",
-            [(rowid, d.id, d.note) for d in links],
+            [(rowid, dst, note) for dst, note in links],
         )
-
-
-def _live_row(conn: Db, memory_id: str) -> tuple[Any, ...]:
-    # A memory bulk-loaded straight into records gets its metadata row on first change.
-    conn.execute(
-        "INSERT INTO memory_meta (rowid, origin, last_verified_at)"
-        " SELECT rowid, workspace, created_at FROM records WHERE id = ? AND kind = 'memory'"
-        " ON CONFLICT DO NOTHING",
-        (memory_id,),
-    )
-    row = conn.execute(
-        "SELECT r.rowid, r.text, r.source, r.workspace, m.kind, m.authority"
-        " FROM records r JOIN memory_meta m ON m.rowid = r.rowid"
-        " WHERE r.id = ? AND r.kind = 'memory' AND r.tombstoned_at IS NULL",
-        (memory_id,),
-    ).fetchone()
-    if row is None:
-        raise RecallError("not_found", f"no memory {memory_id}")
-    return tuple(row)
 
 
 class SqlMemoryWrites:
     def __init__(self, conn: Db) -> None:
         self._conn = conn
 
-    def store(
-        self,
-        who: Principal,
-        req: p.MemoryStore,
-        *,
-        repo: str | None,
-        commit: str | None,
-        trust: Assessment,
-        now: float,
-    ) -> tuple[p.MemoryStored, int | None]:
-        """Insert one memory (or answer with the existing one for a duplicate or a replayed
-        key); returns the reply and the new row, if one was written."""
-        conn = self._conn
-        earlier = replayed(conn, who, req.idempotency_key)
-        if earlier is not None:
-            return p.MemoryStored(
-                record_id=earlier,
-                duplicate=False,
-                replayed=True,
-                kind=req.kind,
-                action="replayed",
-                subject=req.subject,
-                superseded=[],
-                contested=False,
-                authority=req.authority,
-                trust=1.0,
-                cited_paths=[],
-            ), None
-        _require_memories(conn, req.supersedes, "supersedes")
-        workspace = req.workspace or who.workspace
-        digest = memory_digest(req.text)
-        row = conn.execute(
-            "SELECT id FROM records WHERE workspace = ? AND kind = 'memory' AND content_hash = ?"
-            " AND tombstoned_at IS NULL",
-            (workspace, digest),
-        ).fetchone()
-        if row is not None:
-            remember_key(conn, who, req.idempotency_key, row[0], now)
-            return p.MemoryStored(
-                record_id=row[0],
-                duplicate=True,
-                replayed=False,
-                kind=req.kind,
-                action="duplicate",
-                subject=req.subject,
-                superseded=[],
-                contested=False,
-                authority=req.authority,
-                trust=1.0,
-                cited_paths=[],
-            ), None
+    def require_live(self, ids: Sequence[str], what: str) -> None:
+        _require_memories(self._conn, ids, what)
 
-        record_id = new_id("mem")
-        ts = req.ts if req.ts is not None else now
-        rowid = conn.insert_record(
-            "INSERT INTO records (id, kind, ts, created_at, updated_at, workspace, agent, uid,"
-            " session, source, text, tags, trust, eligibility, expires_at, content_hash,"
-            " visibility) VALUES (?, 'memory', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                record_id,
-                ts,
-                now,
-                now,
-                workspace,
-                who.agent,
-                who.uid,
-                req.session or who.session,
-                req.source,
-                req.text,
-                _json.encode(_labels(req.tags)).decode(),
-                trust.trust,
-                trust.eligibility,
-                now + req.ttl_s if req.ttl_s is not None else None,
-                digest,
-                visibility(req.visibility),
+    def find_duplicate(
+        self, workspace: str, content_hash: bytes, besides: int | None = None
+    ) -> str | None:
+        row = self._conn.execute(
+            "SELECT id FROM records WHERE workspace = ? AND kind = 'memory' AND content_hash = ?"
+            " AND tombstoned_at IS NULL AND rowid IS DISTINCT FROM ?",
+            (workspace, content_hash, besides),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def insert(self, memory: MemoryInsert) -> int:
+        conn = self._conn
+        m = memory
+        rowid = insert_record(
+            conn,
+            NewRecord(
+                id=m.id,
+                kind="memory",
+                ts=m.ts,
+                created_at=m.created_at,
+                workspace=m.workspace,
+                agent=m.agent,
+                uid=m.uid,
+                session=m.session,
+                source=m.source,
+                text=m.text,
+                content_hash=m.content_hash,
+                tags=m.tags,
+                trust=m.trust.trust,
+                eligibility=m.trust.eligibility,
+                expires_at=m.expires_at,
+                visibility=m.visibility,
             ),
-            req.text,
         )
-        origin = None if req.global_scope or workspace == "/" else workspace
-        key = subject_key(req.subject) if req.subject else None
         conn.execute(
             "INSERT INTO memory_meta (rowid, kind, subject, subject_key, authority,"
             " distortion_tolerance, origin, origin_repo, origin_commit, verified_commit,"
@@ -481,216 +440,141 @@ class SqlMemoryWrites:
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 rowid,
-                req.kind,
-                req.subject,
-                key,
-                req.authority,
-                req.distortion_tolerance,
-                origin,
-                repo,
-                commit,
-                commit,
-                now,
-                who.client or None,
-                who.model,
-                _json.encode(list(trust.reasons)).decode(),
+                m.kind,
+                m.subject,
+                m.subject_key,
+                m.authority,
+                m.distortion_tolerance,
+                m.origin,
+                m.origin_repo,
+                m.origin_commit,
+                m.origin_commit,
+                m.created_at,
+                m.writer_client,
+                m.writer_model,
+                _json.encode(list(m.trust.reasons)).decode(),
             ),
         )
-        for kind, values in (("scope", req.scopes), ("band", req.bands), ("episode", req.episodes)):
+        for kind, values in m.labels.items():
             _write_labels(conn, rowid, kind, values, fresh=True)
-        if (outside := _outside(req.source)) is not None:
-            hold(conn, rowid, outside)
-        cited = _write_paths(conn, rowid, req.text, req.paths, fresh=True)
-        _write_depends(conn, rowid, req.depends_on, fresh=True)
+        if m.held is not None:
+            hold(conn, rowid, m.held)
+        _write_paths(conn, rowid, m.paths, fresh=True)
+        _write_depends(conn, rowid, m.depends_on, fresh=True)
+        return rowid
 
-        superseded = list(req.supersedes)
-        for target in superseded:
-            conn.execute(
-                "INSERT INTO memory_links (src, rel, dst_id) VALUES (?, 'supersedes', ?)"
-                " ON CONFLICT DO NOTHING",
-                (rowid, target),
-            )
-            conn.execute(
-                "UPDATE memory_meta SET superseded_by = ? WHERE rowid ="
-                " (SELECT rowid FROM records WHERE id = ?)",
-                (record_id, target),
-            )
-        action = "superseded" if superseded else "inserted"
-        contested_with: list[str] = []
-        if key is not None and not trust.blocked:
-            # Another writer storing a fact on this subject waits until this one commits,
-            # then sees it: the decision below holds when two daemons store at once.
-            conn.lock("fact", key, origin or "")
-            # Decided among facts of its own visibility: a private fact must not supersede
-            # or contest a team fact (its other readers would see it replaced or disputed by
-            # one they cannot see), and a team fact is decided among team facts, which every
-            # member sees, so both see both contenders. A reader seeing a team and a private
-            # fact current on one subject is shown them as contested.
-            mine = visibility(req.visibility)
-            others = [
-                f
-                for f in current_facts(conn, key, origin, now)
-                if f.rowid != rowid and f.visibility == mine
-            ]
-            decision = decide_fact(
-                req.authority,
-                ts,
-                [FactView(f.id, f.authority, f.ts) for f in others],
-                explicit=bool(superseded),
-            )
-            action, contested_with = decision.action, list(decision.contested_with)
-            if decision.history_of is not None:
-                # About an earlier time than the current answer: history from the start.
-                conn.execute(
-                    "UPDATE memory_meta SET superseded_by = ? WHERE rowid = ?",
-                    (decision.history_of, rowid),
-                )
-            for f in others:
-                if f.id in decision.supersedes:
-                    conn.execute(
-                        "UPDATE memory_meta SET superseded_by = ? WHERE rowid = ?",
-                        (record_id, f.rowid),
-                    )
-            superseded += decision.supersedes
-        _event(conn, now, who, record_id, "stored")
-        remember_key(conn, who, req.idempotency_key, record_id, now)
-        return p.MemoryStored(
-            record_id=record_id,
-            duplicate=False,
-            replayed=False,
-            kind=req.kind,
-            action=action,
-            subject=req.subject,
-            superseded=superseded,
-            contested=bool(contested_with),
-            contested_with=contested_with,
-            authority=req.authority,
-            trust=trust.trust,
-            cited_paths=cited,
-            origin_repo=repo,
-            origin_commit=commit,
-        ), rowid
+    def note_supersedes(self, rowid: int, record_id: str, target: str) -> None:
+        self._conn.execute(
+            "INSERT INTO memory_links (src, rel, dst_id) VALUES (?, 'supersedes', ?)"
+            " ON CONFLICT DO NOTHING",
+            (rowid, target),
+        )
+        self._conn.execute(
+            "UPDATE memory_meta SET superseded_by = ? WHERE rowid ="
+            " (SELECT rowid FROM records WHERE id = ?)",
+            (record_id, target),
+        )
 
-    def update(
-        self,
-        who: Principal,
-        req: p.MemoryUpdate,
-        head: str | None,
-        now: float,
-        score: Callable[[str, str | None, str], Assessment],
-    ) -> tuple[p.MemoryChanged, bool]:
-        """Correct a memory in place (an update is also a verification); returns the reply
-        and whether its text changed (it must be embedded again)."""
+    def lock_facts(self, key: str, origin: str | None, now: float) -> list[Fact]:
+        self._conn.lock("fact", key, origin or "")
+        return current_facts(self._conn, key, origin, now)
+
+    def supersede(self, rowid: int, by: str) -> None:
+        self._conn.execute("UPDATE memory_meta SET superseded_by = ? WHERE rowid = ?", (by, rowid))
+
+    def event(self, who: Principal, record_id: str, event: str, now: float) -> None:
+        _event(self._conn, now, who, record_id, event)
+
+    def target(self, memory_id: str) -> MemoryTarget:
         conn = self._conn
-        rowid, text, source, workspace, kind, authority = _live_row(conn, req.memory_id)
-        changed: list[str] = []
-        if req.subject is not None:
-            if kind != "fact":
-                raise RecallError("invalid_request", "subject applies to facts")
+        # A memory bulk-loaded straight into records gets its metadata row on first change.
+        conn.execute(
+            "INSERT INTO memory_meta (rowid, origin, last_verified_at)"
+            " SELECT rowid, workspace, created_at FROM records WHERE id = ? AND kind = 'memory'"
+            " ON CONFLICT DO NOTHING",
+            (memory_id,),
+        )
+        row = conn.execute(
+            "SELECT r.rowid, r.text, r.source, r.workspace, m.kind, m.authority"
+            " FROM records r JOIN memory_meta m ON m.rowid = r.rowid"
+            " WHERE r.id = ? AND r.kind = 'memory' AND r.tombstoned_at IS NULL",
+            (memory_id,),
+        ).fetchone()
+        if row is None:
+            raise RecallError("not_found", f"no memory {memory_id}")
+        rowid, text, source, workspace, kind, authority = row
+        return MemoryTarget(rowid, text, source, workspace, kind, authority)
+
+    def anchored_paths(self, rowid: int) -> list[str]:
+        return [
+            r[0]
+            for r in self._conn.execute(
+                "SELECT path FROM memory_paths WHERE rowid = ? AND anchored = 1", (rowid,)
+            )
+        ]
+
+    def change(self, rowid: int, change: MemoryChange, head: str | None, now: float) -> None:
+        conn = self._conn
+        c = change
+        if c.subject is not None:
             conn.execute(
                 "UPDATE memory_meta SET subject = ?, subject_key = ? WHERE rowid = ?",
-                (req.subject, subject_key(req.subject), rowid),
+                (c.subject, c.subject_key, rowid),
             )
-            changed.append("subject")
-        if req.text is not None:
-            text = req.text
-            digest = memory_digest(text)
-            clash = conn.execute(
-                "SELECT id FROM records WHERE workspace = ? AND kind = 'memory'"
-                " AND content_hash = ? AND tombstoned_at IS NULL AND rowid != ?",
-                (workspace, digest, rowid),
-            ).fetchone()
-            if clash is not None:
-                raise RecallError("invalid_request", f"memory {clash[0]} already has this text")
+        if c.text is not None:
             # embed_state 0: the embedding actor re-embeds it and replaces the old vector.
             conn.execute(
                 "UPDATE records SET text = ?, content_hash = ?, embed_state = 0 WHERE rowid = ?",
-                (text, digest, rowid),
+                (c.text, c.content_hash, rowid),
             )
-            changed.append("text")
-        if req.source is not None:
-            source = req.source
-            conn.execute("UPDATE records SET source = ? WHERE rowid = ?", (source, rowid))
-            changed.append("source")
-            if (outside := _outside(source)) is not None:
-                hold(conn, rowid, outside)
-        if req.authority is not None:
-            authority = req.authority
-            conn.execute("UPDATE memory_meta SET authority = ? WHERE rowid = ?", (authority, rowid))
-            changed.append("authority")
-        if {"text", "source", "authority"} & set(changed):
-            trust = score(text, source, authority)
+        if c.source is not None:
+            conn.execute("UPDATE records SET source = ? WHERE rowid = ?", (c.source, rowid))
+        if c.held is not None:
+            hold(conn, rowid, c.held)
+        if c.authority is not None:
+            conn.execute(
+                "UPDATE memory_meta SET authority = ? WHERE rowid = ?", (c.authority, rowid)
+            )
+        if c.trust is not None:
             conn.execute(
                 "UPDATE records SET trust = ?, eligibility = ? WHERE rowid = ?",
-                (trust.trust, trust.eligibility, rowid),
+                (c.trust.trust, c.trust.eligibility, rowid),
             )
             conn.execute(
                 "UPDATE memory_meta SET trust_reasons = ? WHERE rowid = ?",
-                (_json.encode(list(trust.reasons)).decode(), rowid),
+                (_json.encode(list(c.trust.reasons)).decode(), rowid),
             )
-        if req.tags is not None:
+        if c.tags is not None:
             conn.execute(
                 "UPDATE records SET tags = ? WHERE rowid = ?",
-                (_json.encode(_labels(req.tags)).decode(), rowid),
+                (_json.encode(_labels(c.tags)).decode(), rowid),
             )
-            changed.append("tags")
-        for name, values in (("scope", req.scopes), ("band", req.bands), ("episode", req.episodes)):
-            if values is not None:
-                _write_labels(conn, rowid, name, values)
-                changed.append(f"{name}s")
-        if req.distortion_tolerance is not None:
-            value = None if req.distortion_tolerance == "none" else req.distortion_tolerance
+        for kind, values in c.labels.items():
+            _write_labels(conn, rowid, kind, values)
+        if c.distortion_tolerance is not None:
             conn.execute(
-                "UPDATE memory_meta SET distortion_tolerance = ? WHERE rowid = ?", (value, rowid)
+                "UPDATE memory_meta SET distortion_tolerance = ? WHERE rowid = ?",
+                (c.distortion_tolerance[0], rowid),
             )
-            changed.append("distortion_tolerance")
-        if req.depends_on is not None:
-            _write_depends(conn, rowid, req.depends_on)
-            changed.append("depends_on")
-        if req.paths is not None or "text" in changed:
-            explicit = (
-                req.paths
-                if req.paths is not None
-                else [
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT path FROM memory_paths WHERE rowid = ? AND anchored = 1", (rowid,)
-                    )
-                ]
-            )
-            _write_paths(conn, rowid, text, explicit)
-            if req.paths is not None:
-                changed.append("paths")
-        if req.ttl_s is not None:
-            conn.execute(
-                "UPDATE records SET expires_at = ? WHERE rowid = ?", (now + req.ttl_s, rowid)
-            )
-            changed.append("ttl_s")
+        if c.depends_on is not None:
+            _write_depends(conn, rowid, c.depends_on)
+        if c.paths is not None:
+            _write_paths(conn, rowid, c.paths)
+        if c.expires_at is not None:
+            conn.execute("UPDATE records SET expires_at = ? WHERE rowid = ?", (c.expires_at, rowid))
         conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, rowid))
         conn.execute(
             "UPDATE memory_meta SET last_verified_at = ?,"
             " verified_commit = COALESCE(?, verified_commit) WHERE rowid = ?",
             (now, head, rowid),
         )
-        _event(conn, now, who, req.memory_id, "updated")
-        return p.MemoryChanged(
-            memory_id=req.memory_id,
-            updated_at=now,
-            last_verified_at=now,
-            verified_commit=head,
-            changed=changed,
-        ), "text" in changed
-
-    def rowid_of(self, memory_id: str) -> int | None:
-        row = self._conn.execute("SELECT rowid FROM records WHERE id = ?", (memory_id,)).fetchone()
-        return None if row is None else int(row[0])
 
     def verify(
         self, who: Principal, req: p.MemoryVerify, head: str | None, now: float
     ) -> p.MemoryChanged:
         """Refresh last_verified_at (and the commit drift base); attested paths become anchors."""
         conn = self._conn
-        rowid = _live_row(conn, req.memory_id)[0]
+        rowid = self.target(req.memory_id).rowid
         conn.executemany(
             "INSERT INTO memory_paths (rowid, path, anchored) VALUES (?, ?, 2)"
             " ON CONFLICT (rowid, path) DO UPDATE SET anchored = 2",

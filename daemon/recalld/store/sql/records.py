@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 
 import msgspec
 import numpy as np
 from recall_client import protocol as p
 
-from ...domain.policy import HARD_TRUST_FLOOR, SETTLED_STATUSES
+from ...domain.policy import HARD_TRUST_FLOOR, SETTLED_STATUSES, record_visibility
 from ...domain.principal import Principal
 from ...errors import RecallError
 from ..port import Ownership, ShareRow
@@ -18,15 +19,17 @@ from .db import Db
 from .filters import marks
 
 _tags = msgspec.json.Decoder(list[str])
+_json = msgspec.json.Encoder()
 
 __all__ = [
     "EMBEDDING_BACKLOG",
+    "NewRecord",
     "SqlRecordReads",
     "SqlRecordWrites",
+    "insert_record",
     "key_digest",
     "remember_key",
     "replayed",
-    "visibility",
 ]
 
 # The records waiting to be embedded, one definition for the embedding actor, status and
@@ -66,10 +69,43 @@ def _scoped(who: Principal, key: str) -> str:
     return key_digest(f"{who.workspace}\0{key}")
 
 
-def visibility(chosen: str | None) -> str:
-    """What a record is stored with: the handlers fill in the configured default, so None
-    comes only from the daemon's own writes, which stay private."""
-    return chosen or "private"
+@dataclass(frozen=True, slots=True)
+class NewRecord:
+    """A ``records`` row as a writer inserts it, each field its column (a default is the
+    schema's)."""
+
+    id: str
+    kind: str
+    ts: float
+    created_at: float
+    workspace: str
+    agent: str
+    uid: int
+    session: str | None
+    source: str | None
+    text: str
+    content_hash: bytes
+    tags: Sequence[str] = ()
+    trust: float = 1.0
+    eligibility: str = "pending"
+    expires_at: float | None = None
+    embed_state: int = 0
+    # None: the daemon's own write (see policy.record_visibility).
+    visibility: str | None = None
+
+
+_NEW_RECORD = [f.name for f in fields(NewRecord)]
+_INSERT_RECORD = (
+    f"INSERT INTO records ({', '.join(_NEW_RECORD)}, updated_at) VALUES ({marks(_NEW_RECORD)}, ?)"
+)
+
+
+def insert_record(conn: Db, row: NewRecord) -> int:
+    """Insert ``row`` (updated when created, its tags once each); its rowid."""
+    values = {name: getattr(row, name) for name in _NEW_RECORD}
+    values["tags"] = _json.encode(list(dict.fromkeys(row.tags))).decode()
+    values["visibility"] = record_visibility(row.visibility)
+    return conn.insert_record(_INSERT_RECORD, [*values.values(), row.created_at], row.text)
 
 
 # Pending records the policy can settle now: episodes waiting for a verdict are skipped, so
@@ -194,6 +230,12 @@ class SqlRecordReads:
 class SqlRecordWrites:
     def __init__(self, conn: Db) -> None:
         self._conn = conn
+
+    def replayed(self, who: Principal, key: str | None) -> str | None:
+        return replayed(self._conn, who, key)
+
+    def remember_key(self, who: Principal, key: str | None, record_id: str, now: float) -> None:
+        remember_key(self._conn, who, key, record_id, now)
 
     def forget(self, record_id: str, now: float) -> tuple[p.Forgotten, int | None]:
         """Tombstone one record and drop its vector row; returns the reply and the rowid to
