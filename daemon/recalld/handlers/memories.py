@@ -89,7 +89,17 @@ class _Verify(RequestJob):
         self.head = head
 
     def apply(self, tx: WriteTx, now: float) -> p.MemoryChanged:
-        return tx.memories.verify(self.principal, self.clean.request, self.head, now)
+        req: p.MemoryVerify = self.clean.request
+        updated_at = tx.memories.verify(
+            self.principal, req.memory_id, req.verified_paths, self.head, now
+        )
+        return p.MemoryChanged(
+            memory_id=req.memory_id,
+            updated_at=updated_at,
+            last_verified_at=now,
+            verified_commit=self.head,
+            changed=["last_verified_at"] + (["verified_paths"] if req.verified_paths else []),
+        )
 
 
 class _RecordUse(RequestJob):
@@ -101,9 +111,9 @@ class _RecordUse(RequestJob):
         if req.use_token is not None:
             token = use_tokens.read(tx.read.memories.use_token_key(), req.use_token)
             targets.insert(0, (token.memory_id, token.nonce))
-        return tx.memories.record_uses(
-            self.principal, targets, req.outcome or "used", req.note, now
-        )
+        outcome = req.outcome or "used"
+        recorded = tx.memories.record_uses(self.principal, targets, outcome, req.note, now)
+        return p.UseRecorded(recorded=[p.RecordedUse(id=i, outcome=outcome) for i in recorded])
 
 
 class _Resolve(RequestJob):

@@ -785,16 +785,31 @@ class MemoryWrites(Protocol):
         ...
 
     def verify(
-        self, who: Principal, req: p.MemoryVerify, head: str | None, now: float
-    ) -> p.MemoryChanged: ...
+        self, who: Principal, memory_id: str, attested: Sequence[str], head: str | None, now: float
+    ) -> float:
+        """Note the memory verified now (at ``head``), ``attested`` paths as its anchors, and
+        release what was held for a person when ``who`` is one; its updated_at.
+
+        Raises:
+            RecallError: ``not_found``.
+        """
+        ...
+
     def record_uses(
         self,
         who: Principal,
         targets: Sequence[tuple[str, str | None]],
-        outcome: p.StoredOutcome,
+        outcome: str,
         note: str | None,
         now: float,
-    ) -> p.UseRecorded: ...
+    ) -> list[str]:
+        """Record ``outcome`` for each (memory id, use token's nonce); the ids recorded.
+
+        Raises:
+            RecallError: ``not_found`` for an id that names no memory (unless injected).
+        """
+        ...
+
     def resolve_fact(
         self, who: Principal, req: p.MemoryFactResolve, now: float
     ) -> p.FactResolved: ...

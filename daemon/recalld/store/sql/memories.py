@@ -570,15 +570,16 @@ class SqlMemoryWrites:
         )
 
     def verify(
-        self, who: Principal, req: p.MemoryVerify, head: str | None, now: float
-    ) -> p.MemoryChanged:
-        """Refresh last_verified_at (and the commit drift base); attested paths become anchors."""
+        self, who: Principal, memory_id: str, attested: Sequence[str], head: str | None, now: float
+    ) -> float:
+        """Refresh last_verified_at (and the commit drift base); ``attested`` paths become
+        anchors. Its updated_at."""
         conn = self._conn
-        rowid = self.target(req.memory_id).rowid
+        rowid = self.target(memory_id).rowid
         conn.executemany(
             "INSERT INTO memory_paths (rowid, path, anchored) VALUES (?, ?, 2)"
             " ON CONFLICT (rowid, path) DO UPDATE SET anchored = 2",
-            [(rowid, path) for path in req.verified_paths],
+            [(rowid, path) for path in attested],
         )
         conn.execute(
             "UPDATE memory_meta SET last_verified_at = ?, verified_commit = ? WHERE rowid = ?",
@@ -588,29 +589,22 @@ class SqlMemoryWrites:
             # A person's check (the admin token is the user's own, see domain.scopes): what
             # was held for it may now be injected.
             conn.execute("DELETE FROM memory_labels WHERE rowid = ? AND kind = ?", (rowid, HELD))
-        _event(conn, now, who, req.memory_id, "verified")
-        changed = ["last_verified_at"] + (["verified_paths"] if req.verified_paths else [])
-        updated_at = conn.execute(
-            "SELECT updated_at FROM records WHERE rowid = ?", (rowid,)
-        ).fetchone()[0]
-        return p.MemoryChanged(
-            memory_id=req.memory_id,
-            updated_at=updated_at,
-            last_verified_at=now,
-            verified_commit=head,
-            changed=changed,
+        _event(conn, now, who, memory_id, "verified")
+        return float(
+            conn.execute("SELECT updated_at FROM records WHERE rowid = ?", (rowid,)).fetchone()[0]
         )
 
     def record_uses(
         self,
         who: Principal,
         targets: Sequence[tuple[str, str | None]],
-        outcome: p.StoredOutcome,
+        outcome: str,
         note: str | None,
         now: float,
-    ) -> p.UseRecorded:
+    ) -> list[str]:
         """Record ``outcome`` for each (memory id, token nonce); a token's outcome replaces an
-        earlier one of the same token."""
+        earlier one of the same token. The ids recorded (a memory forgotten since it was
+        injected is skipped)."""
         conn = self._conn
         recorded = []
         for memory_id, nonce in dict(targets).items():
@@ -628,9 +622,8 @@ class SqlMemoryWrites:
                 (row[0], outcome, now, who.agent, who.session, nonce, note),
             )
             _event(conn, now, who, memory_id, f"use:{outcome}")
-            if outcome != "injected":
-                recorded.append(p.RecordedUse(id=memory_id, outcome=outcome))
-        return p.UseRecorded(recorded=recorded)
+            recorded.append(memory_id)
+        return recorded
 
     def resolve_fact(self, who: Principal, req: p.MemoryFactResolve, now: float) -> p.FactResolved:
         """Settle a contested subject: one fact stays current, the others are superseded."""
