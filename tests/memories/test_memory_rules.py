@@ -13,7 +13,7 @@ from recall_client import protocol as p
 from recalld.domain.policy import Assessment, FactView, decide_fact
 from recalld.domain.principal import Principal
 from recalld.errors import RecallError
-from recalld.handlers.memory_writes import store_memory, update_memory
+from recalld.handlers.memory_writes import resolve_fact, store_memory, update_memory
 from recalld.store.port import MemoryRow, WriteTx
 from recalld.store.sqlite.engine import SqliteStore
 
@@ -74,6 +74,23 @@ def test_a_fact_of_the_same_time_or_lower_authority_is_contested(store: SqliteSt
     quoted = _fact(store, "Someone said the port is 7000.", 300.0, authority="quoted")
     assert quoted.action == "contested"
     assert _row(store, first.record_id).superseded_by is None
+
+
+def test_resolving_keeps_the_chosen_fact_and_supersedes_the_contenders(
+    store: SqliteStore,
+) -> None:
+    first = _fact(store, "The port is 5432.", 100.0)
+    rival = _fact(store, "The port is 6432.", 100.0)
+
+    def resolve(tx: WriteTx, now: float) -> p.FactResolved:
+        req = p.MemoryFactResolve(subject="db.port", accept=True)
+        return resolve_fact(tx, WHO, req, now)
+
+    settled: p.FactResolved = run(store, resolve)
+    assert (settled.current, settled.superseded) == (rival.record_id, [first.record_id])
+    assert _row(store, first.record_id).superseded_by == rival.record_id
+    again: p.FactResolved = run(store, resolve)
+    assert (again.resolved, again.reason) == (False, "no_contender")
 
 
 def test_a_private_fact_leaves_a_team_fact_current(store: SqliteStore) -> None:

@@ -26,7 +26,7 @@ from ..pipeline.intake import RequestJob
 from ..retrieval import listing as browse
 from ..retrieval.memory_detail import memory_detail
 from ..store.port import WriteTx
-from .memory_writes import store_memory, update_memory
+from .memory_writes import resolve_fact, store_memory, update_memory
 from .services import Services
 
 __all__ = [
@@ -120,7 +120,7 @@ class _Resolve(RequestJob):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> p.FactResolved:
-        return tx.memories.resolve_fact(self.principal, self.clean.request, now)
+        return resolve_fact(tx, self.principal, self.clean.request, now)
 
 
 def _check_origin_repo(req: p.MemoryStore, workspace: str, origin: GitOrigin | None) -> None:

@@ -1,6 +1,7 @@
-"""memory_store and memory_update as use cases over the port: replay, dedup, supersession and
-contest, trust, what changed, decided here by the policy; the store only reads and writes
-rows. Each runs inside the writer's transaction (a job's ``apply``) and answers the reply.
+"""memory_store, memory_update and memory_fact_resolve as use cases over the port: replay,
+dedup, supersession and contest, trust, what changed, decided here by the policy; the store
+only reads and writes rows. Each runs inside the writer's transaction (a job's ``apply``)
+and answers the reply.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..errors import RecallError
 from ..ingest.trust import score
 from ..store.port import MemoryChange, MemoryInsert, WriteTx
 
-__all__ = ["store_memory", "update_memory"]
+__all__ = ["resolve_fact", "store_memory", "update_memory"]
 
 
 def store_memory(
@@ -237,3 +238,50 @@ def update_memory(
         verified_commit=head,
         changed=changed,
     ), target.rowid if "text" in changed else None
+
+
+def resolve_fact(
+    tx: WriteTx, who: Principal, req: p.MemoryFactResolve, now: float
+) -> p.FactResolved:
+    """Settle a contested subject: one fact stays current, the others are superseded.
+
+    Raises:
+        RecallError: ``invalid_request`` for a keep_id that is not one of the contenders.
+    """
+    key = subject_key(req.subject)
+    facts = tx.memories.lock_facts(key, who.workspace, now)
+    if len(facts) < 2:
+        facts = tx.memories.lock_facts(key, None, now)
+    if len(facts) < 2:
+        return p.FactResolved(resolved=False, subject=req.subject, reason="no_contender")
+    if req.keep_id is not None:
+        chosen = [f for f in facts if f.id == req.keep_id]
+        if not chosen:
+            raise RecallError(
+                "invalid_request",
+                f"{req.keep_id} is not one of the contested facts on {req.subject!r}: "
+                + ", ".join(f.id for f in facts),
+            )
+        winner = chosen[0]
+    else:
+        # facts are oldest first: the incumbent, then the contenders.
+        winner = facts[-1] if req.accept else facts[0]
+    # A private winner leaves team facts current: the team's answer changes only by a team
+    # fact, not by a choice other members cannot see.
+    losers = [
+        f
+        for f in facts
+        if f.rowid != winner.rowid and (winner.visibility == "team" or f.visibility == "private")
+    ]
+    for f in losers:
+        tx.memories.supersede(f.rowid, winner.id)
+    tx.memories.change(winner.rowid, MemoryChange(), None, now)  # updated and verified now
+    tx.memories.event(who, winner.id, "resolved", now)
+    return p.FactResolved(
+        resolved=True,
+        subject=req.subject,
+        accepted=req.accept if req.accept is not None else winner.rowid != facts[0].rowid,
+        current=winner.id,
+        current_text=winner.text,
+        superseded=[f.id for f in losers],
+    )

@@ -810,10 +810,6 @@ class MemoryWrites(Protocol):
         """
         ...
 
-    def resolve_fact(
-        self, who: Principal, req: p.MemoryFactResolve, now: float
-    ) -> p.FactResolved: ...
-
 
 class EpisodeWrites(Protocol):
     def capture(

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from recall_client import protocol as p
 
-from ...domain.policy import HELD, subject_key
+from ...domain.policy import HELD
 from ...domain.principal import Principal
 from ...domain.scopes import ADMIN
 from ...errors import RecallError
@@ -624,51 +624,3 @@ class SqlMemoryWrites:
             _event(conn, now, who, memory_id, f"use:{outcome}")
             recorded.append(memory_id)
         return recorded
-
-    def resolve_fact(self, who: Principal, req: p.MemoryFactResolve, now: float) -> p.FactResolved:
-        """Settle a contested subject: one fact stays current, the others are superseded."""
-        conn = self._conn
-        key = subject_key(req.subject)
-        conn.lock("fact", key, who.workspace)
-        facts = current_facts(conn, key, who.workspace, now)
-        if len(facts) < 2:
-            facts = current_facts(conn, key, None, now)
-        if len(facts) < 2:
-            return p.FactResolved(resolved=False, subject=req.subject, reason="no_contender")
-        if req.keep_id is not None:
-            chosen = [f for f in facts if f.id == req.keep_id]
-            if not chosen:
-                raise RecallError(
-                    "invalid_request",
-                    f"{req.keep_id} is not one of the contested facts on {req.subject!r}: "
-                    + ", ".join(f.id for f in facts),
-                )
-            winner = chosen[0]
-        else:
-            # facts are oldest first: the incumbent, then the contenders.
-            winner = facts[-1] if req.accept else facts[0]
-        # A private winner leaves team facts current: the team's answer changes only by a
-        # team fact, not by a choice other members cannot see.
-        losers = [
-            f
-            for f in facts
-            if f.rowid != winner.rowid
-            and (winner.visibility == "team" or f.visibility == "private")
-        ]
-        for f in losers:
-            conn.execute(
-                "UPDATE memory_meta SET superseded_by = ? WHERE rowid = ?", (winner.id, f.rowid)
-            )
-        conn.execute(
-            "UPDATE memory_meta SET last_verified_at = ? WHERE rowid = ?", (now, winner.rowid)
-        )
-        conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, winner.rowid))
-        _event(conn, now, who, winner.id, "resolved")
-        return p.FactResolved(
-            resolved=True,
-            subject=req.subject,
-            accepted=req.accept if req.accept is not None else winner.rowid != facts[0].rowid,
-            current=winner.id,
-            current_text=winner.text,
-            superseded=[f.id for f in losers],
-        )
