@@ -24,10 +24,16 @@ class _Forget(RequestJob):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> p.Forgotten:
-        reply, rowid = tx.records.forget(self.clean.request.record_id, now)
-        if rowid is not None:
-            self.index_removals.append(rowid)
-        return reply
+        record_id = self.clean.request.record_id
+        gone = tx.records.forget(record_id, now)
+        if gone.rowid is not None:
+            self.index_removals.append(gone.rowid)
+        return p.Forgotten(
+            record_id=record_id,
+            kind=gone.kind,
+            tombstoned_at=gone.tombstoned_at,
+            already=gone.rowid is None,
+        )
 
 
 async def forget(services: Services, who: Principal, req: p.Forget) -> p.Forgotten:

@@ -64,6 +64,7 @@ __all__ = [
     "StorageFailure",
     "Store",
     "StoreUnreachable",
+    "Tombstone",
     "UseRow",
     "VectorSearch",
     "WriteTx",
@@ -240,6 +241,16 @@ class MemoryChange:
     # As MemoryInsert.paths; the paths a person attested stay.
     paths: dict[str, int] | None = None
     expires_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """A record forgotten: when, and the rowid to take out of the vector index (None when
+    it was forgotten before, and nothing changed)."""
+
+    kind: str
+    tombstoned_at: float
+    rowid: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -711,7 +722,14 @@ class RecordWrites(Protocol):
         """Note that ``who``'s request with ``key`` wrote ``record_id`` (none without a key)."""
         ...
 
-    def forget(self, record_id: str, now: float) -> tuple[p.Forgotten, int | None]: ...
+    def forget(self, record_id: str, now: float) -> Tombstone:
+        """Tombstone one record and drop its vector row.
+
+        Raises:
+            RecallError: ``not_found``.
+        """
+        ...
+
     def share(self, who: Principal, record_id: str, text: str, now: float) -> None:
         """Make the caller's own private ``record_id`` team memory, as long as its text is
         still ``text`` (what was reviewed), and log who shared it.

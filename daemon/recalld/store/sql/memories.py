@@ -12,7 +12,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
-from recall_client import protocol as p
 
 from ...domain.policy import HELD
 from ...domain.principal import Principal
@@ -249,7 +248,7 @@ class SqlMemoryReads:
         *,
         before: tuple[float, str] | None,
         limit: int,
-        kind: p.MemoryKind | None = None,
+        kind: str | None = None,
         subject_key: str | None = None,
         current_only: bool = False,
     ) -> list[MemoryRow]:

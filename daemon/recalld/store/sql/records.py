@@ -9,12 +9,11 @@ from dataclasses import dataclass, fields
 
 import msgspec
 import numpy as np
-from recall_client import protocol as p
 
 from ...domain.policy import HARD_TRUST_FLOOR, SETTLED_STATUSES, record_visibility
 from ...domain.principal import Principal
 from ...errors import RecallError
-from ..port import Ownership, ShareRow
+from ..port import Ownership, ShareRow, Tombstone
 from .db import Db
 from .filters import marks
 
@@ -237,9 +236,7 @@ class SqlRecordWrites:
     def remember_key(self, who: Principal, key: str | None, record_id: str, now: float) -> None:
         remember_key(self._conn, who, key, record_id, now)
 
-    def forget(self, record_id: str, now: float) -> tuple[p.Forgotten, int | None]:
-        """Tombstone one record and drop its vector row; returns the reply and the rowid to
-        take out of the vector index (None when it was forgotten already)."""
+    def forget(self, record_id: str, now: float) -> Tombstone:
         row = self._conn.execute(
             "SELECT rowid, kind, tombstoned_at FROM records WHERE id = ?",
             (record_id,),
@@ -248,15 +245,13 @@ class SqlRecordWrites:
             raise RecallError("not_found", f"no record {record_id}")
         rowid, kind, tombstoned_at = row
         if tombstoned_at is not None:
-            return p.Forgotten(
-                record_id=record_id, kind=kind, tombstoned_at=tombstoned_at, already=True
-            ), None
+            return Tombstone(kind, tombstoned_at, None)
         self._conn.execute(
             "UPDATE records SET tombstoned_at = ?, updated_at = ? WHERE rowid = ?",
             (now, now, rowid),
         )
         self._conn.execute("DELETE FROM vectors WHERE rowid = ?", (rowid,))
-        return p.Forgotten(record_id=record_id, kind=kind, tombstoned_at=now), int(rowid)
+        return Tombstone(kind, now, int(rowid))
 
     def share(self, who: Principal, record_id: str, text: str, now: float) -> None:
         conn = self._conn
