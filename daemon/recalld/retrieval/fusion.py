@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..store.port import Filter, Reader
-from . import ranker, session_context
+from . import ranker, relevance, session_context
 from .terms import fts_tokens, fts_words, porter
 
 __all__ = [
@@ -119,6 +119,9 @@ class Candidate:
     # Learned ranking only: the weighted share of the query's words the record holds with
     # its session neighbours (what a turn that means little alone is found by), 0..1.
     context_evidence: float | None = None
+    # memory_search only: the share of the query's informative words the record holds
+    # (relevance.informative_coverage over all the candidates), 0..1.
+    coverage: float | None = None
 
 
 def retrieve(
@@ -178,10 +181,16 @@ def retrieve(
         allowed = search.visible(added, where)
         scores = {rowid: s for rowid, s in scores.items() if rowid in found or rowid in allowed}
     evidence: dict[int, float] = {}
-    if learned and terms and use_vectors and scores:
+    coverage: dict[int, float] = {}
+    if learned and terms and scores:
+        # Every candidate's words are read once: for its coverage (how informative a word is
+        # depends on how many candidates hold it) and for the learned ranking's features.
         pool = list(scores)
-        kept = set(pool)
         texts = search.texts(pool)
+        holding = _holding(texts)
+        coverage = relevance.informative_coverage(terms[: ranker.MAX_TERMS], pool, holding)
+    if learned and terms and use_vectors and scores:
+        kept = set(pool)
         rows = ranker.features(
             pool,
             terms=terms,
@@ -191,7 +200,7 @@ def retrieve(
             fused=found,
             in_context=scores,
             near={r: [n for n in near.get(r, ()) if n in kept] for r in pool},
-            holding=_holding(texts),
+            holding=holding,
             depth=CHANNEL_DEPTH,
             texts=texts,
             # The record before, when the caller may see it (a hidden one says nothing).
@@ -212,6 +221,7 @@ def retrieve(
                 semantic_rank=sem[0] if sem else None,
                 cosine=sem[1] if sem else None,
                 context_evidence=evidence.get(rowid),
+                coverage=coverage.get(rowid),
             )
         )
     return out

@@ -9,20 +9,22 @@ Retrieval itself (channels, fusion, query terms) is ``search.retrieve``; this mo
 the reader contract it runs under (visibility, scope and every filter, as one SQL clause),
 then scores what comes back and shapes the result:
 
-    score = fused * evidence * recency * trust * outcomes * supersession
+    score = relevance * order * recency * trust * outcomes * supersession
 
-- ``fused``: retrieval's fused score relative to the query's best candidate (1 for it); in
-  keyword mode, the rank by term coverage. With a cross-encoder, half of it is the
-  cross-encoder's score.
-- ``evidence``: 0..1 by ``relevance``, the absolute evidence that the hit is about the query:
-  the share of the query's words it contains, or its calibrated cosine, whichever is higher.
-  Full from a quarter of the query's words on, so among hits with real evidence the mode's own
-  order stands. Fusion is relative (the semantic channel always has a nearest vector): a hit
-  with no evidence scores 0, whatever its rank. ``relevance`` also decides ``low_confidence``
-  (no hit with at least 0.5).
+- ``relevance``: how likely the hit is what the query asks for, calibrated the same way for
+  every query and store (:mod:`.relevance`: the share of the query's informative words it
+  holds, with its session neighbours for a conversation's turn, and its calibrated cosine).
+  It also decides ``low_confidence`` (no hit of at least 0.5).
+- ``order``: 0.5..1 by retrieval's fused score relative to the query's best candidate (1 for
+  it); in keyword mode, the rank by term coverage. With a cross-encoder, half of it is the
+  cross-encoder's score. Retrieval orders hits of like relevance; it cannot make an
+  unrelated one relevant, as the best of an unrelated lot.
 - ``recency``: 0.85..1 by age (30-day half-life), unless ``disable_recency_boost``.
 - ``trust``: 0.7..1; ``outcomes``: down to 0.7 for recent ignored / contradicted uses that a
   later use, update or verification has not cleared; ``supersession``: 0.6.
+
+A hit's ``relevance`` label is the seed's: how much of the query's wording it holds literally
+(its informative words: a stop word, or one every candidate holds, is no match).
 The floor (``min_score``, default 0.25) applies to the final score.
 Pinned facts (``distortion_tolerance: constraint``) whose subject the query names are served
 first whatever their score.
@@ -51,6 +53,7 @@ from .memory_rows import (
     owner_of,
     summary,
 )
+from .relevance import CONFIDENT, PRIOR, cosine_evidence
 from .rerank import Reranker
 from .staleness import Checkouts, staleness
 from .terms import Coverage, fts_tokens, make_snippet, query_terms
@@ -60,10 +63,8 @@ from .use_outcomes import Outcomes, use_outcomes
 __all__ = ["FLOOR", "MemoryReader", "MemorySearchConfig"]
 
 FLOOR = 0.25
-# Relevance from which a hit's evidence counts in full.
-EVIDENCE_FULL = 0.25
-# A hit with at least this much relevance is a confident match.
-CONFIDENT = 0.5
+# The least retrieval's order leaves of a relevant hit's score (the last candidate's).
+ORDER_FLOOR = 0.5
 RECENCY_WEIGHT = 0.15
 RECENCY_HALF_LIFE_DAYS = 30.0
 SUPERSEDED_FACTOR = 0.6
@@ -74,8 +75,6 @@ COMPACT_TEXT = 600
 RERANK_DEPTH = 30
 # The top hit "leads decisively" when it scores this much above the runner-up.
 DECISIVE_LEAD = 1.25
-# Cosines below the first bound are noise for sentence embedders; above the second, close.
-COSINE_NOISE, COSINE_SPAN = 0.2, 0.4
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +94,6 @@ def _names(query_tokens: set[str], subject: str | None) -> bool:
     """Whether a query names a subject: every token of the subject is in the query."""
     subject_tokens = set(fts_tokens(subject or ""))
     return bool(subject_tokens) and subject_tokens <= query_tokens
-
-
-def _evidence(relevance: float) -> float:
-    return min(1.0, relevance / EVIDENCE_FULL)
 
 
 def _relevance_label(coverage: float) -> p.Relevance:
@@ -259,29 +254,32 @@ class MemoryReader:
         rows = reader.memories.by_rowid([c.rowid for c in cands])
         outcomes = use_outcomes(reader, rows.values(), now)
         covers = Coverage(terms)
+        calibration = PRIOR
         # Fusion's scores are relative to this query's candidates (how far ahead of the rest
         # a hit is), so they are taken relative to the best of them; whether a hit is about
-        # the query at all is the evidence factor's to say.
+        # the query at all is its relevance's to say.
         top_fused = max((c.score for c in cands), default=0.0) or 1.0
         scored: list[_Scored] = []
         for c in cands:
             row = rows.get(c.rowid)
             if row is None:
                 continue
-            coverage, matched = covers(row.text)
-            cos_ev = 0.0
-            if c.cosine is not None:
-                cos_ev = min(1.0, max(0.0, (c.cosine - COSINE_NOISE) / COSINE_SPAN))
+            literal, matched = covers(row.text)
+            # The informative share where retrieval weighed the words (memory_search's own
+            # candidates), the plain share elsewhere.
+            coverage = literal if c.coverage is None else c.coverage
+            cos_ev = cosine_evidence(c.cosine)
+            # A turn found by its session's words has its evidence there.
+            lexical = max(coverage, c.context_evidence or 0.0)
             scored.append(
                 _Scored(
                     row=row,
                     cand=c,
                     fused=c.score / top_fused,
                     coverage=coverage,
-                    match_terms=matched,
+                    match_terms=matched if coverage > 0 else [],
                     cosine_evidence=cos_ev,
-                    # A turn found by its session's words has its evidence there.
-                    relevance=max(coverage, cos_ev, c.context_evidence or 0.0),
+                    relevance=calibration.relevance(lexical, cos_ev),
                     outcomes=outcomes[c.rowid],
                 )
             )
@@ -347,7 +345,7 @@ class MemoryReader:
         if not wanted:
             info.update(used=False)
             return
-        head = sorted(scored, key=lambda s: -s.fused * _evidence(s.relevance))[:RERANK_DEPTH]
+        head = sorted(scored, key=lambda s: -s.fused * s.relevance)[:RERANK_DEPTH]
         values = self.reranker.score(query, [s.row.text for s in head])
         if values is None:
             info.update(available=False, used=False, reason=self.reranker.reason)
@@ -357,11 +355,12 @@ class MemoryReader:
         info.update(available=True, used=True, model=self.reranker.path, depth=len(head))
 
     def _score(self, s: _Scored, now: float, boost: bool) -> None:
-        base = s.fused if s.rerank is None else 0.5 * s.fused + 0.5 * s.rerank
+        order = s.fused if s.rerank is None else 0.5 * s.fused + 0.5 * s.rerank
+        base = ORDER_FLOOR + (1 - ORDER_FLOOR) * order
         age_days = max(0.0, now - s.row.ts) / 86400
         recency = 2 ** (-age_days / RECENCY_HALF_LIFE_DAYS)
         s.factors = {
-            "evidence": _evidence(s.relevance),
+            "relevance": s.relevance,
             "recency": (1 - RECENCY_WEIGHT) + RECENCY_WEIGHT * recency if boost else 1.0,
             "trust": 0.7 + 0.3 * s.row.trust,
             "outcomes": s.outcomes.factor,
@@ -468,7 +467,6 @@ class MemoryReader:
                     "semantic_rank": s.cand.semantic_rank,
                     "cosine": None if s.cand.cosine is None else round(s.cand.cosine, 4),
                     "coverage": round(s.coverage, 4),
-                    "relevance": round(s.relevance, 4),
                     "rerank": None if s.rerank is None else round(s.rerank, 4),
                     **{k: round(v, 4) for k, v in s.factors.items()},
                     "pinned": row.pinned,

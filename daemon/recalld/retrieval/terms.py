@@ -17,7 +17,11 @@ _STOP = frozenset(
     ourselves out over own same she should so some such than that the their theirs them
     themselves then there these they this those through to too under until up very was we were
     what when where which while who whom why will with would you your yours yourself
-    yourselves""".split()
+    yourselves"""
+    # The words of a request rather than of its subject: a prompt asks what to "use" or
+    # "run", what it "needs" to "get" done; they say nothing of which memory is meant.
+    """ also anything etc get gets let lets make makes need needs please something tell
+    thing things use used uses using via want wants way""".split()
 )
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -25,7 +29,8 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 def query_terms(query: str) -> list[str]:
     """The words of a query that carry meaning: stop words dropped, order kept, deduped."""
     words = [w.lower() for w in _TOKEN.findall(query)]
-    content = [w for w in words if w not in _STOP]
+    # A lone letter is a contraction's ("what's", "don't") or a list's, not a subject.
+    content = [w for w in words if w not in _STOP and (len(w) > 1 or w.isdigit())]
     return list(dict.fromkeys(content or words))
 
 
