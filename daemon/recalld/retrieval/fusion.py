@@ -18,7 +18,7 @@ import numpy as np
 
 from ..store.port import Filter, Reader
 from . import ranker, relevance, session_context
-from .terms import fts_tokens, fts_words, porter
+from .terms import FAMILY_MIN, fts_tokens, fts_words, kin, porter
 
 __all__ = [
     "CHANNEL_DEPTH",
@@ -237,27 +237,32 @@ def _semantic(
 
 def _holding(texts: dict[int, str]) -> Callable[[str, Sequence[int]], set[int]]:
     """Which records hold a query word, as FTS5 tokenizes and stems it (:func:`fts_tokens`;
-    PostgreSQL's lexemes are made to match FTS5's): a word of several tokens, all of them.
+    PostgreSQL's lexemes are made to match FTS5's): a word of several tokens, all of them; a
+    word of one, it or a word of its family (:func:`~.terms.kin`).
 
-    Only a text's words that could stem to a query word's stem are stemmed: Porter's stemmer
-    never changes a word's first letter, nor makes a stem longer than its word.
+    Only a text's words that could stem to a query word's stem or its family are stemmed:
+    Porter's stemmer never changes a word's first letter, and a family shares its first
+    :data:`~.terms.FAMILY_MIN` letters.
     """
     words = {rowid: fts_words(text) for rowid, text in texts.items()}
     stems: dict[int, set[str]] = {}
+    looked: dict[int, set[str]] = {}
 
     def holding(term: str, rowids: Sequence[int]) -> set[int]:
         want = fts_tokens(term)
         if not want:
             return set()
         for stem in want:
+            start = stem[:FAMILY_MIN] if len(stem) >= FAMILY_MIN else stem[0]
             for rowid in rowids:
-                have = stems.setdefault(rowid, set())
-                if stem not in have:
-                    have.update(
-                        porter(w)
-                        for w in words.get(rowid, ())
-                        if w[0] == stem[0] and len(w) >= len(stem)
+                seen = looked.setdefault(rowid, set())
+                if start not in seen:
+                    seen.add(start)
+                    stems.setdefault(rowid, set()).update(
+                        porter(w) for w in words.get(rowid, ()) if w.startswith(start)
                     )
+        if len(want) == 1:
+            return {r for r in rowids if any(kin(h, want[0]) for h in stems.get(r, ()))}
         return {r for r in rowids if all(t in stems.get(r, ()) for t in want)}
 
     return holding

@@ -15,7 +15,7 @@ then scores what comes back and shapes the result:
   every query and store (:mod:`.relevance`: the share of the query's informative words it
   holds, with its session neighbours for a conversation's turn, and its calibrated cosine).
   It also decides ``low_confidence`` (no hit of at least 0.5).
-- ``order``: 0.5..1 by retrieval's fused score relative to the query's best candidate (1 for
+- ``order``: 0.75..1 by retrieval's fused score relative to the query's best candidate (1 for
   it); in keyword mode, the rank by term coverage. With a cross-encoder, half of it is the
   cross-encoder's score. Retrieval orders hits of like relevance; it cannot make an
   unrelated one relevant, as the best of an unrelated lot.
@@ -60,11 +60,11 @@ from .terms import Coverage, fts_tokens, make_snippet, query_terms
 from .time_cues import temporal_window
 from .use_outcomes import Outcomes, use_outcomes
 
-__all__ = ["FLOOR", "MemoryReader", "MemorySearchConfig"]
+__all__ = ["FLOOR", "Answer", "MemoryReader", "MemorySearchConfig"]
 
 FLOOR = 0.25
 # The least retrieval's order leaves of a relevant hit's score (the last candidate's).
-ORDER_FLOOR = 0.5
+ORDER_FLOOR = 0.75
 RECENCY_WEIGHT = 0.15
 RECENCY_HALF_LIFE_DAYS = 30.0
 SUPERSEDED_FACTOR = 0.6
@@ -98,6 +98,14 @@ def _names(query_tokens: set[str], subject: str | None) -> bool:
 
 def _relevance_label(coverage: float) -> p.Relevance:
     return "high" if coverage >= 0.75 else "medium" if coverage >= 0.4 else "low"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A memory_search result and its hits' relevance by id (:mod:`.relevance`)."""
+
+    result: p.MemorySearchResult
+    relevance: dict[str, float]
 
 
 @dataclass(slots=True)
@@ -186,6 +194,17 @@ class MemoryReader:
         qvec: QueryVector,
     ) -> p.MemorySearchResult:
         """Run one memory_search. Raises RecallError(invalid_request) for contradictory flags."""
+        return self.answer(reader, who, req, qvec).result
+
+    def answer(
+        self,
+        reader: Reader,
+        who: Principal,
+        req: p.MemorySearch,
+        qvec: QueryVector,
+    ) -> Answer:
+        """memory_search's result, with each hit's relevance (for the context hook, which
+        injects only what is relevant)."""
         now = time.time()
         mode = self.mode(req)
         bm25 = self.config.bm25 if req.bm25 is None else req.bm25
@@ -221,7 +240,7 @@ class MemoryReader:
             trace=trace if req.explain else None,
         )
         if visible is None:
-            return empty
+            return Answer(empty, {})
 
         # Candidates to re-score: enough for the adjustments to reorder, few enough to stay cheap.
         depth = min(150, max(20, 3 * req.limit))
@@ -325,7 +344,7 @@ class MemoryReader:
         confident = any(s.relevance >= CONFIDENT for s in top) or any(
             c.pinned for c in cortex if c.score >= 1.0
         )
-        return p.MemorySearchResult(
+        result = p.MemorySearchResult(
             query=req.query,
             hits=hits,
             semantic_used=semantic,
@@ -337,6 +356,7 @@ class MemoryReader:
             events=events,
             trace=trace if req.explain else None,
         )
+        return Answer(result, {s.row.id: s.relevance for s in top})
 
     def _rerank(
         self, query: str, scored: list[_Scored], wanted: bool, trace: dict[str, Any]

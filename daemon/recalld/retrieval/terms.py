@@ -7,7 +7,16 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["Coverage", "fts_tokens", "fts_words", "make_snippet", "porter", "query_terms"]
+__all__ = [
+    "FAMILY_MIN",
+    "Coverage",
+    "fts_tokens",
+    "fts_words",
+    "kin",
+    "make_snippet",
+    "porter",
+    "query_terms",
+]
 
 _STOP = frozenset(
     """a about above after again against all am an and any are as at be because been before
@@ -99,7 +108,8 @@ def fts_tokens(text: str) -> list[str]:
 
 class Coverage:
     """Which of a query's terms a text holds, as the lexical channel's quoted FTS5 phrase
-    matches them: the term's :func:`fts_tokens`, one after another (one token: anywhere).
+    matches them: the term's :func:`fts_tokens`, one after another (one token: anywhere, or
+    a word of its family, :func:`kin`).
 
     Built once a search. Only the text's words that start like a wanted token are found and
     stemmed: one regex scan a text. A Porter stem and its word differ in at most their last
@@ -136,9 +146,29 @@ class Coverage:
         matched = [
             term
             for term, want in zip(self.terms, self._want, strict=True)
-            if want and set(want) <= have and (len(want) == 1 or _follows(tokens, want))
+            if want
+            and (
+                any(kin(h, want[0]) for h in have)
+                if len(want) == 1
+                else set(want) <= have and _follows(tokens, want)
+            )
         ]
         return len(matched) / len(self.terms), matched
+
+
+# The shortest stem that stands for its word family (see :func:`kin`).
+FAMILY_MIN = 5
+
+
+def kin(stem: str, wanted: str) -> bool:
+    """Whether a text's ``stem`` matches a query word's ``wanted`` stem: the same, or one
+    the other's start, at least :data:`FAMILY_MIN` letters long ("format" and "formatter",
+    "config" and "configuration", which Porter's stemmer leaves apart; not "port" and
+    "portable")."""
+    if stem == wanted:
+        return True
+    short, long = (stem, wanted) if len(stem) < len(wanted) else (wanted, stem)
+    return len(short) >= FAMILY_MIN and long.startswith(short)
 
 
 def _follows(tokens: Sequence[str], want: Sequence[str]) -> bool:
