@@ -9,6 +9,12 @@ query's relevant ids among the memories the block carries. The baseline asks mem
 the line ``- [id] text``, while their tokens (the host-token estimate the daemon counts with)
 fit the budget; its evidence recall is counted the same way. The block pays for its preamble
 and headings out of the same budget; the baseline pays for nothing but its lines.
+
+Beside recall, each side's precision: the share of the memories it carries that are
+relevant, the mean over the queries that carried any (``empty`` counts the others). Prompts
+no memory answers (the dataset's ``queries_none.jsonl``) are sent the same way, and their
+``none`` figure is the share of them given any memory at all: each one a block the agent
+reads for nothing.
 """
 
 from __future__ import annotations
@@ -17,12 +23,20 @@ import collections
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from recall_client import protocol as p
 from recall_client.client import RecallClient
 
-__all__ = ["DEFAULT_BUDGETS", "evidence_recall", "inject_all", "parse_budgets", "top_k_cut"]
+__all__ = [
+    "DEFAULT_BUDGETS",
+    "evidence_precision",
+    "evidence_recall",
+    "inject_all",
+    "parse_budgets",
+    "top_k_cut",
+]
 
 DEFAULT_BUDGETS = (300, 600, 1200)
 SEARCH_DEPTH = 50
@@ -86,8 +100,21 @@ def evidence_recall(
     return len(rel.intersection(i for r in record_ids for i in ids.get(r, []))) / len(rel)
 
 
-def _mean(rows: Sequence[dict[str, float]], key: str) -> float:
-    return sum(r[key] for r in rows) / len(rows) if rows else 0.0
+def evidence_precision(
+    record_ids: Sequence[str], ids: Mapping[str, list[str]], relevant: Sequence[str]
+) -> float | None:
+    """The share of the daemon records that stand for a relevant dataset id; None for no
+    record (an empty block is neither precise nor not)."""
+    if not record_ids:
+        return None
+    rel = set(relevant)
+    return sum(bool(rel.intersection(ids.get(r, []))) for r in record_ids) / len(record_ids)
+
+
+def _mean(rows: Sequence[dict[str, Any]], key: str) -> float:
+    """The mean of ``key`` over the rows that have a value for it (not None)."""
+    values = [r[key] for r in rows if r[key] is not None]
+    return sum(values) / len(values) if values else 0.0
 
 
 def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -95,9 +122,11 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for r in rows:
         cats[r["category"]].append(r)
 
-    def side(of: Sequence[dict[str, Any]], prefix: str) -> dict[str, float]:
+    def side(of: Sequence[dict[str, Any]], prefix: str) -> dict[str, float | int]:
         return {
             "evidence_recall": _mean(of, f"{prefix}_recall"),
+            "precision": _mean(of, f"{prefix}_precision"),
+            "empty": sum(r[f"{prefix}_items"] == 0 for r in of),
             "tokens_mean": _mean(of, f"{prefix}_tokens"),
             "items_mean": _mean(of, f"{prefix}_items"),
         }
@@ -117,56 +146,91 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+@dataclass(slots=True)
+class _Sides:
+    """What one prompt got: the block's memories and tokens, and the top-k cut's."""
+
+    injected: list[str]
+    tokens: int
+    kept: list[str]
+    used: int
+
+
+class _Prompter:
+    """Sends prompts as the context hook does, and the same prompts as an agent's search."""
+
+    def __init__(self, rc: RecallClient, mode: str) -> None:
+        self.rc, self.mode = rc, mode
+        self.latencies: list[float] = []
+        self.count: Counter | None = None
+
+    async def both(self, q: _Query, budget: int) -> _Sides:
+        """The block a prompt gets at ``budget`` (timed), and search's hits cut to it."""
+        started = time.perf_counter()
+        block = await self.rc.call(
+            p.ContextBlock(
+                event="prompt",
+                session_id=f"inject-{budget}-{q.qid}"[:200],
+                prompt=q.query[:4000],
+                workspace=q.scope,
+                budget=budget,
+            ),
+            p.ContextInjected,
+        )
+        self.latencies.append((time.perf_counter() - started) * 1000)
+        self.count = self.count or counter_for(block.tokenizer)
+        found = await self.rc.call(
+            p.MemorySearch(
+                query=q.query[:4000],
+                limit=SEARCH_DEPTH,
+                mode=self.mode,  # type: ignore[arg-type]
+                workspace=q.scope,
+            ),
+            p.MemorySearchResult,
+        )
+        kept, used = top_k_cut(found.hits, budget, self.count)
+        injected = [i.id for i in block.items if i.id.startswith("mem_")]
+        return _Sides(injected, block.tokens, kept, used)
+
+
 async def inject_all(
     rc: RecallClient,
     queries: Sequence[_Query],
     ids: Mapping[str, list[str]],
     budgets: Sequence[int],
     mode: str,
+    none: Sequence[_Query] = (),
 ) -> dict[str, Any]:
-    """{budget: summary} for each budget, and the context requests' latency (ms)."""
+    """{budget: summary} for each budget, and the context requests' latency (ms). ``none``:
+    prompts no memory answers, whose summary is the share given any memory."""
     out: dict[str, Any] = {}
-    latencies: list[float] = []
-    count: Counter | None = None
+    prompter = _Prompter(rc, mode)
     for budget in budgets:
         rows = []
         for q in queries:
-            started = time.perf_counter()
-            block = await rc.call(
-                p.ContextBlock(
-                    event="prompt",
-                    session_id=f"inject-{budget}-{q.qid}"[:200],
-                    prompt=q.query[:4000],
-                    workspace=q.scope,
-                    budget=budget,
-                ),
-                p.ContextInjected,
-            )
-            latencies.append((time.perf_counter() - started) * 1000)
-            count = count or counter_for(block.tokenizer)
-            found = await rc.call(
-                p.MemorySearch(
-                    query=q.query[:4000],
-                    limit=SEARCH_DEPTH,
-                    mode=mode,  # type: ignore[arg-type]
-                    workspace=q.scope,
-                ),
-                p.MemorySearchResult,
-            )
-            kept, used = top_k_cut(found.hits, budget, count)
-            injected = [i.id for i in block.items if i.id.startswith("mem_")]
+            got = await prompter.both(q, budget)
             rows.append(
                 {
                     "category": q.category,
-                    "inject_recall": evidence_recall(injected, ids, q.relevant_ids),
-                    "inject_tokens": block.tokens,
-                    "inject_items": len(injected),
-                    "topk_recall": evidence_recall(kept, ids, q.relevant_ids),
-                    "topk_tokens": used,
-                    "topk_items": len(kept),
+                    "inject_recall": evidence_recall(got.injected, ids, q.relevant_ids),
+                    "inject_precision": evidence_precision(got.injected, ids, q.relevant_ids),
+                    "inject_tokens": got.tokens,
+                    "inject_items": len(got.injected),
+                    "topk_recall": evidence_recall(got.kept, ids, q.relevant_ids),
+                    "topk_precision": evidence_precision(got.kept, ids, q.relevant_ids),
+                    "topk_tokens": got.used,
+                    "topk_items": len(got.kept),
                 }
             )
         out[str(budget)] = _summary(rows)
+        if none:
+            given = [await prompter.both(q, budget) for q in none]
+            out[str(budget)]["none"] = {
+                "n": len(given),
+                "injected_any": sum(bool(g.injected) for g in given) / len(given),
+                "top_k_any": sum(bool(g.kept) for g in given) / len(given),
+            }
+    latencies = prompter.latencies
     out["latency_ms"] = {
         "p50": statistics.median(latencies) if latencies else 0.0,
         "p95": sorted(latencies)[int(0.95 * (len(latencies) - 1))] if latencies else 0.0,
@@ -175,19 +239,27 @@ async def inject_all(
 
 
 def print_table(name: str, result: dict[str, Any]) -> None:
-    print(f"{name}: evidence recall at a token budget (injected block vs top-k search cut)")
+    print(f"{name}: evidence at a token budget (injected block vs top-k search cut)")
     print(
-        "| budget | n | injected | top-k cut | tokens injected / top-k | items injected / top-k |"
+        "| budget | n | recall injected / top-k | precision injected / top-k"
+        " | empty injected / top-k | tokens injected / top-k | items injected / top-k |"
     )
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for budget, r in result.items():
         if budget == "latency_ms":
             continue
         i, t = r["injected"], r["top_k"]
         print(
-            f"| {budget} | {r['n']} | {i['evidence_recall']:.3f} | {t['evidence_recall']:.3f}"
+            f"| {budget} | {r['n']} | {i['evidence_recall']:.3f} / {t['evidence_recall']:.3f}"
+            f" | {i['precision']:.3f} / {t['precision']:.3f} | {i['empty']} / {t['empty']}"
             f" | {i['tokens_mean']:.0f} / {t['tokens_mean']:.0f}"
             f" | {i['items_mean']:.1f} / {t['items_mean']:.1f} |"
         )
+    for budget, r in result.items():
+        if none := r.get("none"):
+            print(
+                f"budget {budget}: {none['n']} prompts no memory answers given any memory:"
+                f" injected {none['injected_any']:.3f}, top-k {none['top_k_any']:.3f}"
+            )
     lat = result["latency_ms"]
     print(f"context_block latency ms: p50 {lat['p50']:.2f}, p95 {lat['p95']:.2f}")

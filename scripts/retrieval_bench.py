@@ -8,15 +8,30 @@ the record's ``ts``, ``session`` and speaker (as ``source``), then ``memory_sear
 query's workspace. The metrics are those of ``benchdata/eval_baseline.py``, computed the same
 way, so the two can sit in one table:
 
-    recall@k = |relevant in the top k| / |relevant|   (k = 5, 10)
-    MRR@10   = 1 / rank of the first relevant hit in the top 10, else 0
-    latency  = wall time of one memory_search round trip, queries sent one at a time
+    recall@k      = |relevant in the top k| / |relevant|   (k = 5, 10)
+    MRR@10        = 1 / rank of the first relevant hit in the top 10, else 0
+    latency       = wall time of one memory_search round trip, queries sent one at a time
+
+and what an agent reading the answer meets, the measures published systems report:
+
+    P@1           = 1 if the first hit is relevant, else 0
+    recall_any@10 = 1 if any relevant id is in the top 10, else 0
+    recall_all@10 = 1 if every relevant id is in the top 10, else 0
+
+``--categories 1,2,3,4`` keeps the queries of those categories, named whole or by the number
+before a ``-`` (LoCoMo's "1-multi-hop"), as published LoCoMo figures leave out category 5.
+
+A folder may also hold ``queries_none.jsonl``: prompts that no memory answers (no relevant
+id, category "none"). They never enter the recall metrics; each is searched as an agent
+searches (the daemon's default floor), and the report's ``none`` gives the share whose top hit
+claims more than low relevance, the share the daemon did not mark ``low_confidence`` and the
+share with any hit at all: each the lower the better.
 
 Identical texts in one workspace are stored once (content-hash dedup): a hit on such a record
 counts for every dataset id that carries its text.
 
-Run it as ``scripts/bench_retrieval DIR [--mode hybrid] [--json]``. It lives beside the
-daemon, not in it: it drives a daemon as any client would.
+Run it as ``scripts/bench_retrieval DIR [--mode hybrid] [--categories 1,2] [--json]``. It
+lives beside the daemon, not in it: it drives a daemon as any client would.
 
 ``--backend postgres`` runs the daemon on team memory instead: a fresh database on a
 throwaway PostgreSQL 18 with pgvector (``pgserver.py``), logged into as a member role, so
@@ -54,14 +69,18 @@ __all__ = [
     "Dataset",
     "Memory",
     "Query",
+    "claims",
     "difference",
+    "in_categories",
     "load_dataset",
     "main",
     "score",
     "summarize",
 ]
 
-METRICS = ("recall@5", "recall@10", "mrr@10")
+METRICS = ("recall@5", "recall@10", "mrr@10", "p@1", "recall_any@10", "recall_all@10")
+# Their column headings, in that order.
+LABELS = ("R@5", "R@10", "MRR@10", "P@1", "any@10", "all@10")
 # Requests in flight while loading: enough to fill the writer's group commits.
 LOAD_CONCURRENCY = 256
 DEFAULT_SCOPE = "default"
@@ -96,6 +115,8 @@ class Dataset:
     queries: list[Query]
     # Queries left out: no relevant id, or an empty query text.
     skipped: int = 0
+    # Prompts no memory answers (queries_none.jsonl): for abstention, never for recall.
+    none: list[Query] = field(default_factory=list)
 
 
 def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -112,9 +133,35 @@ def _str_or_none(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
-def load_dataset(folder: Path, *, max_queries: int = 0) -> Dataset:
-    """Read a dataset folder. ``max_queries`` keeps a deterministic subsample (the first N by
-    sha1 of the qid, as ``eval_baseline.py --max-queries`` does).
+def _query(row: dict[str, Any]) -> Query:
+    return Query(
+        qid=str(row["qid"]),
+        query=str(row["query"]),
+        relevant_ids=tuple(str(r) for r in row.get("relevant_ids") or ()),
+        scope=str(row.get("scope") or DEFAULT_SCOPE),
+        category=str(row.get("category") or "all"),
+    )
+
+
+def in_categories(category: str, wanted: frozenset[str] | None) -> bool:
+    """Whether ``category`` is one of ``wanted`` (None: all), named whole or by the number
+    LoCoMo puts before its name ("1" for "1-multi-hop")."""
+    return wanted is None or category in wanted or category.split("-", 1)[0] in wanted
+
+
+def _subsample(queries: list[Query], max_queries: int) -> list[Query]:
+    """The first ``max_queries`` by sha1 of the qid, as ``eval_baseline.py --max-queries``."""
+    if not max_queries or len(queries) <= max_queries:
+        return queries
+    return sorted(queries, key=lambda q: hashlib.sha1(q.qid.encode()).hexdigest())[:max_queries]
+
+
+def load_dataset(
+    folder: Path, *, max_queries: int = 0, categories: frozenset[str] | None = None
+) -> Dataset:
+    """Read a dataset folder, and its ``queries_none.jsonl`` when there is one.
+    ``max_queries`` keeps a deterministic subsample of each query file; ``categories`` keeps
+    the answered queries of those categories (:func:`in_categories`).
 
     Raises:
         FileNotFoundError: a file is missing. ValueError: a line is not a JSON object.
@@ -132,31 +179,30 @@ def load_dataset(folder: Path, *, max_queries: int = 0) -> Dataset:
     ]
     queries, skipped = [], 0
     for row in _jsonl(folder / "queries.jsonl"):
-        relevant = tuple(str(r) for r in row.get("relevant_ids") or ())
-        if not relevant or not str(row.get("query", "")).strip():
+        q = _query(row)
+        if not q.relevant_ids or not q.query.strip():
             skipped += 1
-            continue
-        queries.append(
-            Query(
-                qid=str(row["qid"]),
-                query=str(row["query"]),
-                relevant_ids=relevant,
-                scope=str(row.get("scope") or DEFAULT_SCOPE),
-                category=str(row.get("category") or "all"),
-            )
-        )
-    if max_queries and len(queries) > max_queries:
-        queries.sort(key=lambda q: hashlib.sha1(q.qid.encode()).hexdigest())
-        queries = queries[:max_queries]
-    return Dataset(folder.resolve().name, memories, queries, skipped)
+        elif in_categories(q.category, categories):
+            queries.append(q)
+    none_file = folder / "queries_none.jsonl"
+    none = (
+        [q for q in map(_query, _jsonl(none_file)) if q.query.strip()] if none_file.exists() else []
+    )
+    return Dataset(
+        folder.resolve().name,
+        memories,
+        _subsample(queries, max_queries),
+        skipped,
+        _subsample(none, max_queries),
+    )
 
 
 # --------------------------------------------------------------------------- metrics
 
 
 def score(ranked: Sequence[Sequence[str]], relevant: Sequence[str]) -> dict[str, float]:
-    """Metrics of one query. ``ranked`` holds, for each hit best first, the dataset ids its
-    record stands for (more than one when identical texts were deduplicated)."""
+    """Metrics of one query (:data:`METRICS`). ``ranked`` holds, for each hit best first, the
+    dataset ids its record stands for (more than one when identical texts were deduplicated)."""
     rel = set(relevant)
     out = {}
     for k in (5, 10):
@@ -165,6 +211,9 @@ def score(ranked: Sequence[Sequence[str]], relevant: Sequence[str]) -> dict[str,
     out["mrr@10"] = next(
         (1.0 / rank for rank, ids in enumerate(ranked[:10], 1) if rel.intersection(ids)), 0.0
     )
+    out["p@1"] = float(bool(ranked) and bool(rel.intersection(ranked[0])))
+    out["recall_any@10"] = float(out["recall@10"] > 0)
+    out["recall_all@10"] = float(out["recall@10"] == 1)
     return out
 
 
@@ -335,6 +384,34 @@ async def _search_all(
     return rows, latencies, tops
 
 
+def claims(result: p.MemorySearchResult) -> dict[str, float]:
+    """What one search's answer claims to a reader: its top hit more than low relevance, the
+    daemon not calling it ``low_confidence``, any hit at all. For a prompt no memory answers
+    each is a false claim."""
+    return {
+        "top_hit_claims": float(bool(result.hits) and result.hits[0].relevance != "low"),
+        "not_low_confidence": float(not result.low_confidence),
+        "any_hit": float(bool(result.hits)),
+    }
+
+
+async def _abstain_all(
+    rc: RecallClient, prompts: Sequence[Query], mode: SearchMode
+) -> dict[str, float | int]:
+    """Each unanswerable prompt searched as an agent would (the daemon's default floor): the
+    mean of its :func:`claims`, and their count ``n``."""
+    rows = []
+    for q in prompts:
+        result = await rc.call(
+            p.MemorySearch(query=q.query[:4000], limit=10, mode=mode, workspace=q.scope),
+            p.MemorySearchResult,
+        )
+        rows.append(claims(result))
+    out: dict[str, float | int] = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
+    out["n"] = len(rows)
+    return out
+
+
 def _report(rows: list[dict[str, Any]], latencies: list[float]) -> dict[str, Any]:
     cats: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
     for r in rows:
@@ -359,14 +436,15 @@ class BackendRun:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """The results of every backend asked for: ``{backend: {mode: report}}``, and with two
     backends also ``difference`` (:func:`difference`, by mode)."""
-    data = load_dataset(args.dataset, max_queries=args.max_queries)
+    data = load_dataset(args.dataset, max_queries=args.max_queries, categories=args.categories)
     if not data.queries:
         raise SystemExit(f"bench_retrieval: {args.dataset} has no query with relevant ids")
     backends = backends_of(args.backend)
     say = _say(args.quiet)
     say(
         f"{data.name}: {len(data.memories)} memories, {len(data.queries)} queries"
-        f" ({data.skipped} skipped), {len({m.scope for m in data.memories})} scopes"
+        f" ({data.skipped} skipped), {len(data.none)} unanswerable prompts,"
+        f" {len({m.scope for m in data.memories})} scopes"
     )
     runs: dict[str, BackendRun] = {}
     with _workdir(args.keep) as root:
@@ -440,10 +518,12 @@ async def _run_backend(
                     rc, data.queries, loaded, mode, args.min_score
                 )
                 run.results[mode] = _report(rows, latencies)
+                if data.none:
+                    run.results[mode]["none"] = await _abstain_all(rc, data.none, mode)
                 run.tops[mode] = tops
             if args.inject:
                 run.inject = await inject_all(
-                    rc, data.queries, loaded.ids, args.inject, args.modes[0]
+                    rc, data.queries, loaded.ids, args.inject, args.modes[0], data.none
                 )
     except BaseException:
         if daemon.log.exists():
@@ -490,13 +570,16 @@ def difference(
 def _print_table(name: str, mode: str, result: dict[str, Any]) -> None:
     o, lat = result["overall"], result["latency_ms"]
     print(f"{name}, mode {mode}: {o['n']} queries")
-    print("| scope | n | R@5 | R@10 | MRR@10 |\n| --- | --- | --- | --- | --- |")
+    print(f"| scope | n | {' | '.join(LABELS)} |\n|{' --- |' * (len(LABELS) + 2)}")
     for label, s in [("overall", o), *result["by_category"].items()]:
-        print(
-            f"| {label} | {s['n']} | {s['recall@5']:.3f} | {s['recall@10']:.3f}"
-            f" | {s['mrr@10']:.3f} |"
-        )
+        print(f"| {label} | {s['n']} | {' | '.join(f'{s[k]:.3f}' for k in METRICS)} |")
     print(f"latency ms: p50 {lat['p50']:.2f}, p95 {lat['p95']:.2f}")
+    if none := result.get("none"):
+        print(
+            f"{none['n']} prompts no memory answers (lower is better): top hit above low"
+            f" relevance {none['top_hit_claims']:.3f}, not low_confidence"
+            f" {none['not_low_confidence']:.3f}, any hit {none['any_hit']:.3f}"
+        )
 
 
 def _print_difference(
@@ -504,7 +587,7 @@ def _print_difference(
 ) -> None:
     print(f"{name}, mode {mode}: postgres against sqlite")
     print("| | sqlite | postgres | postgres - sqlite |\n| --- | --- | --- | --- |")
-    for k, label in (("recall@5", "R@5"), ("recall@10", "R@10"), ("mrr@10", "MRR@10")):
+    for k, label in zip(METRICS, LABELS, strict=True):
         print(
             f"| {label} | {sqlite['overall'][k]:.3f} | {postgres['overall'][k]:.3f}"
             f" | {d['overall'][k]:+.3f} |"
@@ -529,7 +612,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         prog="bench_retrieval",
         description="Load a dataset folder (memories.jsonl, queries.jsonl) into a fresh recalld"
         " through the client API, run every query through memory_search and report recall@5,"
-        " recall@10, MRR@10 (overall and per category) and latency.",
+        " recall@10, MRR@10, P@1, recall_any@10, recall_all@10 (overall and per category),"
+        " latency, and, given queries_none.jsonl, how often prompts no memory answers get a"
+        " confident answer.",
     )
     ap.add_argument("dataset", type=Path, help="folder with memories.jsonl and queries.jsonl")
     ap.add_argument(
@@ -541,8 +626,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--json",
         action="store_true",
-        help="print {overall, by_category, latency_ms} as JSON, as one method of"
-        " eval_baseline.py's results; with several modes, {mode: that}",
+        help="print {overall, by_category, latency_ms} (and none, given queries_none.jsonl)"
+        " as JSON, as one method of eval_baseline.py's results; with several modes,"
+        " {mode: that}",
     )
     ap.add_argument(
         "--embedder",
@@ -556,6 +642,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         default=0.0,
         help="memory_search's relevance floor (default 0: score the whole top 10;"
         " the daemon's own default floor, 0.25, hides weak hits from agents)",
+    )
+    ap.add_argument(
+        "--categories",
+        type=lambda text: frozenset(c.strip() for c in text.split(",") if c.strip()),
+        metavar="1,2,3,4",
+        help="only the queries of these categories, named whole or by LoCoMo's number"
+        " (1,2,3,4 leaves out adversarial, as published LoCoMo figures do);"
+        " queries_none.jsonl is kept",
     )
     ap.add_argument(
         "--max-queries",
@@ -589,8 +683,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         const="300,600,1200",
         metavar="BUDGETS",
         help="also each query as a context hook's prompt: the share of its evidence in the"
-        " injected block at each token budget (default 300,600,1200), beside top-k search cut"
-        " to the same budget (first --mode); --json then prints {search, inject}",
+        " injected block at each token budget (default 300,600,1200) and the share of the"
+        " block's memories that are relevant, beside top-k search cut to the same budget"
+        " (first --mode), and how often a prompt no memory answers is given any;"
+        " --json then prints {search, inject}",
     )
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     args = ap.parse_args(argv)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from inject_bench import evidence_precision
 from recalld.retrieval.terms import fts_tokens
-from retrieval_bench import load_dataset, score
+from retrieval_bench import METRICS, in_categories, load_dataset, score
 from retrieval_variants import (
     PARAPHRASES,
     SYNONYMS,
@@ -31,7 +32,37 @@ def test_a_hit_on_a_deduplicated_record_counts_for_every_id_it_stands_for() -> N
     result = score(ranked, ["c", "b", "z"])
     assert result["recall@5"] == pytest.approx(2 / 3)
     assert result["mrr@10"] == pytest.approx(1 / 2)
-    assert score([], ["a"]) == {"recall@5": 0.0, "recall@10": 0.0, "mrr@10": 0.0}
+    assert score([], ["a"]) == dict.fromkeys(METRICS, 0.0)
+
+
+def test_the_first_hit_and_any_or_all_evidence_in_the_top_10_are_counted_per_query() -> None:
+    ranked = [["x"], ["a"], *([f"n{i}"] for i in range(8)), ["b"]]  # "b" is 11th
+    one_of_two = score(ranked, ["a", "b"])
+    assert one_of_two["p@1"] == 0.0 and one_of_two["mrr@10"] == 0.5
+    assert one_of_two["recall@10"] == 0.5
+    assert one_of_two["recall_any@10"] == 1.0 and one_of_two["recall_all@10"] == 0.0
+    first = score(ranked, ["x", "n7"])
+    assert first["p@1"] == 1.0 and first["recall_all@10"] == 1.0
+    # The first hit stands for two deduplicated ids: relevant if either is.
+    assert score([["c", "a"], ["b"]], ["a"])["p@1"] == 1.0
+    assert score(ranked, ["z"])["recall_any@10"] == 0.0
+
+
+def test_a_block_s_precision_is_the_share_of_its_records_standing_for_evidence() -> None:
+    ids = {"mem_1": ["a"], "mem_2": ["b", "c"], "mem_3": ["d"]}
+    assert evidence_precision(["mem_1", "mem_2", "mem_3"], ids, ["c"]) == pytest.approx(1 / 3)
+    assert evidence_precision(["mem_2", "mem_1"], ids, ["a", "b"]) == 1.0
+    assert evidence_precision(["mem_3"], ids, ["a"]) == 0.0
+    assert evidence_precision([], ids, ["a"]) is None
+
+
+def test_categories_are_chosen_whole_or_by_locomo_s_number() -> None:
+    wanted = frozenset({"1", "4", "temporal"})
+    assert in_categories("1-multi-hop", wanted) and in_categories("4-single-hop", wanted)
+    assert not in_categories("5-adversarial", wanted) and not in_categories("10-x", wanted)
+    assert in_categories("temporal", wanted) and in_categories("anything", None)
+    data = load_dataset(FIXTURE, categories=frozenset({"multi-hop"}))
+    assert [q.qid for q in data.queries] == ["q2", "q7"] and len(data.none) == 2
 
 
 def test_the_dataset_loader_skips_queries_without_evidence_and_keeps_ids_as_strings() -> None:
@@ -39,6 +70,11 @@ def test_the_dataset_loader_skips_queries_without_evidence_and_keeps_ids_as_stri
     assert len(data.memories) == 15 and len(data.queries) == 7 and data.skipped == 1
     note = next(m for m in data.memories if m.id == "note-x")
     assert note.session is None and note.speaker is None and note.scope == "home"
+    # queries_none.jsonl: kept apart, never among the queries scored for recall.
+    assert [(q.qid, q.relevant_ids, q.category) for q in data.none] == [
+        ("n1", (), "none"),
+        ("n2", (), "none"),
+    ]
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "bm25"])
@@ -61,8 +97,11 @@ def test_bench_retrieval_loads_a_folder_through_a_daemon_and_reports_json(mode: 
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    assert set(result) == {"overall", "by_category", "latency_ms"}
-    assert set(result["overall"]) == {"recall@5", "recall@10", "mrr@10", "n"}
+    assert set(result) == {"overall", "by_category", "latency_ms", "none"}
+    assert set(result["overall"]) == {*METRICS, "n"}
+    assert set(result["none"]) == {"top_hit_claims", "not_low_confidence", "any_hit", "n"}
+    assert result["none"]["n"] == 2
+    assert all(0.0 <= v <= 1.0 for k, v in result["none"].items() if k != "n")
     assert set(result["latency_ms"]) == {"p50", "p95"}
     assert result["overall"]["n"] == 7
     assert {c: s["n"] for c, s in result["by_category"].items()} == {
@@ -74,6 +113,9 @@ def test_bench_retrieval_loads_a_folder_through_a_daemon_and_reports_json(mode: 
     # the order test to grant context; in hybrid mode the semantic channel ranks every record
     # of a store this small.
     assert result["overall"]["recall@10"] == pytest.approx(1.0 if mode == "hybrid" else 6 / 7)
+    # Every query has one relevant id but q4 ("Thanks!" twice, stored once): all = any.
+    assert result["overall"]["recall_all@10"] == result["overall"]["recall_any@10"]
+    assert 0.0 < result["overall"]["p@1"] <= result["overall"]["mrr@10"]
     assert 0.0 < result["overall"]["mrr@10"] <= 1.0
     assert 0.0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p95"]
 
@@ -99,7 +141,7 @@ def test_several_modes_run_over_one_store_and_print_one_result_each() -> None:
     results = json.loads(proc.stdout)
     assert set(results) == {"bm25", "hybrid"}
     for result in results.values():
-        assert set(result) == {"overall", "by_category", "latency_ms"}
+        assert set(result) == {"overall", "by_category", "latency_ms", "none"}
         assert result["overall"]["n"] == 7
 
 
@@ -216,11 +258,18 @@ def test_bench_retrieval_inject_reports_evidence_recall_at_each_budget() -> None
         assert at["n"] == 7 and set(at["by_category"]) == {"multi-hop", "single-hop"}
         for side in ("injected", "top_k"):
             assert 0 <= at[side]["evidence_recall"] <= 1
+            assert 0 <= at[side]["precision"] <= 1
+            assert 0 <= at[side]["empty"] <= 7
             assert 0 <= at[side]["tokens_mean"] <= budget
+        assert at["none"]["n"] == 2
+        assert 0 <= at["none"]["injected_any"] <= 1 and 0 <= at["none"]["top_k_any"] <= 1
     # A tighter budget holds fewer memories, on both sides; the loose one finds evidence.
     assert inject["60"]["injected"]["items_mean"] < inject["300"]["injected"]["items_mean"]
     assert inject["60"]["top_k"]["items_mean"] < inject["300"]["top_k"]["items_mean"]
     assert inject["300"]["injected"]["evidence_recall"] > 0.5
+    # 60 tokens hold the preamble and no memory: every block empty, so no precision to take.
+    assert inject["60"]["injected"]["empty"] == 7 and inject["60"]["injected"]["precision"] == 0
+    assert inject["300"]["injected"]["precision"] > 0
 
 
 def test_bench_retrieval_refuses_a_budget_that_is_not_a_positive_number() -> None:
