@@ -176,18 +176,25 @@ async def _search(rc: RecallClient, args: argparse.Namespace) -> int:
 
 
 def render_search(reply: p.MemorySearchResult) -> str:
-    """The current facts first, then each hit with its score and how well it matched, then
-    whether nothing matched confidently."""
-    lines = [f"fact    {f.subject}: {one_line(f.text, 90)}  [{f.id}]" for f in reply.cortex]
-    for hit in reply.hits:
-        text = one_line(hit.snippet or hit.text, 90)
-        lines.append(f"{hit.score:6.3f}  {hit.relevance:<6}  {hit.id}  {text}")
+    """Whether nothing matched confidently first (read before any hit is acted on), then the
+    current facts, then each hit with how well it matched and its score.
+
+    A hit's relevance leads its line, named: the score is relative to the query's other
+    candidates (the best one scores near 1 however weakly it matches), so a bare number
+    beside it would read as a strong match.
+    """
     if not reply.hits and not reply.cortex:
-        lines.append("no matches")
-    elif reply.low_confidence:
+        return "no matches"
+    lines = []
+    if reply.low_confidence:
         lines.append(
             "low confidence: nothing matched the query well; try the nouns a memory would hold"
         )
+    lines += [f"fact    {f.subject}: {one_line(f.text, 90)}  [{f.id}]" for f in reply.cortex]
+    for hit in reply.hits:
+        text = one_line(hit.snippet or hit.text, 90)
+        relevance = f"{hit.relevance} relevance"
+        lines.append(f"{relevance:<16}  score {hit.score:.3f}  {hit.id}  {text}")
     return "\n".join(lines)
 
 

@@ -445,7 +445,8 @@ class MemorySearch(Request, tag="memory_search"):
                 "Inline the full body of the top hit when it has high relevance "
                 "or a decisive score lead over the runner-up, with full "
                 "path_drift and commit drift detail: saves a memory_show round "
-                "trip."
+                "trip. A superseded top hit's current fact is served first, "
+                "expanded, in its place."
             )
         ),
     ] = False
@@ -844,7 +845,7 @@ class MemoryHit(Struct, kw_only=True, omit_defaults=True):
     use_token: Annotated[
         str, Meta(description="Pass to memory_record_use to record what became of this hit.")
     ]
-    # Set on the top hit by expand_top: full text and drift detail inlined.
+    # Set on the top hit by expand_top (the current fact, when the top hit was superseded).
     expanded: Annotated[
         bool, Meta(description="expand_top inlined this hit's full text and drift detail.")
     ] = False
@@ -921,9 +922,9 @@ class MemorySearchResult(Reply, tag="memory_search_result", kw_only=True):
         list[CortexFact],
         Meta(
             description=(
-                "Current, deduped canonical facts for the subjects the hits touch "
-                "(and constraints the query names), ahead of entries: pinned "
-                "first."
+                "Current, deduped canonical facts for the subjects of the hits "
+                "about the query (and constraints the query names), ahead of "
+                "entries: pinned first."
             )
         ),
     ]

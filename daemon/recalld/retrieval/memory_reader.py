@@ -27,14 +27,16 @@ A hit's ``relevance`` label is the seed's: how much of the query's wording it ho
 (its informative words: a stop word, or one every candidate holds, is no match).
 The floor (``min_score``, default 0.25) applies to the final score.
 Pinned facts (``distortion_tolerance: constraint``) whose subject the query names are served
-first whatever their score.
+first whatever their score. The cortex holds the current facts of the subjects of returned hits
+about the query (not labelled low, or confident), plus those pinned facts. An expanded top hit
+that was superseded gives its place to the current fact of its chain.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from recall_client import protocol as p
@@ -68,6 +70,8 @@ ORDER_FLOOR = 0.75
 RECENCY_WEIGHT = 0.15
 RECENCY_HALF_LIFE_DAYS = 30.0
 SUPERSEDED_FACTOR = 0.6
+# How many replacements an expanded top hit's chain is followed through to its current fact.
+CHAIN_HOPS = 16
 DEPENDS_PER_HIT = 3
 DEPENDS_PER_CALL = 10
 # Compact entries carry texts up to this long whole; longer ones as a window (truncated).
@@ -325,8 +329,8 @@ class MemoryReader:
         kept.sort(key=lambda s: (id(s) not in binding, -s.score))
         top = kept[: req.limit]
 
-        hits = self._hits(reader, Checkouts(reader, who), req, top, now, verbose)
-        cortex = self._cortex(reader, req, kept, visible, now)
+        hits = self._hits(reader, Checkouts(reader, who), req, top, visible, now, verbose)
+        cortex = self._cortex(reader, req, top, visible, now)
         has_cue, start, end = temporal_window(req.query, now)
         events = None
         if has_cue:
@@ -397,12 +401,10 @@ class MemoryReader:
         checkouts: Checkouts,
         req: p.MemorySearch,
         top: list[_Scored],
+        visible: Filter,
         now: float,
         verbose: bool,
     ) -> list[p.MemoryHit]:
-        replaced = reader.memories.texts([s.row.superseded_by for s in top if s.row.superseded_by])
-        depends = _depends_on(reader, [s.row for s in top])
-        key = reader.memories.use_token_key()
         expand = (
             req.expand_top
             and bool(top)
@@ -412,6 +414,15 @@ class MemoryReader:
                 or top[0].score >= DECISIVE_LEAD * top[1].score
             )
         )
+        if expand and top[0].row.superseded_by:
+            served = _current_in_place(reader, req, top, visible, now)
+            # Inlining a replaced body would steer the reader to the stale answer: with no
+            # current fact to serve (forgotten, or outside the filters), nothing is inlined.
+            expand = served is not None
+            top = served or top
+        replaced = reader.memories.texts([s.row.superseded_by for s in top if s.row.superseded_by])
+        depends = _depends_on(reader, [s.row for s in top])
+        key = reader.memories.use_token_key()
         hits = []
         # History walking this search may do for all its hits together (the cache makes a
         # repeated count free; a client varying origin_commit cannot make it unbounded).
@@ -505,14 +516,16 @@ class MemoryReader:
         self,
         reader: Reader,
         req: p.MemorySearch,
-        kept: list[_Scored],
+        top: list[_Scored],
         visible: Filter,
         now: float,
     ) -> list[p.CortexFact]:
-        """The current facts for every subject the hits touch, plus constraints the query names."""
+        """The current facts for the subjects of the returned hits that are about the query,
+        plus constraints the query names: the cortex is served as the answer, ahead of the
+        entries, so a weak hit's subject (one shared word) has no place in it."""
         best: dict[tuple[str, str | None], float] = {}
-        for s in kept:
-            if s.row.kind == "fact" and s.row.subject_key:
+        for s in top:
+            if s.row.kind == "fact" and s.row.subject_key and _about_the_query(s):
                 slot = (s.row.subject_key, s.row.origin)
                 best[slot] = max(best.get(slot, 0.0), s.score)
         # Constraint facts whose subject the query names are served even when not retrieved.
@@ -541,6 +554,66 @@ class MemoryReader:
             )
         cortex.sort(key=lambda c: (not c.pinned, -c.score))
         return cortex
+
+
+def _about_the_query(s: _Scored) -> bool:
+    """Whether a hit is about the query rather than near it: it holds enough of the query's
+    words not to be labelled low, or its evidence alone would make the search confident."""
+    return _relevance_label(s.coverage) != "low" or s.relevance >= CONFIDENT
+
+
+def _current_in_place(
+    reader: Reader, req: p.MemorySearch, top: list[_Scored], visible: Filter, now: float
+) -> list[_Scored] | None:
+    """``top`` with the current fact of its superseded first hit's chain served first, the
+    hit that earned the expansion after it; None when the chain ends in nothing servable.
+
+    expand_top inlines the top hit's full body and drift detail to save a memory_show round
+    trip, and the seeds tell a reader of a superseded entry to prefer its replacement: the
+    round trip saved is the one to the current fact, so that fact is served as the expanded
+    hit, whole and under its own id (a hit's id, text, drift and use token describe one
+    memory), taking the score its chain earned. The superseded hit stays, compact, for the
+    history the query matched.
+    """
+    current = _chain_end(reader, top[0].row)
+    if current is None or not reader.search.visible([current.rowid], visible):
+        return None
+    ranked = next((s for s in top if s.row.rowid == current.rowid), None)
+    served = ranked or _unranked(reader, req, top[0], current, now)
+    rest = [s for s in top if s is not ranked]
+    return [replace(served, score=top[0].score), *rest][: req.limit]
+
+
+def _unranked(
+    reader: Reader, req: p.MemorySearch, earned: _Scored, row: MemoryRow, now: float
+) -> _Scored:
+    """A memory retrieval did not rank, scored for serving in the place ``earned`` holds: its
+    own words matched against the query (relevance says what it holds, not how it ranked)."""
+    coverage, matched = Coverage(query_terms(req.query))(row.text)
+    return _Scored(
+        row=row,
+        cand=Candidate(rowid=row.rowid, score=earned.cand.score),
+        fused=earned.fused,
+        coverage=coverage,
+        match_terms=matched,
+        cosine_evidence=0.0,
+        relevance=coverage,
+        outcomes=use_outcomes(reader, [row], now)[row.rowid],
+    )
+
+
+def _chain_end(reader: Reader, row: MemoryRow) -> MemoryRow | None:
+    """The memory a superseded one's chain of replacements ends in, following at most
+    CHAIN_HOPS links (a cycle cannot hold a search); None when a link is forgotten or the
+    chain runs longer."""
+    for _ in range(CHAIN_HOPS):
+        if row.superseded_by is None:
+            return row
+        found = reader.memories.live([row.superseded_by]).get(row.superseded_by)
+        if found is None:
+            return None
+        row = found
+    return row if row.superseded_by is None else None
 
 
 def _depends_on(reader: Reader, rows: list[MemoryRow]) -> dict[int, list[p.DependsOnResolved]]:
