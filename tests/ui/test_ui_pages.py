@@ -183,7 +183,6 @@ async def test_a_hits_matched_terms_are_the_daemons_not_the_pages_split_of_the_q
         assert word not in matched_on_page(page)
 
 
-@pytest.mark.xfail(reason="needs stop words in query_terms", strict=True)
 async def test_a_word_with_no_information_is_never_shown_as_matched(
     running_daemon: DaemonProcess,
 ) -> None:
