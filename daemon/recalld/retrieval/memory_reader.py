@@ -43,6 +43,7 @@ from ..domain import git_history, use_tokens
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import Filter, MemoryRow, Reader
+from . import learned_relevance
 from .fusion import RRF_K, Candidate, PendingVector, QueryVector, retrieve
 from .memory_rows import (
     LOW_TRUST,
@@ -53,7 +54,7 @@ from .memory_rows import (
     owner_of,
     summary,
 )
-from .relevance import CONFIDENT, PRIOR, cosine_evidence
+from .relevance import CONFIDENT, cosine_evidence
 from .rerank import Reranker
 from .staleness import Checkouts, staleness
 from .terms import Coverage, fts_tokens, make_snippet, query_terms
@@ -108,6 +109,8 @@ class _Scored:
     coverage: float
     match_terms: list[str]
     cosine_evidence: float
+    # The lexical evidence relevance read (coverage, or the session's for a turn).
+    lexical: float
     relevance: float
     outcomes: Outcomes
     rerank: float | None = None
@@ -254,7 +257,14 @@ class MemoryReader:
         rows = reader.memories.by_rowid([c.rowid for c in cands])
         outcomes = use_outcomes(reader, rows.values(), now)
         covers = Coverage(terms)
-        calibration = PRIOR
+        # The calibration this store learned from its outcomes (the workspace's, else the
+        # user's, else the prior): see learned_relevance.
+        learned = learned_relevance.ranking(
+            reader.memories.calibrations(req.workspace or who.workspace, who.uid),
+            req.workspace or who.workspace,
+        )
+        calibration = learned.calibration
+        trace["calibration"] = learned.trace()
         # Fusion's scores are relative to this query's candidates (how far ahead of the rest
         # a hit is), so they are taken relative to the best of them; whether a hit is about
         # the query at all is its relevance's to say.
@@ -279,6 +289,7 @@ class MemoryReader:
                     coverage=coverage,
                     match_terms=matched if coverage > 0 else [],
                     cosine_evidence=cos_ev,
+                    lexical=lexical,
                     relevance=calibration.relevance(lexical, cos_ev),
                     outcomes=outcomes[c.rowid],
                 )
@@ -441,7 +452,7 @@ class MemoryReader:
                 authority=row.authority,
                 low_trust=row.trust < LOW_TRUST,
                 instruction_signals=instruction_flags(row.text),
-                use_token=use_tokens.issue(key, row.id, now),
+                use_token=use_tokens.issue(key, row.id, now, (s.lexical, s.cosine_evidence)),
                 expanded=expanded,
             )
             if verbose:
