@@ -291,6 +291,9 @@ class RelevanceShow(Request, tag="relevance_show"):
     """The relevance calibration memory_search ranks the caller's workspace by: learned from
     the outcomes recorded with use tokens, else the user's, else the shipped prior."""
 
+    # Another workspace's (admin:workspace): the web page's, or a bench's.
+    workspace: Path | None = None
+
 
 class MemoryFactResolve(Request, tag="memory_fact_resolve"):
     """Settle a contested fact: adopt the contender, keep the current value, or pick one."""

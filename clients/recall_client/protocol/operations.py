@@ -77,8 +77,10 @@ class RelevanceReset(Request, tag="relevance_reset"):
     reset``): memory_search ranks by the prior again. Only the caller's own rows: in a team
     database, no member's reset touches another's."""
 
-    # Only the calibration of the caller's workspace; else the user's and every workspace's.
+    # Only the calibration of the caller's workspace (or of ``workspace``); else the user's
+    # and every workspace's.
     workspace_only: bool = False
+    workspace: Path | None = None
 
 
 class WorkspaceApprove(Request, tag="workspace_approve"):

@@ -94,7 +94,7 @@ ROUTES: dict[type[p.Request], Route] = {
     p.MemoryRecordUse: Route(memories.record_use, Rule(WRITE, None, record_use)),
     # The calibration the caller's workspace ranks by: the caller's own (its uid's, and in a
     # team database its role's).
-    p.RelevanceShow: Route(relevance.show, Rule(READ), read=True),
+    p.RelevanceShow: Route(relevance.show, Rule(READ, other_workspace), read=True),
     # Resolves the subject's facts of the caller's workspace (else the global ones).
     p.MemoryFactResolve: Route(memories.fact_resolve, Rule(WRITE)),
     # Only the record's owner shares it, admin:workspace or not.

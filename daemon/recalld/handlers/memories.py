@@ -111,16 +111,22 @@ class _RecordUse(RequestJob):
 def _learn(
     tx: WriteTx, who: Principal, token: use_tokens.UseToken, outcome: str, now: float
 ) -> None:
-    """One step of the caller's relevance calibrations on the hit's evidence as it was
-    served, in the outcome's transaction; a token teaches once (a later outcome of the same
-    token overrides the record, not the lesson), and one without evidence not at all."""
+    """One step of the caller's relevance calibrations (its own, and those of the memory's
+    workspace, the store that served it) on the hit's evidence as it was served, in the
+    outcome's transaction; a token teaches once (a later outcome of the same token overrides
+    the record, not the lesson), and one without evidence not at all."""
     if token.evidence is None or tx.read.memories.token_outcome(token.nonce) not in (
         None,
         "injected",
     ):
         return
-    rows = tx.read.memories.calibrations(who.workspace, who.uid)
-    for row in learned_relevance.taught(rows, who.workspace, who.uid, token.evidence, outcome, now):
+    memory = tx.read.memories.live([token.memory_id]).get(token.memory_id)
+    if memory is None:
+        return
+    rows = tx.read.memories.calibrations(memory.workspace, who.uid)
+    for row in learned_relevance.taught(
+        rows, memory.workspace, who.uid, token.evidence, outcome, now
+    ):
         tx.memories.save_calibration(row)
 
 
