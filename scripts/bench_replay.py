@@ -116,7 +116,11 @@ async def _calibrations(rc: RecallClient, scopes: Sequence[str]) -> dict[str, An
 async def replay(args: argparse.Namespace) -> dict[str, Any]:
     data: Dataset = load_dataset(args.dataset, max_queries=args.max_queries)
     taught, measured = halves(data.queries)
-    say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr))
+
+    def say(*parts: object) -> None:
+        if not args.quiet:
+            print(*parts, file=sys.stderr)
+
     say(f"{data.name}: {len(data.memories)} memories, {len(taught)} taught, {len(measured)} kept")
     out: dict[str, Any] = {"dataset": data.name, "taught": len(taught), "measured": len(measured)}
     with _workdir(args.keep) as root:

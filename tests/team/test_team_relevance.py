@@ -28,9 +28,7 @@ async def test_one_members_outcomes_never_move_anothers_calibration(
         await a.settled()
         await b.settled()
         async with a.client(workspace=WS) as rc:
-            result = await rc.call(
-                p.MemorySearch(query=QUERY, min_score=0.0), p.MemorySearchResult
-            )
+            result = await rc.call(p.MemorySearch(query=QUERY, min_score=0.0), p.MemorySearchResult)
             for hit in result.hits:
                 assert hit.use_token is not None
                 await rc.call(
