@@ -19,6 +19,7 @@ from recalld.domain import use_tokens
 
 from tests.support.daemon import DaemonProcess
 from tests.support.memories import search, settled, store
+from tests.support.recallctl import ctl
 
 pytestmark = pytest.mark.both_backends
 
@@ -94,10 +95,12 @@ async def test_outcomes_teach_the_workspace_and_the_user_and_move_relevance_as_t
         lowered, _ = await top_relevance(rc)
     assert lowered < after
 
-    # Reset of the workspace only: the user's calibration ranks it; reset of all: the prior.
-    async with admin(d) as rc:
-        one = await rc.call(p.RelevanceReset(workspace_only=True), p.RelevanceCleared)
-    assert one.cleared == 1
+    # Reset of the workspace only (as recallctl does it): the user's calibration ranks it;
+    # reset of all: the prior.
+    shown_out = ctl(d, "--workspace", WS, "relevance", "show")
+    assert "ranked by the workspace's calibration" in shown_out.stdout, shown_out.stderr
+    one = ctl(d, "--workspace", WS, "relevance", "reset", "--workspace")
+    assert one.returncode == 0 and "cleared 1 of this workspace's" in one.stdout, one.stderr
     assert (await shown(d)).source == "user"
     async with admin(d) as rc:
         rest = await rc.call(p.RelevanceReset(), p.RelevanceCleared)
