@@ -11,7 +11,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
 from recall_client import protocol as p
 
 from tests.support.context import AGENT, hook_session, make_shop, seed_shop
@@ -43,6 +42,8 @@ async def test_with_the_admin_token_every_workspace_is_listed_and_exported(
         assert "Helm" in everything and "ccache" in everything
         only_build = http.get(f"/memories?ws={WS}&tag=build").text
         assert "ccache" in only_build and "Lunch" not in only_build and "Helm" not in only_build
+        # What the workspace's searches rank by: nothing learned yet, the prior.
+        assert "Ranking learned from use: the prior" in only_build, only_build[-3000:]
         # Search options beyond the list's filters reach memory_search.
         found = http.get(f"/memories?ws={WS}&q=ccache+builds&mode=bm25&min_score=0&bm25=on").text
         assert "1 hit for" in found

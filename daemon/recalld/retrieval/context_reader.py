@@ -357,6 +357,8 @@ def gather(
         return memory.answer(reader, who, ask, vec)
 
     any_lessons = experience_reader.has_lessons(reader, workspace)
+    # A searched memory's evidence as it was served, for the token its item carries.
+    evidence: dict[str, use_tokens.Evidence] = {}
 
     def lessons(task: str, vec: QueryVector) -> list[Candidate]:
         if not any_lessons:
@@ -394,6 +396,11 @@ def gather(
     else:
         assert req.prompt is not None
         found = search(req.prompt, qvec)
+        key = reader.memories.use_token_key()
+        for hit in found.result.hits:
+            served = use_tokens.read(key, hit.use_token).evidence if hit.use_token else None
+            if served is not None:
+                evidence[hit.id] = served
         add("facts", _cortex(reader, checkouts, found.result, now, policy))
         add("memories", _hits(reader, found, policy))
         add("lessons", lessons(req.prompt, qvec))
@@ -403,7 +410,7 @@ def gather(
     for section, cand, tokens in packed.items:
         token = None
         if cand.memory_id is not None:
-            token = use_tokens.issue(key, cand.memory_id, now)
+            token = use_tokens.issue(key, cand.memory_id, now, evidence.get(cand.memory_id))
             uses.append((cand.memory_id, use_tokens.read(key, token).nonce))
         items.append(
             p.ContextItem(

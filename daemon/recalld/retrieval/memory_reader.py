@@ -45,6 +45,7 @@ from ..domain import git_history, use_tokens
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import Filter, MemoryRow, Reader
+from . import learned_relevance
 from .fusion import RRF_K, Candidate, PendingVector, QueryVector, retrieve
 from .memory_rows import (
     LOW_TRUST,
@@ -55,7 +56,7 @@ from .memory_rows import (
     owner_of,
     summary,
 )
-from .relevance import CONFIDENT, PRIOR, cosine_evidence
+from .relevance import CONFIDENT, cosine_evidence
 from .rerank import Reranker
 from .staleness import Checkouts, staleness
 from .terms import Coverage, fts_tokens, make_snippet, query_terms
@@ -120,6 +121,8 @@ class _Scored:
     coverage: float
     match_terms: list[str]
     cosine_evidence: float
+    # The lexical evidence relevance read (coverage, or the session's for a turn).
+    lexical: float
     relevance: float
     outcomes: Outcomes
     rerank: float | None = None
@@ -277,7 +280,14 @@ class MemoryReader:
         rows = reader.memories.by_rowid([c.rowid for c in cands])
         outcomes = use_outcomes(reader, rows.values(), now)
         covers = Coverage(terms)
-        calibration = PRIOR
+        # The calibration this store learned from its outcomes (the workspace's, else the
+        # user's, else the prior): see learned_relevance.
+        learned = learned_relevance.ranking(
+            reader.memories.calibrations(req.workspace or who.workspace, who.uid),
+            req.workspace or who.workspace,
+        )
+        calibration = learned.calibration
+        trace["calibration"] = learned.trace()
         # Fusion's scores are relative to this query's candidates (how far ahead of the rest
         # a hit is), so they are taken relative to the best of them; whether a hit is about
         # the query at all is its relevance's to say.
@@ -302,6 +312,7 @@ class MemoryReader:
                     coverage=coverage,
                     match_terms=matched if coverage > 0 else [],
                     cosine_evidence=cos_ev,
+                    lexical=lexical,
                     relevance=calibration.relevance(lexical, cos_ev),
                     outcomes=outcomes[c.rowid],
                 )
@@ -472,7 +483,7 @@ class MemoryReader:
                 authority=row.authority,
                 low_trust=row.trust < LOW_TRUST,
                 instruction_signals=instruction_flags(row.text),
-                use_token=use_tokens.issue(key, row.id, now),
+                use_token=use_tokens.issue(key, row.id, now, (s.lexical, s.cosine_evidence)),
                 expanded=expanded,
             )
             if verbose:
@@ -597,7 +608,9 @@ def _unranked(
         coverage=coverage,
         match_terms=matched,
         cosine_evidence=0.0,
-        relevance=coverage,
+        lexical=coverage,
+        # It answers for the superseded memory it replaces: as relevant as that one was.
+        relevance=earned.relevance,
         outcomes=use_outcomes(reader, [row], now)[row.rowid],
     )
 
