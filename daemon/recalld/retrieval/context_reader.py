@@ -53,7 +53,7 @@ from ..store.port import EpisodeRow, MemoryRow, Reader
 from . import experience_reader
 from .context_pack import Candidate, Packed, Section, TokenCounter, pack
 from .fusion import QueryVector
-from .memory_reader import FLOOR, Answer, MemoryReader
+from .memory_reader import Answer, MemoryReader
 from .memory_rows import LOW_TRUST, contested_slots, memory_filter, owner_of
 from .staleness import Checkouts, staleness
 from .use_outcomes import use_outcomes
@@ -78,8 +78,14 @@ HEADINGS: dict[p.ContextSection, str] = {
 }
 # Candidates each source offers a block at most (the budget keeps fewer).
 PER_SECTION = 20
-# A memory less relevant than this share of the prompt's best is not injected beside it.
-RELATIVE_RELEVANCE = 0.5
+# A memory is injected while at least one in ten memories this relevant is what the prompt
+# asks for, and while it is at least this share of the prompt's best (a far better match
+# says what the prompt is about). On a coding project's memory (docs/retrieval.md) the
+# relevant memories a sentence embedder and the prompt's words cannot tell apart from
+# unrelated ones sit below the floor: the block misses them rather than injecting the
+# unrelated ones with them.
+INJECT_FLOOR = 0.1
+RELATIVE_RELEVANCE = 0.25
 # A line carries at most this much of an item's text (memory_show has the rest), and of a
 # name or a code beside it.
 LINE_CHARS = 300
@@ -256,12 +262,11 @@ def _hits(reader: Reader, found: Answer, policy: _Policy) -> list[Candidate]:
     order, as the policy lets them in (their rows say whose they are).
 
     Injection stops where relevance runs out, not where the budget does: a memory is
-    injected when its relevance clears memory_search's floor (:data:`.memory_reader.FLOOR`)
-    and is at least :data:`RELATIVE_RELEVANCE` of the best's; a prompt that no memory
-    answers gets none."""
+    injected while its relevance clears :data:`INJECT_FLOOR` and :data:`RELATIVE_RELEVANCE`
+    of the best's; a prompt that no memory answers gets none."""
     hits = found.result.hits
     best = max(found.relevance.values(), default=0.0)
-    bar = max(FLOOR, RELATIVE_RELEVANCE * best)
+    bar = max(INJECT_FLOOR, RELATIVE_RELEVANCE * best)
     rows = reader.memories.live([h.id for h in hits])
     memories = []
     for h in hits:

@@ -241,8 +241,9 @@ def _holding(texts: dict[int, str]) -> Callable[[str, Sequence[int]], set[int]]:
     word of one, it or a word of its family (:func:`~.terms.kin`).
 
     Only a text's words that could stem to a query word's stem or its family are stemmed:
-    Porter's stemmer never changes a word's first letter, and a family shares its first
-    :data:`~.terms.FAMILY_MIN` letters.
+    a word and its stem differ in at most their last three letters (``ability``, ``abil``;
+    ``staging``, ``stage``: see :class:`~.terms.Coverage`), and a family's stems share their
+    first :data:`~.terms.FAMILY_MIN`, so its words share the first two.
     """
     words = {rowid: fts_words(text) for rowid, text in texts.items()}
     stems: dict[int, set[str]] = {}
@@ -253,7 +254,7 @@ def _holding(texts: dict[int, str]) -> Callable[[str, Sequence[int]], set[int]]:
         if not want:
             return set()
         for stem in want:
-            start = stem[:FAMILY_MIN] if len(stem) >= FAMILY_MIN else stem[0]
+            start = stem[: max(1, min(len(stem), FAMILY_MIN) - 3)]
             for rowid in rowids:
                 seen = looked.setdefault(rowid, set())
                 if start not in seen:

@@ -25,7 +25,10 @@ then scores what comes back and shapes the result:
 
 A hit's ``relevance`` label is the seed's: how much of the query's wording it holds literally
 (its informative words: a stop word, or one every candidate holds, is no match).
-The floor (``min_score``, default 0.25) applies to the final score.
+The floor (``min_score``, default 0.05: a hit less likely than one in twenty to be what the
+query asks for is noise) applies to the final score. Hybrid ranks by the score; ``bm25`` and
+``keyword`` rank by their own lexical order (with the adjustments but not relevance): an agent
+asking for a mode asks for its order.
 Pinned facts (``distortion_tolerance: constraint``) whose subject the query names are served
 first whatever their score. The cortex holds the current facts of the subjects of returned hits
 about the query (not labelled low, or confident), plus those pinned facts. An expanded top hit
@@ -65,7 +68,7 @@ from .use_outcomes import Outcomes, use_outcomes
 
 __all__ = ["FLOOR", "Answer", "MemoryReader", "MemorySearchConfig"]
 
-FLOOR = 0.25
+FLOOR = 0.05
 # The least retrieval's order leaves of a relevant hit's score (the last candidate's).
 ORDER_FLOOR = 0.75
 RECENCY_WEIGHT = 0.15
@@ -128,6 +131,8 @@ class _Scored:
     rerank: float | None = None
     factors: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
+    # What orders the hits: the score, or in bm25 and keyword modes their lexical order.
+    rank: float = 0.0
 
 
 # --------------------------------------------------------------------------- the reader
@@ -329,7 +334,7 @@ class MemoryReader:
                 s.fused = (RRF_K + 1) / (RRF_K + 1 + rank) if s.coverage else 0.0
         self._rerank(req.query, scored, want_rerank, trace)
         for s in scored:
-            self._score(s, now, boost)
+            self._score(s, now, boost, lexical_order=mode != "hybrid")
         # A constraint fact is served first, whatever its score, when the query names its
         # subject (the entity the query is about is bound by it); elsewhere it ranks by
         # score, still marked pinned.
@@ -337,7 +342,7 @@ class MemoryReader:
         binding = {id(s) for s in scored if s.row.pinned and _names(words, s.row.subject)}
         kept = [s for s in scored if s.score >= floor or id(s) in binding]
         trace["above_floor"] = len(kept)
-        kept.sort(key=lambda s: (id(s) not in binding, -s.score))
+        kept.sort(key=lambda s: (id(s) not in binding, -s.rank))
         top = kept[: req.limit]
 
         hits = self._hits(reader, Checkouts(reader, who), req, top, visible, now, verbose)
@@ -389,7 +394,7 @@ class MemoryReader:
             s.rerank = value
         info.update(available=True, used=True, model=self.reranker.path, depth=len(head))
 
-    def _score(self, s: _Scored, now: float, boost: bool) -> None:
+    def _score(self, s: _Scored, now: float, boost: bool, lexical_order: bool) -> None:
         order = s.fused if s.rerank is None else 0.5 * s.fused + 0.5 * s.rerank
         base = ORDER_FLOOR + (1 - ORDER_FLOOR) * order
         age_days = max(0.0, now - s.row.ts) / 86400
@@ -401,10 +406,13 @@ class MemoryReader:
             "outcomes": s.outcomes.factor,
             "superseded": SUPERSEDED_FACTOR if s.row.superseded_by else 1.0,
         }
-        score = base
-        for factor in s.factors.values():
-            score *= factor
-        s.score = round(score, 4)
+        adjust = 1.0
+        for name, factor in s.factors.items():
+            if name != "relevance":
+                adjust *= factor
+        s.score = round(s.relevance * base * adjust, 4)
+        # bm25 and keyword ask for that lexical order: it ranks, relevance scores.
+        s.rank = order * adjust if lexical_order else s.score
 
     def _hits(
         self,

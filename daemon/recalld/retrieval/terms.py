@@ -108,8 +108,9 @@ def fts_tokens(text: str) -> list[str]:
 
 class Coverage:
     """Which of a query's terms a text holds, as the lexical channel's quoted FTS5 phrase
-    matches them: the term's :func:`fts_tokens`, one after another (one token: anywhere, or
-    a word of its family, :func:`kin`).
+    matches them: the term's :func:`fts_tokens`, one after another (one token: anywhere).
+    What a hit literally holds (``match_terms``); a word's family (:func:`kin`) counts
+    towards relevance only.
 
     Built once a search. Only the text's words that start like a wanted token are found and
     stemmed: one regex scan a text. A Porter stem and its word differ in at most their last
@@ -146,12 +147,7 @@ class Coverage:
         matched = [
             term
             for term, want in zip(self.terms, self._want, strict=True)
-            if want
-            and (
-                any(kin(h, want[0]) for h in have)
-                if len(want) == 1
-                else set(want) <= have and _follows(tokens, want)
-            )
+            if want and set(want) <= have and (len(want) == 1 or _follows(tokens, want))
         ]
         return len(matched) / len(self.terms), matched
 
