@@ -543,12 +543,12 @@ class MemoryReader:
         plus constraints the query names: the cortex is served as the answer, ahead of the
         entries, so a weak hit's subject (one shared word) has no place in it."""
         best: dict[tuple[str, str | None], float] = {}
+        words = set(fts_tokens(req.query))
         for s in top:
-            if s.row.kind == "fact" and s.row.subject_key and _about_the_query(s):
+            if s.row.kind == "fact" and s.row.subject_key and _about_the_query(s, words):
                 slot = (s.row.subject_key, s.row.origin)
                 best[slot] = max(best.get(slot, 0.0), s.score)
         # Constraint facts whose subject the query names are served even when not retrieved.
-        words = set(fts_tokens(req.query))
         for row in reader.memories.pinned_constraints(visible):
             if _names(words, row.subject):
                 best[(row.subject_key or "", row.origin)] = 1.0
@@ -575,10 +575,16 @@ class MemoryReader:
         return cortex
 
 
-def _about_the_query(s: _Scored) -> bool:
-    """Whether a hit is about the query rather than near it: it holds enough of the query's
-    words not to be labelled low, or its evidence alone would make the search confident."""
-    return _relevance_label(s.coverage) != "low" or s.relevance >= CONFIDENT
+def _about_the_query(s: _Scored, query_tokens: set[str]) -> bool:
+    """Whether a hit is about the query rather than near it: the query names its subject, it
+    holds enough of the query's words not to be labelled low, or its evidence alone would
+    make the search confident. (A fact's subject is not in its searched text: "staging
+    region" asked of "Staging runs in us-east-2" is about it.)"""
+    return (
+        _names(query_tokens, s.row.subject)
+        or _relevance_label(s.coverage) != "low"
+        or s.relevance >= CONFIDENT
+    )
 
 
 def _current_in_place(
