@@ -203,11 +203,13 @@ NO_HANDLE = {
     p.Hello,  # an enrolled name needs its token: test_security_authorization
     p.SearchExperience,  # a query of the caller's workspace, no handle
     p.GetExecutionContext,  # likewise
+    p.RelevanceShow,  # the caller's own calibration, of its own workspace
     # The daemon as a whole: admin:workspace only (test_security_authorization).
     p.Export,
     p.Import,
     p.Reindex,
     p.Doctor,
+    p.RelevanceReset,
     p.WorkspaceApprove,
     p.WorkspaceRevoke,
     p.WorkspaceList,

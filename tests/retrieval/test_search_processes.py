@@ -10,6 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 from recall_client import protocol as p
+from recall_client.client import connect
+from recall_client.paths import read_admin_token
 from recall_client.client import RecallClient, RemoteError
 
 from tests.support.daemon import DaemonFactory, DaemonProcess, pid_alive, wait_pid_exit
@@ -91,6 +93,12 @@ async def test_searches_in_processes_answer_as_the_threads_do(
         assert [u.id for u in used.recorded] == [hit.id], (
             "a use token a search process issued is not the daemon's"
         )
+    # The use also taught the store's relevance calibration: back to the prior (an admin's
+    # reset), so both sides rank by the same one.
+    async with connect(
+        agent="tester", workspace="/ws/test", path=d.socket, admin_token=read_admin_token()
+    ) as admin:
+        await admin.call(p.RelevanceReset(), p.RelevanceCleared)
     assert await d.stop() == 0
     assert not [w for w in workers if pid_alive(w)], "a search process outlived a clean stop"
 

@@ -407,6 +407,32 @@ async def _workspaces(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- relevance
+
+
+async def _relevance(args: argparse.Namespace) -> int:
+    """recallctl relevance show|reset: the calibration this workspace's searches rank by,
+    learned from use; reset forgets it (the workspace's only, or all of the user's)."""
+    async with _connect(args) as rc:
+        if args.action == "reset":
+            req = p.RelevanceReset(workspace_only=args.only_workspace)
+            cleared = await rc.call(req, p.RelevanceCleared)
+            where = "this workspace's" if args.only_workspace else "every"
+            print(f"cleared {cleared.cleared} of {where} learned calibrations")
+            return 0
+        shown = await rc.call(p.RelevanceShow(), p.RelevanceShown)
+    if args.json:
+        print_json(shown)
+        return 0
+    c, prior = shown.calibration, shown.prior
+    print(f"workspace {shown.workspace}: ranked by the {c.source}'s calibration")
+    print(f"  bias {c.bias:+.3f}  lexical {c.lexical:.3f}  semantic {c.semantic:.3f}")
+    print(f"  updates: {c.updates} in this workspace, {c.user_updates} of the user's")
+    print(f"  prior: bias {prior.bias:+.3f}  lexical {prior.lexical:.3f}", end="")
+    print(f"  semantic {prior.semantic:.3f}")
+    return 0
+
+
 # --------------------------------------------------------------------------- agent credentials
 
 _AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -712,6 +738,31 @@ def add_commands(sub: Any) -> None:
     )
     known.add_argument("--json", action="store_true", help="print JSON")
     known.set_defaults(local=_workspaces)
+
+    rl = sub.add_parser(
+        "relevance",
+        help="show or reset the relevance calibration learned from use",
+        description="memory_search scores a hit's relevance by a calibration each store "
+        "learns from the outcomes its agents record (memory_record_use with a hit's "
+        "use_token): the workspace's, else the user's, else the shipped prior.",
+    )
+    rl_sub = rl.add_subparsers(dest="action", required=True, metavar="ACTION")
+    rs = rl_sub.add_parser("show", help="the calibration this workspace ranks by")
+    rs.add_argument("--json", action="store_true", help="print JSON")
+    rr = rl_sub.add_parser(
+        "reset",
+        help="forget what was learned (admin)",
+        description="Delete the learned calibrations: every one of yours, or with "
+        "--workspace this workspace's only (it then ranks by yours). The recorded outcomes "
+        "stay.",
+    )
+    rr.add_argument(
+        "--workspace",
+        dest="only_workspace",
+        action="store_true",
+        help="only this workspace's calibration",
+    )
+    rl.set_defaults(local=_relevance)
 
     ag = sub.add_parser(
         "agent",

@@ -41,6 +41,8 @@ from .memory import (
     MemoryStored,
     MemoryUpdate,
     MemoryVerify,
+    RelevanceShow,
+    RelevanceShown,
     Stored,
     UseRecorded,
 )
@@ -69,6 +71,7 @@ Requests = (
     | MemoryRecordUse
     | MemoryFactResolve
     | MemoryShare
+    | RelevanceShow
     | Status
     | CaptureEpisode
     | WorkSearch
@@ -99,6 +102,7 @@ Replies = (
     | MemoryListResult
     | MemoryShown
     | MemoryShared
+    | RelevanceShown
     | StatusResult
     | EpisodeCaptured
     | WorkSearchResult

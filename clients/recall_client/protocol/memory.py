@@ -287,6 +287,14 @@ class MemoryRecordUse(Request, tag="memory_record_use"):
             raise RequestRuleError("an outcome is needed without a use_token")
 
 
+class RelevanceShow(Request, tag="relevance_show"):
+    """The relevance calibration memory_search ranks the caller's workspace by: learned from
+    the outcomes recorded with use tokens, else the user's, else the shipped prior."""
+
+    # Another workspace's (admin:workspace): the web page's, or a bench's.
+    workspace: Path | None = None
+
+
 class MemoryFactResolve(Request, tag="memory_fact_resolve"):
     """Settle a contested fact: adopt the contender, keep the current value, or pick one."""
 
@@ -418,10 +426,10 @@ class MemorySearch(Request, tag="memory_search"):
             )
         ),
     ] = None
-    # Unset: the 0.25 floor.
+    # Unset: the 0.05 floor.
     min_score: Annotated[
         Annotated[float, Meta(ge=0, le=1)] | None,
-        Meta(description="Override the 0.25 relevance floor."),
+        Meta(description="Override the 0.05 score floor."),
     ] = None
     disable_recency_boost: Annotated[
         bool, Meta(description="True to score without the recency bias.")
@@ -620,6 +628,29 @@ class RecordedUse(Struct, kw_only=True):
 
 class UseRecorded(Reply, tag="use_recorded"):
     recorded: list[RecordedUse]
+
+
+CalibrationSource = Literal["workspace", "user", "prior"]
+
+
+class RelevanceCalibration(Struct, kw_only=True):
+    """relevance = 1 / (1 + exp(-(bias + lexical * lexical evidence + semantic * semantic
+    evidence))); ``updates``: the outcomes the workspace's calibration learned from,
+    ``user_updates``: the user's (all workspaces)."""
+
+    source: CalibrationSource
+    bias: float
+    lexical: float
+    semantic: float
+    updates: int = 0
+    user_updates: int = 0
+
+
+class RelevanceShown(Reply, tag="relevance_shown"):
+    workspace: str
+    # What the workspace's searches rank by, and the prior every store starts from.
+    calibration: RelevanceCalibration
+    prior: RelevanceCalibration
 
 
 class Contender(Struct, kw_only=True):

@@ -72,6 +72,17 @@ class Doctor(Request, tag="doctor"):
     wait_model_s: Annotated[float, Meta(ge=0, le=600)] = 0.0
 
 
+class RelevanceReset(Request, tag="relevance_reset"):
+    """Forget the relevance calibrations the caller's stores learned (``recallctl relevance
+    reset``): memory_search ranks by the prior again. Only the caller's own rows: in a team
+    database, no member's reset touches another's."""
+
+    # Only the calibration of the caller's workspace (or of ``workspace``); else the user's
+    # and every workspace's.
+    workspace_only: bool = False
+    workspace: Path | None = None
+
+
 class WorkspaceApprove(Request, tag="workspace_approve"):
     """Approve a workspace: with ``require_approval`` on, only approved ones are served."""
 
@@ -111,6 +122,7 @@ OpsRequests = (
     | Import
     | Reindex
     | Doctor
+    | RelevanceReset
     | WorkspaceApprove
     | WorkspaceRevoke
     | WorkspaceList
@@ -321,6 +333,11 @@ class ReindexStarted(Reply, tag="reindex_started"):
     model: str
 
 
+class RelevanceCleared(Reply, tag="relevance_cleared"):
+    # The calibrations deleted (a workspace's, the user's).
+    cleared: int
+
+
 class DoctorCheck(Struct, kw_only=True):
     name: str
     ok: bool
@@ -401,6 +418,7 @@ OpsReplies = (
     | Imported
     | ReindexStarted
     | DoctorResult
+    | RelevanceCleared
     | WorkspaceChanged
     | WorkspaceListResult
     | AgentEnrolled

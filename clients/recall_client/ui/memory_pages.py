@@ -122,11 +122,18 @@ def routes(ui: UI) -> list[Route]:
                 ),
                 p.MemorySearchResult,
             )
+        # The calibration this workspace's searches rank by, learned from use.
+        relevance = (
+            None
+            if every
+            else await ui.link.call(p.RelevanceShow(workspace=where), p.RelevanceShown)
+        )
         return ui.pages.render(
             request,
             "memories.html",
             ws=ws,
             every=every,
+            relevance=relevance,
             admin=await ui.link.is_admin(),
             workspaces=sorted({*listing.workspaces, ui.link.home}),
             listing=listing,

@@ -27,6 +27,7 @@ from ..handlers import (
     forget,
     memories,
     ops,
+    relevance,
     rollup,
     sharing,
     status,
@@ -91,6 +92,9 @@ ROUTES: dict[type[p.Request], Route] = {
     p.MemoryVerify: Route(memories.verify, Rule(WRITE, None, memory_ids("memory_id"))),
     p.MemoryShow: Route(memories.show, Rule(READ, None, memory_ids("memory_id")), read=True),
     p.MemoryRecordUse: Route(memories.record_use, Rule(WRITE, None, record_use)),
+    # The calibration the caller's workspace ranks by: the caller's own (its uid's, and in a
+    # team database its role's).
+    p.RelevanceShow: Route(relevance.show, Rule(READ, other_workspace), read=True),
     # Resolves the subject's facts of the caller's workspace (else the global ones).
     p.MemoryFactResolve: Route(memories.fact_resolve, Rule(WRITE)),
     # Only the record's owner shares it, admin:workspace or not.
@@ -129,6 +133,8 @@ ROUTES: dict[type[p.Request], Route] = {
     p.Import: Route(ops.import_records, Rule(ADMIN), gated=False),
     p.Reindex: Route(ops.reindex, Rule(ADMIN), gated=False),
     p.Doctor: Route(ops.doctor, Rule(ADMIN), gated=False),
+    # What the caller's outcomes taught the ranking: the caller's own rows only.
+    p.RelevanceReset: Route(relevance.reset, Rule(ADMIN), gated=False),
     p.WorkspaceApprove: Route(workspaces.approve, Rule(ADMIN), gated=False),
     p.WorkspaceRevoke: Route(workspaces.revoke, Rule(ADMIN), gated=False),
     p.WorkspaceList: Route(workspaces.listing, Rule(ADMIN), gated=False),

@@ -23,6 +23,7 @@ from ..domain.principal import Principal
 from ..domain.scopes import ADMIN
 from ..errors import RecallError
 from ..pipeline.intake import RequestJob
+from ..retrieval import learned_relevance
 from ..retrieval import listing as browse
 from ..retrieval.memory_detail import memory_detail
 from ..store.port import WriteTx
@@ -108,12 +109,35 @@ class _RecordUse(RequestJob):
     def apply(self, tx: WriteTx, now: float) -> p.UseRecorded:
         req: p.MemoryRecordUse = self.clean.request
         targets: list[tuple[str, str | None]] = [(i, None) for i in req.memory_ids]
+        outcome = req.outcome or "used"
         if req.use_token is not None:
             token = use_tokens.read(tx.read.memories.use_token_key(), req.use_token)
             targets.insert(0, (token.memory_id, token.nonce))
-        outcome = req.outcome or "used"
+            _learn(tx, self.principal, token, outcome, now)
         recorded = tx.memories.record_uses(self.principal, targets, outcome, req.note, now)
         return p.UseRecorded(recorded=[p.RecordedUse(id=i, outcome=outcome) for i in recorded])
+
+
+def _learn(
+    tx: WriteTx, who: Principal, token: use_tokens.UseToken, outcome: str, now: float
+) -> None:
+    """One step of the caller's relevance calibrations (its own, and those of the memory's
+    workspace, the store that served it) on the hit's evidence as it was served, in the
+    outcome's transaction; a token teaches once (a later outcome of the same token overrides
+    the record, not the lesson), and one without evidence not at all."""
+    if token.evidence is None or tx.read.memories.token_outcome(token.nonce) not in (
+        None,
+        "injected",
+    ):
+        return
+    memory = tx.read.memories.live([token.memory_id]).get(token.memory_id)
+    if memory is None:
+        return
+    rows = tx.read.memories.calibrations(memory.workspace, who.uid)
+    for row in learned_relevance.taught(
+        rows, memory.workspace, who.uid, token.evidence, outcome, now
+    ):
+        tx.memories.save_calibration(row)
 
 
 class _Resolve(RequestJob):

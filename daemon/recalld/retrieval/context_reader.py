@@ -4,8 +4,9 @@ At a session's start: the workspace's current facts, its last session's failed s
 verdict has judged, the memories citing files that commits changed since that session, and
 the lessons for the branch and those files. At a prompt: the facts, memories and lessons
 relevant to it. Memories are ranked by memory_search itself (:class:`MemoryReader`, the
-same reader contract and scores), lessons by get_execution_context; :mod:`.context_pack`
-dedupes and fits them.
+same reader contract and scores) and injected only while they are relevant (a prompt no
+memory answers gets none), lessons by get_execution_context; :mod:`.context_pack` dedupes
+and fits them.
 
 The block is data put before a model unasked, so what it holds is chosen and written for
 that (docs/security.md, "Injection"):
@@ -52,7 +53,7 @@ from ..store.port import EpisodeRow, MemoryRow, Reader
 from . import experience_reader
 from .context_pack import Candidate, Packed, Section, TokenCounter, pack
 from .fusion import QueryVector
-from .memory_reader import MemoryReader
+from .memory_reader import Answer, MemoryReader
 from .memory_rows import LOW_TRUST, contested_slots, memory_filter, owner_of
 from .staleness import Checkouts, staleness
 from .use_outcomes import use_outcomes
@@ -77,6 +78,14 @@ HEADINGS: dict[p.ContextSection, str] = {
 }
 # Candidates each source offers a block at most (the budget keeps fewer).
 PER_SECTION = 20
+# A memory is injected while at least one in ten memories this relevant is what the prompt
+# asks for, and while it is at least this share of the prompt's best (a far better match
+# says what the prompt is about). On a coding project's memory (docs/retrieval.md) the
+# relevant memories a sentence embedder and the prompt's words cannot tell apart from
+# unrelated ones sit below the floor: the block misses them rather than injecting the
+# unrelated ones with them.
+INJECT_FLOOR = 0.1
+RELATIVE_RELEVANCE = 0.25
 # A line carries at most this much of an item's text (memory_show has the rest), and of a
 # name or a code beside it.
 LINE_CHARS = 300
@@ -248,13 +257,22 @@ def _cortex(
     )
 
 
-def _hits(reader: Reader, result: p.MemorySearchResult, policy: _Policy) -> list[Candidate]:
-    """The memories of a memory_search answer, in its order, as the policy lets them in
-    (their rows say whose they are)."""
-    rows = reader.memories.live([h.id for h in result.hits])
+def _hits(reader: Reader, found: Answer, policy: _Policy) -> list[Candidate]:
+    """The memories of a memory_search answer that are relevant to the prompt, in its
+    order, as the policy lets them in (their rows say whose they are).
+
+    Injection stops where relevance runs out, not where the budget does: a memory is
+    injected while its relevance clears :data:`INJECT_FLOOR` and :data:`RELATIVE_RELEVANCE`
+    of the best's; a prompt that no memory answers gets none."""
+    hits = found.result.hits
+    best = max(found.relevance.values(), default=0.0)
+    bar = max(INJECT_FLOOR, RELATIVE_RELEVANCE * best)
+    rows = reader.memories.live([h.id for h in hits])
     memories = []
-    for h in result.hits:
+    for h in hits:
         row = rows.get(h.id)
+        if found.relevance.get(h.id, 0.0) < bar:
+            continue
         if row is None or h.superseded or h.low_trust or not policy.admits(row):
             continue
         memories.append(policy.memory(row, h.staleness_verdict or "fresh", h.contested))
@@ -339,11 +357,13 @@ def gather(
     def add(name: p.ContextSection, candidates: list[Candidate]) -> None:
         sections.append(Section(name, HEADINGS[name], candidates[:PER_SECTION]))
 
-    def search(query: str, vec: QueryVector) -> p.MemorySearchResult:
+    def search(query: str, vec: QueryVector) -> Answer:
         ask = p.MemorySearch(query=query, limit=PER_SECTION, workspace=workspace)
-        return memory.search(reader, who, ask, vec)
+        return memory.answer(reader, who, ask, vec)
 
     any_lessons = experience_reader.has_lessons(reader, workspace)
+    # A searched memory's evidence as it was served, for the token its item carries.
+    evidence: dict[str, use_tokens.Evidence] = {}
 
     def lessons(task: str, vec: QueryVector) -> list[Candidate]:
         if not any_lessons:
@@ -381,7 +401,12 @@ def gather(
     else:
         assert req.prompt is not None
         found = search(req.prompt, qvec)
-        add("facts", _cortex(reader, checkouts, found, now, policy))
+        key = reader.memories.use_token_key()
+        for hit in found.result.hits:
+            served = use_tokens.read(key, hit.use_token).evidence if hit.use_token else None
+            if served is not None:
+                evidence[hit.id] = served
+        add("facts", _cortex(reader, checkouts, found.result, now, policy))
         add("memories", _hits(reader, found, policy))
         add("lessons", lessons(req.prompt, qvec))
     packed = pack(PREAMBLE, sections, budget, given, count)
@@ -390,7 +415,7 @@ def gather(
     for section, cand, tokens in packed.items:
         token = None
         if cand.memory_id is not None:
-            token = use_tokens.issue(key, cand.memory_id, now)
+            token = use_tokens.issue(key, cand.memory_id, now, evidence.get(cand.memory_id))
             uses.append((cand.memory_id, use_tokens.read(key, token).nonce))
         items.append(
             p.ContextItem(

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..store.port import Filter, Reader
-from . import ranker, session_context
-from .terms import fts_tokens, fts_words, porter
+from . import ranker, relevance, session_context
+from .terms import FAMILY_MIN, fts_tokens, fts_words, kin, porter
 
 __all__ = [
     "CHANNEL_DEPTH",
@@ -119,6 +119,9 @@ class Candidate:
     # Learned ranking only: the weighted share of the query's words the record holds with
     # its session neighbours (what a turn that means little alone is found by), 0..1.
     context_evidence: float | None = None
+    # memory_search only: the share of the query's informative words the record holds
+    # (relevance.informative_coverage over all the candidates), 0..1.
+    coverage: float | None = None
 
 
 def retrieve(
@@ -178,10 +181,16 @@ def retrieve(
         allowed = search.visible(added, where)
         scores = {rowid: s for rowid, s in scores.items() if rowid in found or rowid in allowed}
     evidence: dict[int, float] = {}
-    if learned and terms and use_vectors and scores:
+    coverage: dict[int, float] = {}
+    if learned and terms and scores:
+        # Every candidate's words are read once: for its coverage (how informative a word is
+        # depends on how many candidates hold it) and for the learned ranking's features.
         pool = list(scores)
-        kept = set(pool)
         texts = search.texts(pool)
+        holding = _holding(texts)
+        coverage = relevance.informative_coverage(terms[: ranker.MAX_TERMS], pool, holding)
+    if learned and terms and use_vectors and scores:
+        kept = set(pool)
         rows = ranker.features(
             pool,
             terms=terms,
@@ -191,7 +200,7 @@ def retrieve(
             fused=found,
             in_context=scores,
             near={r: [n for n in near.get(r, ()) if n in kept] for r in pool},
-            holding=_holding(texts),
+            holding=holding,
             depth=CHANNEL_DEPTH,
             texts=texts,
             # The record before, when the caller may see it (a hidden one says nothing).
@@ -212,6 +221,7 @@ def retrieve(
                 semantic_rank=sem[0] if sem else None,
                 cosine=sem[1] if sem else None,
                 context_evidence=evidence.get(rowid),
+                coverage=coverage.get(rowid),
             )
         )
     return out
@@ -227,27 +237,33 @@ def _semantic(
 
 def _holding(texts: dict[int, str]) -> Callable[[str, Sequence[int]], set[int]]:
     """Which records hold a query word, as FTS5 tokenizes and stems it (:func:`fts_tokens`;
-    PostgreSQL's lexemes are made to match FTS5's): a word of several tokens, all of them.
+    PostgreSQL's lexemes are made to match FTS5's): a word of several tokens, all of them; a
+    word of one, it or a word of its family (:func:`~.terms.kin`).
 
-    Only a text's words that could stem to a query word's stem are stemmed: Porter's stemmer
-    never changes a word's first letter, nor makes a stem longer than its word.
+    Only a text's words that could stem to a query word's stem or its family are stemmed:
+    a word and its stem differ in at most their last three letters (``ability``, ``abil``;
+    ``staging``, ``stage``: see :class:`~.terms.Coverage`), and a family's stems share their
+    first :data:`~.terms.FAMILY_MIN`, so its words share the first two.
     """
     words = {rowid: fts_words(text) for rowid, text in texts.items()}
     stems: dict[int, set[str]] = {}
+    looked: dict[int, set[str]] = {}
 
     def holding(term: str, rowids: Sequence[int]) -> set[int]:
         want = fts_tokens(term)
         if not want:
             return set()
         for stem in want:
+            start = stem[: max(1, min(len(stem), FAMILY_MIN) - 3)]
             for rowid in rowids:
-                have = stems.setdefault(rowid, set())
-                if stem not in have:
-                    have.update(
-                        porter(w)
-                        for w in words.get(rowid, ())
-                        if w[0] == stem[0] and len(w) >= len(stem)
+                seen = looked.setdefault(rowid, set())
+                if start not in seen:
+                    seen.add(start)
+                    stems.setdefault(rowid, set()).update(
+                        porter(w) for w in words.get(rowid, ()) if w.startswith(start)
                     )
+        if len(want) == 1:
+            return {r for r in rowids if any(kin(h, want[0]) for h in stems.get(r, ()))}
         return {r for r in rowids if all(t in stems.get(r, ()) for t in want)}
 
     return holding

@@ -9,21 +9,26 @@ Retrieval itself (channels, fusion, query terms) is ``search.retrieve``; this mo
 the reader contract it runs under (visibility, scope and every filter, as one SQL clause),
 then scores what comes back and shapes the result:
 
-    score = fused * evidence * recency * trust * outcomes * supersession
+    score = relevance * order * recency * trust * outcomes * supersession
 
-- ``fused``: retrieval's fused score relative to the query's best candidate (1 for it); in
-  keyword mode, the rank by term coverage. With a cross-encoder, half of it is the
-  cross-encoder's score.
-- ``evidence``: 0..1 by ``relevance``, the absolute evidence that the hit is about the query:
-  the share of the query's words it contains, or its calibrated cosine, whichever is higher.
-  Full from a quarter of the query's words on, so among hits with real evidence the mode's own
-  order stands. Fusion is relative (the semantic channel always has a nearest vector): a hit
-  with no evidence scores 0, whatever its rank. ``relevance`` also decides ``low_confidence``
-  (no hit with at least 0.5).
+- ``relevance``: how likely the hit is what the query asks for, calibrated the same way for
+  every query and store (:mod:`.relevance`: the share of the query's informative words it
+  holds, with its session neighbours for a conversation's turn, and its calibrated cosine).
+  It also decides ``low_confidence`` (no hit of at least 0.5).
+- ``order``: 0.75..1 by retrieval's fused score relative to the query's best candidate (1 for
+  it); in keyword mode, the rank by term coverage. With a cross-encoder, half of it is the
+  cross-encoder's score. Retrieval orders hits of like relevance; it cannot make an
+  unrelated one relevant, as the best of an unrelated lot.
 - ``recency``: 0.85..1 by age (30-day half-life), unless ``disable_recency_boost``.
 - ``trust``: 0.7..1; ``outcomes``: down to 0.7 for recent ignored / contradicted uses that a
   later use, update or verification has not cleared; ``supersession``: 0.6.
-The floor (``min_score``, default 0.25) applies to the final score.
+
+A hit's ``relevance`` label is the seed's: how much of the query's wording it holds literally
+(its informative words: a stop word, or one every candidate holds, is no match).
+The floor (``min_score``, default 0.05: a hit less likely than one in twenty to be what the
+query asks for is noise) applies to the final score. Hybrid ranks by the score; ``bm25`` and
+``keyword`` rank by their own lexical order (with the adjustments but not relevance): an agent
+asking for a mode asks for its order.
 Pinned facts (``distortion_tolerance: constraint``) whose subject the query names are served
 first whatever their score. The cortex holds the current facts of the subjects of returned hits
 about the query (not labelled low, or confident), plus those pinned facts. An expanded top hit
@@ -43,6 +48,7 @@ from ..domain import git_history, use_tokens
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import Filter, MemoryRow, Reader
+from . import learned_relevance
 from .fusion import RRF_K, Candidate, PendingVector, QueryVector, retrieve
 from .memory_rows import (
     LOW_TRUST,
@@ -53,19 +59,18 @@ from .memory_rows import (
     owner_of,
     summary,
 )
+from .relevance import CONFIDENT, cosine_evidence
 from .rerank import Reranker
 from .staleness import Checkouts, staleness
 from .terms import Coverage, fts_tokens, make_snippet, query_terms
 from .time_cues import temporal_window
 from .use_outcomes import Outcomes, use_outcomes
 
-__all__ = ["FLOOR", "MemoryReader", "MemorySearchConfig"]
+__all__ = ["FLOOR", "Answer", "MemoryReader", "MemorySearchConfig"]
 
-FLOOR = 0.25
-# Relevance from which a hit's evidence counts in full.
-EVIDENCE_FULL = 0.25
-# A hit with at least this much relevance is a confident match.
-CONFIDENT = 0.5
+FLOOR = 0.05
+# The least retrieval's order leaves of a relevant hit's score (the last candidate's).
+ORDER_FLOOR = 0.75
 RECENCY_WEIGHT = 0.15
 RECENCY_HALF_LIFE_DAYS = 30.0
 SUPERSEDED_FACTOR = 0.6
@@ -78,8 +83,6 @@ COMPACT_TEXT = 600
 RERANK_DEPTH = 30
 # The top hit "leads decisively" when it scores this much above the runner-up.
 DECISIVE_LEAD = 1.25
-# Cosines below the first bound are noise for sentence embedders; above the second, close.
-COSINE_NOISE, COSINE_SPAN = 0.2, 0.4
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,12 +104,16 @@ def _names(query_tokens: set[str], subject: str | None) -> bool:
     return bool(subject_tokens) and subject_tokens <= query_tokens
 
 
-def _evidence(relevance: float) -> float:
-    return min(1.0, relevance / EVIDENCE_FULL)
-
-
 def _relevance_label(coverage: float) -> p.Relevance:
     return "high" if coverage >= 0.75 else "medium" if coverage >= 0.4 else "low"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A memory_search result and its hits' relevance by id (:mod:`.relevance`)."""
+
+    result: p.MemorySearchResult
+    relevance: dict[str, float]
 
 
 @dataclass(slots=True)
@@ -117,11 +124,15 @@ class _Scored:
     coverage: float
     match_terms: list[str]
     cosine_evidence: float
+    # The lexical evidence relevance read (coverage, or the session's for a turn).
+    lexical: float
     relevance: float
     outcomes: Outcomes
     rerank: float | None = None
     factors: dict[str, float] = field(default_factory=dict)
     score: float = 0.0
+    # What orders the hits: the score, or in bm25 and keyword modes their lexical order.
+    rank: float = 0.0
 
 
 # --------------------------------------------------------------------------- the reader
@@ -195,6 +206,17 @@ class MemoryReader:
         qvec: QueryVector,
     ) -> p.MemorySearchResult:
         """Run one memory_search. Raises RecallError(invalid_request) for contradictory flags."""
+        return self.answer(reader, who, req, qvec).result
+
+    def answer(
+        self,
+        reader: Reader,
+        who: Principal,
+        req: p.MemorySearch,
+        qvec: QueryVector,
+    ) -> Answer:
+        """memory_search's result, with each hit's relevance (for the context hook, which
+        injects only what is relevant)."""
         now = time.time()
         mode = self.mode(req)
         bm25 = self.config.bm25 if req.bm25 is None else req.bm25
@@ -230,7 +252,7 @@ class MemoryReader:
             trace=trace if req.explain else None,
         )
         if visible is None:
-            return empty
+            return Answer(empty, {})
 
         # Candidates to re-score: enough for the adjustments to reorder, few enough to stay cheap.
         depth = min(150, max(20, 3 * req.limit))
@@ -263,29 +285,40 @@ class MemoryReader:
         rows = reader.memories.by_rowid([c.rowid for c in cands])
         outcomes = use_outcomes(reader, rows.values(), now)
         covers = Coverage(terms)
+        # The calibration this store learned from its outcomes (the workspace's, else the
+        # user's, else the prior): see learned_relevance.
+        learned = learned_relevance.ranking(
+            reader.memories.calibrations(req.workspace or who.workspace, who.uid),
+            req.workspace or who.workspace,
+        )
+        calibration = learned.calibration
+        trace["calibration"] = learned.trace()
         # Fusion's scores are relative to this query's candidates (how far ahead of the rest
         # a hit is), so they are taken relative to the best of them; whether a hit is about
-        # the query at all is the evidence factor's to say.
+        # the query at all is its relevance's to say.
         top_fused = max((c.score for c in cands), default=0.0) or 1.0
         scored: list[_Scored] = []
         for c in cands:
             row = rows.get(c.rowid)
             if row is None:
                 continue
-            coverage, matched = covers(row.text)
-            cos_ev = 0.0
-            if c.cosine is not None:
-                cos_ev = min(1.0, max(0.0, (c.cosine - COSINE_NOISE) / COSINE_SPAN))
+            literal, matched = covers(row.text)
+            # The informative share where retrieval weighed the words (memory_search's own
+            # candidates), the plain share elsewhere.
+            coverage = literal if c.coverage is None else c.coverage
+            cos_ev = cosine_evidence(c.cosine)
+            # A turn found by its session's words has its evidence there.
+            lexical = max(coverage, c.context_evidence or 0.0)
             scored.append(
                 _Scored(
                     row=row,
                     cand=c,
                     fused=c.score / top_fused,
                     coverage=coverage,
-                    match_terms=matched,
+                    match_terms=matched if coverage > 0 else [],
                     cosine_evidence=cos_ev,
-                    # A turn found by its session's words has its evidence there.
-                    relevance=max(coverage, cos_ev, c.context_evidence or 0.0),
+                    lexical=lexical,
+                    relevance=calibration.relevance(lexical, cos_ev),
                     outcomes=outcomes[c.rowid],
                 )
             )
@@ -301,7 +334,7 @@ class MemoryReader:
                 s.fused = (RRF_K + 1) / (RRF_K + 1 + rank) if s.coverage else 0.0
         self._rerank(req.query, scored, want_rerank, trace)
         for s in scored:
-            self._score(s, now, boost)
+            self._score(s, now, boost, lexical_order=mode != "hybrid")
         # A constraint fact is served first, whatever its score, when the query names its
         # subject (the entity the query is about is bound by it); elsewhere it ranks by
         # score, still marked pinned.
@@ -309,7 +342,7 @@ class MemoryReader:
         binding = {id(s) for s in scored if s.row.pinned and _names(words, s.row.subject)}
         kept = [s for s in scored if s.score >= floor or id(s) in binding]
         trace["above_floor"] = len(kept)
-        kept.sort(key=lambda s: (id(s) not in binding, -s.score))
+        kept.sort(key=lambda s: (id(s) not in binding, -s.rank))
         top = kept[: req.limit]
 
         hits = self._hits(reader, Checkouts(reader, who), req, top, visible, now, verbose)
@@ -331,7 +364,7 @@ class MemoryReader:
         confident = any(s.relevance >= CONFIDENT for s in top) or any(
             c.pinned for c in cortex if c.score >= 1.0
         )
-        return p.MemorySearchResult(
+        result = p.MemorySearchResult(
             query=req.query,
             hits=hits,
             semantic_used=semantic,
@@ -343,6 +376,7 @@ class MemoryReader:
             events=events,
             trace=trace if req.explain else None,
         )
+        return Answer(result, {s.row.id: s.relevance for s in top})
 
     def _rerank(
         self, query: str, scored: list[_Scored], wanted: bool, trace: dict[str, Any]
@@ -351,7 +385,7 @@ class MemoryReader:
         if not wanted:
             info.update(used=False)
             return
-        head = sorted(scored, key=lambda s: -s.fused * _evidence(s.relevance))[:RERANK_DEPTH]
+        head = sorted(scored, key=lambda s: -s.fused * s.relevance)[:RERANK_DEPTH]
         values = self.reranker.score(query, [s.row.text for s in head])
         if values is None:
             info.update(available=False, used=False, reason=self.reranker.reason)
@@ -360,21 +394,25 @@ class MemoryReader:
             s.rerank = value
         info.update(available=True, used=True, model=self.reranker.path, depth=len(head))
 
-    def _score(self, s: _Scored, now: float, boost: bool) -> None:
-        base = s.fused if s.rerank is None else 0.5 * s.fused + 0.5 * s.rerank
+    def _score(self, s: _Scored, now: float, boost: bool, lexical_order: bool) -> None:
+        order = s.fused if s.rerank is None else 0.5 * s.fused + 0.5 * s.rerank
+        base = ORDER_FLOOR + (1 - ORDER_FLOOR) * order
         age_days = max(0.0, now - s.row.ts) / 86400
         recency = 2 ** (-age_days / RECENCY_HALF_LIFE_DAYS)
         s.factors = {
-            "evidence": _evidence(s.relevance),
+            "relevance": s.relevance,
             "recency": (1 - RECENCY_WEIGHT) + RECENCY_WEIGHT * recency if boost else 1.0,
             "trust": 0.7 + 0.3 * s.row.trust,
             "outcomes": s.outcomes.factor,
             "superseded": SUPERSEDED_FACTOR if s.row.superseded_by else 1.0,
         }
-        score = base
-        for factor in s.factors.values():
-            score *= factor
-        s.score = round(score, 4)
+        adjust = 1.0
+        for name, factor in s.factors.items():
+            if name != "relevance":
+                adjust *= factor
+        s.score = round(s.relevance * base * adjust, 4)
+        # bm25 and keyword ask for that lexical order: it ranks, relevance scores.
+        s.rank = order * adjust if lexical_order else s.score
 
     def _hits(
         self,
@@ -453,7 +491,7 @@ class MemoryReader:
                 authority=row.authority,
                 low_trust=row.trust < LOW_TRUST,
                 instruction_signals=instruction_flags(row.text),
-                use_token=use_tokens.issue(key, row.id, now),
+                use_token=use_tokens.issue(key, row.id, now, (s.lexical, s.cosine_evidence)),
                 expanded=expanded,
             )
             if verbose:
@@ -479,7 +517,6 @@ class MemoryReader:
                     "semantic_rank": s.cand.semantic_rank,
                     "cosine": None if s.cand.cosine is None else round(s.cand.cosine, 4),
                     "coverage": round(s.coverage, 4),
-                    "relevance": round(s.relevance, 4),
                     "rerank": None if s.rerank is None else round(s.rerank, 4),
                     **{k: round(v, 4) for k, v in s.factors.items()},
                     "pinned": row.pinned,
@@ -506,12 +543,12 @@ class MemoryReader:
         plus constraints the query names: the cortex is served as the answer, ahead of the
         entries, so a weak hit's subject (one shared word) has no place in it."""
         best: dict[tuple[str, str | None], float] = {}
+        words = set(fts_tokens(req.query))
         for s in top:
-            if s.row.kind == "fact" and s.row.subject_key and _about_the_query(s):
+            if s.row.kind == "fact" and s.row.subject_key and _about_the_query(s, words):
                 slot = (s.row.subject_key, s.row.origin)
                 best[slot] = max(best.get(slot, 0.0), s.score)
         # Constraint facts whose subject the query names are served even when not retrieved.
-        words = set(fts_tokens(req.query))
         for row in reader.memories.pinned_constraints(visible):
             if _names(words, row.subject):
                 best[(row.subject_key or "", row.origin)] = 1.0
@@ -538,10 +575,16 @@ class MemoryReader:
         return cortex
 
 
-def _about_the_query(s: _Scored) -> bool:
-    """Whether a hit is about the query rather than near it: it holds enough of the query's
-    words not to be labelled low, or its evidence alone would make the search confident."""
-    return _relevance_label(s.coverage) != "low" or s.relevance >= CONFIDENT
+def _about_the_query(s: _Scored, query_tokens: set[str]) -> bool:
+    """Whether a hit is about the query rather than near it: the query names its subject, it
+    holds enough of the query's words not to be labelled low, or its evidence alone would
+    make the search confident. (A fact's subject is not in its searched text: "staging
+    region" asked of "Staging runs in us-east-2" is about it.)"""
+    return (
+        _names(query_tokens, s.row.subject)
+        or _relevance_label(s.coverage) != "low"
+        or s.relevance >= CONFIDENT
+    )
 
 
 def _current_in_place(
@@ -579,7 +622,9 @@ def _unranked(
         coverage=coverage,
         match_terms=matched,
         cosine_evidence=0.0,
-        relevance=coverage,
+        lexical=coverage,
+        # It answers for the superseded memory it replaces: as relevant as that one was.
+        relevance=earned.relevance,
         outcomes=use_outcomes(reader, [row], now)[row.rowid],
     )
 

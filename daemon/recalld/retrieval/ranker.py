@@ -28,6 +28,8 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+from .relevance import cosine_evidence, rarity
+
 __all__ = [
     "FEATURES",
     "MAX_TERMS",
@@ -41,8 +43,6 @@ __all__ = [
 
 # Query words matched against the candidates, at most.
 MAX_TERMS = 12
-# Cosines below the first bound are noise for sentence embedders; above the second, close.
-_COSINE_NOISE, _COSINE_SPAN = 0.2, 0.4
 
 FEATURES = (
     "lexical",  # min-max normalised bm25 in the lexical channel (0: not found by it)
@@ -108,10 +108,6 @@ def _minmax(chan: Sequence[tuple[int, float]], depth: int) -> dict[int, float]:
     return {r: (s - lo) / span if span > 0 else 1.0 for r, s in chan}
 
 
-def _calibrated(cosine: float) -> float:
-    return min(1.0, max(0.0, (cosine - _COSINE_NOISE) / _COSINE_SPAN))
-
-
 def features(
     pool: Sequence[int],
     *,
@@ -142,7 +138,7 @@ def features(
     words = list(terms)[:MAX_TERMS]
     holders = [holding(t, pool) for t in words]
     # A word held by many candidates tells little about which one is meant.
-    weight = [math.log(1.0 + len(pool) / (1.0 + len(h))) for h in holders]
+    weight = [rarity(len(pool), len(h)) for h in holders]
     total = sum(weight) or 1.0
     names_mask = sum(1 << i for i, t in enumerate(words) if t in names)
     # Which words each record holds, as a bit mask; a mask's weight once per distinct mask.
@@ -163,7 +159,7 @@ def features(
         return mask
 
     lex_conf = weigh(holds([lexical[0][0]])) / total if lexical else 0.0
-    sem_conf = _calibrated(semantic[0][1]) if semantic else 0.0
+    sem_conf = cosine_evidence(semantic[0][1]) if semantic else 0.0
 
     def asks(rowid: int | None) -> float:
         return 1.0 if rowid is not None and texts.get(rowid, "").rstrip().endswith("?") else 0.0
@@ -178,7 +174,7 @@ def features(
             [
                 lx,
                 sm,
-                _calibrated(cosine[r]) if r in cosine else 0.0,
+                cosine_evidence(cosine.get(r)),
                 alone,
                 weigh(with_context) / total - alone,
                 sum(lex.get(n, 0.0) for n in around) / len(around) if around else 0.0,

@@ -7,7 +7,16 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["Coverage", "fts_tokens", "fts_words", "make_snippet", "porter", "query_terms"]
+__all__ = [
+    "FAMILY_MIN",
+    "Coverage",
+    "fts_tokens",
+    "fts_words",
+    "kin",
+    "make_snippet",
+    "porter",
+    "query_terms",
+]
 
 _STOP = frozenset(
     """a about above after again against all am an and any are as at be because been before
@@ -17,7 +26,11 @@ _STOP = frozenset(
     ourselves out over own same she should so some such than that the their theirs them
     themselves then there these they this those through to too under until up very was we were
     what when where which while who whom why will with would you your yours yourself
-    yourselves""".split()
+    yourselves"""
+    # The words of a request rather than of its subject: a prompt asks what to "use" or
+    # "run", what it "needs" to "get" done; they say nothing of which memory is meant.
+    """ also anything etc get gets let lets make makes need needs please something tell
+    thing things use used uses using via want wants way""".split()
 )
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -25,7 +38,8 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 def query_terms(query: str) -> list[str]:
     """The words of a query that carry meaning: stop words dropped, order kept, deduped."""
     words = [w.lower() for w in _TOKEN.findall(query)]
-    content = [w for w in words if w not in _STOP]
+    # A lone letter is a contraction's ("what's", "don't") or a list's, not a subject.
+    content = [w for w in words if w not in _STOP and (len(w) > 1 or w.isdigit())]
     return list(dict.fromkeys(content or words))
 
 
@@ -95,6 +109,8 @@ def fts_tokens(text: str) -> list[str]:
 class Coverage:
     """Which of a query's terms a text holds, as the lexical channel's quoted FTS5 phrase
     matches them: the term's :func:`fts_tokens`, one after another (one token: anywhere).
+    What a hit literally holds (``match_terms``); a word's family (:func:`kin`) counts
+    towards relevance only.
 
     Built once a search. Only the text's words that start like a wanted token are found and
     stemmed: one regex scan a text. A Porter stem and its word differ in at most their last
@@ -134,6 +150,21 @@ class Coverage:
             if want and set(want) <= have and (len(want) == 1 or _follows(tokens, want))
         ]
         return len(matched) / len(self.terms), matched
+
+
+# The shortest stem that stands for its word family (see :func:`kin`).
+FAMILY_MIN = 5
+
+
+def kin(stem: str, wanted: str) -> bool:
+    """Whether a text's ``stem`` matches a query word's ``wanted`` stem: the same, or one
+    the other's start, at least :data:`FAMILY_MIN` letters long ("format" and "formatter",
+    "config" and "configuration", which Porter's stemmer leaves apart; not "port" and
+    "portable")."""
+    if stem == wanted:
+        return True
+    short, long = (stem, wanted) if len(stem) < len(wanted) else (wanted, stem)
+    return len(short) >= FAMILY_MIN and long.startswith(short)
 
 
 def _follows(tokens: Sequence[str], want: Sequence[str]) -> bool:

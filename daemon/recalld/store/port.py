@@ -29,6 +29,7 @@ from ..domain.principal import Principal
 __all__ = [
     "ApprovalRow",
     "BatchJob",
+    "CalibrationRow",
     "ContextReads",
     "ContextWrites",
     "CredentialRow",
@@ -259,6 +260,20 @@ class UseRow:
     outcome: p.StoredOutcome
     ts: float
     note: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationRow:
+    """A relevance calibration a user's outcomes taught (``retrieval.learned_relevance``):
+    one workspace's, or the user's own (workspace "")."""
+
+    workspace: str
+    uid: int
+    bias: float
+    lexical: float
+    semantic: float
+    updates: int
+    updated_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,6 +553,15 @@ class MemoryReads(Protocol):
 
     def origin_repo(self, memory_id: str) -> str | None: ...
     def use_token_key(self) -> bytes: ...
+    def token_outcome(self, nonce: str) -> str | None:
+        """The outcome recorded under a use token's nonce (a ``p.StoredOutcome``), if any."""
+        ...
+
+    def calibrations(self, workspace: str, uid: int) -> dict[str, CalibrationRow]:
+        """The relevance calibrations of ``uid`` for ``workspace`` and the user's own (""),
+        by workspace: those this connection may read (a member's own in a team database)."""
+        ...
+
     def newest_page(
         self,
         f: Filter,
@@ -826,6 +850,14 @@ class MemoryWrites(Protocol):
         Raises:
             RecallError: ``not_found`` for an id that names no memory (unless injected).
         """
+        ...
+
+    def save_calibration(self, row: CalibrationRow) -> None:
+        """Write ``row`` in place of the calibration of its (workspace, uid)."""
+        ...
+
+    def clear_calibrations(self, uid: int, workspace: str | None) -> int:
+        """Delete ``uid``'s calibrations (only ``workspace``'s when given); how many."""
         ...
 
 

@@ -549,6 +549,22 @@ MIGRATIONS: list[str] = [
         SELECT DISTINCT owner, 5 FROM workspace_aliases
         ON CONFLICT DO NOTHING;
     """,
+    # 6: as SQLite's 15, the relevance calibrations outcomes taught: each member's own (one
+    # person's outcomes never move another's ranking), keyed by owner.
+    f"""
+    CREATE TABLE relevance_calibrations (
+        {_OWNER},
+        workspace  text NOT NULL,
+        uid        integer NOT NULL,
+        bias       double precision NOT NULL,
+        lexical    double precision NOT NULL,
+        semantic   double precision NOT NULL,
+        updates    integer NOT NULL,
+        updated_at double precision NOT NULL,
+        PRIMARY KEY (owner, workspace, uid)
+    );
+    {_owned_table("relevance_calibrations")}
+    """,
 ]
 
 

@@ -17,7 +17,16 @@ from ...domain.policy import HELD
 from ...domain.principal import Principal
 from ...domain.scopes import ADMIN
 from ...errors import RecallError
-from ..port import Fact, Filter, MemoryChange, MemoryInsert, MemoryRow, MemoryTarget, UseRow
+from ..port import (
+    CalibrationRow,
+    Fact,
+    Filter,
+    MemoryChange,
+    MemoryInsert,
+    MemoryRow,
+    MemoryTarget,
+    UseRow,
+)
 from .db import Db
 from .filters import marks, where
 from .records import NewRecord, insert_record
@@ -293,6 +302,24 @@ class SqlMemoryReads:
                 ).fetchone()[0]
             )
         return self._token_key
+
+    def token_outcome(self, nonce: str) -> str | None:
+        row = self._conn.execute(
+            "SELECT outcome FROM memory_uses WHERE token = ?", (nonce,)
+        ).fetchone()
+        return None if row is None else row[0]
+
+    def calibrations(self, workspace: str, uid: int) -> dict[str, CalibrationRow]:
+        return {
+            str(r[0]): CalibrationRow(
+                str(r[0]), int(r[1]), float(r[2]), float(r[3]), float(r[4]), int(r[5]), r[6]
+            )
+            for r in self._conn.execute(
+                "SELECT workspace, uid, bias, lexical, semantic, updates, updated_at"
+                " FROM relevance_calibrations WHERE uid = ? AND workspace IN (?, '')",
+                (uid, workspace),
+            )
+        }
 
 
 def current_facts(conn: Db, key: str, origin: str | None, now: float) -> list[Fact]:
@@ -623,3 +650,30 @@ class SqlMemoryWrites:
             _event(conn, now, who, memory_id, f"use:{outcome}")
             recorded.append(memory_id)
         return recorded
+
+    def save_calibration(self, row: CalibrationRow) -> None:
+        # Update, else insert: in a team database the key has the member's role too (which
+        # the column's default fills in), so no one statement names the conflict for both.
+        values = (row.bias, row.lexical, row.semantic, row.updates, row.updated_at)
+        changed = self._conn.execute(
+            "UPDATE relevance_calibrations SET bias = ?, lexical = ?, semantic = ?,"
+            " updates = ?, updated_at = ? WHERE workspace = ? AND uid = ?",
+            (*values, row.workspace, row.uid),
+        ).rowcount
+        if not changed:
+            self._conn.execute(
+                "INSERT INTO relevance_calibrations"
+                " (workspace, uid, bias, lexical, semantic, updates, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (row.workspace, row.uid, *values),
+            )
+
+    def clear_calibrations(self, uid: int, workspace: str | None) -> int:
+        if workspace is None:
+            cur = self._conn.execute("DELETE FROM relevance_calibrations WHERE uid = ?", (uid,))
+        else:
+            cur = self._conn.execute(
+                "DELETE FROM relevance_calibrations WHERE uid = ? AND workspace = ?",
+                (uid, workspace),
+            )
+        return cur.rowcount

@@ -115,6 +115,8 @@ INSTALL_TABLES = {
     # named by this store's ids, which an import gives anew.
     "context_injections": "the log of the blocks this install's hooks injected",
     "context_items": "the log of the blocks this install's hooks injected",
+    # Learned from outcomes of this install's use tokens; an import starts from the prior.
+    "relevance_calibrations": "what this install's outcomes taught its ranking",
 }
 # Columns kept as JSON arrays of strings; and as integers for a bool.
 _JSON_COLUMNS = frozenset({"tags", "trust_reasons", "files", "given"})

@@ -329,6 +329,20 @@ MIGRATIONS: list[str] = [
     """
     INSERT OR IGNORE INTO workspace_rekey (owner) VALUES ('local');
     """,
+    # 15: the relevance calibrations outcomes taught (recalld.retrieval.learned_relevance):
+    # a workspace's, and the user's own under workspace ''.
+    """
+    CREATE TABLE relevance_calibrations (
+        workspace  TEXT NOT NULL,
+        uid        INTEGER NOT NULL,
+        bias       REAL NOT NULL,
+        lexical    REAL NOT NULL,
+        semantic   REAL NOT NULL,
+        updates    INTEGER NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (workspace, uid)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 
