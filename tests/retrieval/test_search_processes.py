@@ -10,9 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 from recall_client import protocol as p
-from recall_client.client import connect
+from recall_client.client import RecallClient, RemoteError, connect
 from recall_client.paths import read_admin_token
-from recall_client.client import RecallClient, RemoteError
 
 from tests.support.daemon import DaemonFactory, DaemonProcess, pid_alive, wait_pid_exit
 from tests.support.memories import search, settled, store
