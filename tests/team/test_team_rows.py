@@ -143,6 +143,19 @@ TABLES: dict[str, Table] = {
             }
         ]
     ),
+    "relevance_calibrations": Table(
+        lambda r, t: [
+            {
+                "workspace": f"/ws/{t}",
+                "uid": 1000,
+                "bias": -2.0,
+                "lexical": 3.0,
+                "semantic": 4.0,
+                "updates": 1,
+                "updated_at": 1.0,
+            }
+        ]
+    ),
 }
 
 # Every function of the schema (not an extension's), and calls of it; {b}, {t}, {p} are the
