@@ -640,8 +640,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--min-score",
         type=float,
         default=0.0,
-        help="memory_search's score floor (default 0: score the whole top 10;"
-        " the daemon's own default floor, 0.05, hides noise from agents)",
+        help="memory_search's relevance floor (default 0: score the whole top 10;"
+        " the daemon's own default floor, 0.25, hides weak hits from agents)",
     )
     ap.add_argument(
         "--categories",

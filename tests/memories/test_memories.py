@@ -293,7 +293,7 @@ async def test_top_k_limits_and_the_floor_and_low_confidence(running_daemon: Dae
         # nothing about this in the store: the floor drops the noise, low_confidence says so
         nothing = await search(rc, "kubernetes helm chart values", explain=True)
         assert nothing.hits == [] and nothing.low_confidence
-        assert nothing.trace is not None and nothing.trace["min_score"] == 0.05
+        assert nothing.trace is not None and nothing.trace["min_score"] == 0.25
         assert nothing.trace["candidates"] >= nothing.trace["above_floor"] == 0
         loose = await search(rc, "kubernetes helm chart values upload", min_score=0.0)
         assert loose.hits and loose.low_confidence

@@ -426,10 +426,10 @@ class MemorySearch(Request, tag="memory_search"):
             )
         ),
     ] = None
-    # Unset: the 0.05 floor.
+    # Unset: the 0.25 floor.
     min_score: Annotated[
         Annotated[float, Meta(ge=0, le=1)] | None,
-        Meta(description="Override the 0.05 score floor."),
+        Meta(description="Override the 0.25 relevance floor."),
     ] = None
     disable_recency_boost: Annotated[
         bool, Meta(description="True to score without the recency bias.")

@@ -9,26 +9,29 @@ Retrieval itself (channels, fusion, query terms) is ``search.retrieve``; this mo
 the reader contract it runs under (visibility, scope and every filter, as one SQL clause),
 then scores what comes back and shapes the result:
 
-    score = relevance * order * recency * trust * outcomes * supersession
+    score = order * evidence * recency * trust * outcomes * supersession
 
-- ``relevance``: how likely the hit is what the query asks for, calibrated the same way for
-  every query and store (:mod:`.relevance`: the share of the query's informative words it
-  holds, with its session neighbours for a conversation's turn, and its calibrated cosine).
-  It also decides ``low_confidence`` (no hit of at least 0.5).
-- ``order``: 0.75..1 by retrieval's fused score relative to the query's best candidate (1 for
-  it); in keyword mode, the rank by term coverage. With a cross-encoder, half of it is the
-  cross-encoder's score. Retrieval orders hits of like relevance; it cannot make an
-  unrelated one relevant, as the best of an unrelated lot.
+- ``order``: retrieval's fused score relative to the query's best candidate (1 for it); in
+  keyword mode, the rank by term coverage. With a cross-encoder, half of it is the
+  cross-encoder's score.
+- ``evidence``: 0..1 by ``relevance``, how likely the hit is what the query asks for,
+  calibrated the same way for every query and store (:mod:`.relevance`: the share of the
+  query's informative words it holds, with its session neighbours for a conversation's turn,
+  and its calibrated cosine). Full from one chance in five (:data:`EVIDENCE_FULL`): among hits
+  that likely, retrieval's order stands (it orders them better than relevance alone: on
+  conversations by far, docs/retrieval.md); below, the score falls with the chance, so the
+  best of an unrelated lot is not scored as a match. ``relevance`` also decides
+  ``low_confidence`` (no hit of at least 0.5) and what the context hook injects.
 - ``recency``: 0.85..1 by age (30-day half-life), unless ``disable_recency_boost``.
 - ``trust``: 0.7..1; ``outcomes``: down to 0.7 for recent ignored / contradicted uses that a
   later use, update or verification has not cleared; ``supersession``: 0.6.
 
 A hit's ``relevance`` label is the seed's: how much of the query's wording it holds literally
 (its informative words: a stop word, or one every candidate holds, is no match).
-The floor (``min_score``, default 0.05: a hit less likely than one in twenty to be what the
-query asks for is noise) applies to the final score. Hybrid ranks by the score; ``bm25`` and
-``keyword`` rank by their own lexical order (with the adjustments but not relevance): an agent
-asking for a mode asks for its order.
+The floor (``min_score``, default 0.25) applies to the final score: the best candidate passes
+it from one chance in twenty of being what the query asks for, a lower-ranked one needs more.
+Hybrid ranks by the score; ``bm25`` and ``keyword`` rank by their own lexical order (with the
+adjustments but not the evidence): an agent asking for a mode asks for its order.
 Pinned facts (``distortion_tolerance: constraint``) whose subject the query names are served
 first whatever their score. The cortex holds the current facts of the subjects of returned hits
 about the query (not labelled low, or confident), plus those pinned facts. An expanded top hit
@@ -68,9 +71,9 @@ from .use_outcomes import Outcomes, use_outcomes
 
 __all__ = ["FLOOR", "Answer", "MemoryReader", "MemorySearchConfig"]
 
-FLOOR = 0.05
-# The least retrieval's order leaves of a relevant hit's score (the last candidate's).
-ORDER_FLOOR = 0.75
+FLOOR = 0.25
+# The relevance from which a hit's evidence counts in full (see the module's docstring).
+EVIDENCE_FULL = 0.2
 RECENCY_WEIGHT = 0.15
 RECENCY_HALF_LIFE_DAYS = 30.0
 SUPERSEDED_FACTOR = 0.6
@@ -396,11 +399,10 @@ class MemoryReader:
 
     def _score(self, s: _Scored, now: float, boost: bool, lexical_order: bool) -> None:
         order = s.fused if s.rerank is None else 0.5 * s.fused + 0.5 * s.rerank
-        base = ORDER_FLOOR + (1 - ORDER_FLOOR) * order
         age_days = max(0.0, now - s.row.ts) / 86400
         recency = 2 ** (-age_days / RECENCY_HALF_LIFE_DAYS)
         s.factors = {
-            "relevance": s.relevance,
+            "evidence": min(1.0, s.relevance / EVIDENCE_FULL),
             "recency": (1 - RECENCY_WEIGHT) + RECENCY_WEIGHT * recency if boost else 1.0,
             "trust": 0.7 + 0.3 * s.row.trust,
             "outcomes": s.outcomes.factor,
@@ -408,10 +410,10 @@ class MemoryReader:
         }
         adjust = 1.0
         for name, factor in s.factors.items():
-            if name != "relevance":
+            if name != "evidence":
                 adjust *= factor
-        s.score = round(s.relevance * base * adjust, 4)
-        # bm25 and keyword ask for that lexical order: it ranks, relevance scores.
+        s.score = round(order * s.factors["evidence"] * adjust, 4)
+        # bm25 and keyword ask for that lexical order: it ranks, the evidence scores.
         s.rank = order * adjust if lexical_order else s.score
 
     def _hits(
@@ -518,6 +520,7 @@ class MemoryReader:
                     "cosine": None if s.cand.cosine is None else round(s.cand.cosine, 4),
                     "coverage": round(s.coverage, 4),
                     "rerank": None if s.rerank is None else round(s.rerank, 4),
+                    "relevance": round(s.relevance, 4),
                     **{k: round(v, 4) for k, v in s.factors.items()},
                     "pinned": row.pinned,
                     "score": s.score,
