@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
@@ -282,7 +282,7 @@ class Parts:
         eval_reader, embed_reader = store.reader(), store.reader()
         self.readers = [eval_reader, embed_reader]
 
-        jobs_send, jobs_recv = anyio.create_memory_object_stream[WriteJob](s.queue_size)
+        jobs_send, jobs_recv = anyio.create_memory_object_stream[WriteJob[Any]](s.queue_size)
         eval_send, eval_recv = anyio.create_memory_object_stream[list[int]](256)
         embed_send, embed_recv = anyio.create_memory_object_stream[list[int]](256)
         change_send, change_recv = anyio.create_memory_object_stream[IndexChange](INDEX_CHANGES)

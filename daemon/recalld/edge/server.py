@@ -495,7 +495,7 @@ class Server:
         conn: Connection,
         req: p.Request,
         held: int,
-        job: RequestJob | None = None,
+        job: RequestJob[p.Reply] | None = None,
     ) -> None:
         """Answer ``req``: dispatch it, or (``job``: admitted and built by _write_now) write
         its job."""
@@ -575,7 +575,7 @@ class Server:
             if job is None:
                 return False
 
-            def answered(job: WriteJob) -> None:
+            def answered(job: WriteJob[p.Reply]) -> None:
                 self._answered(out, inflight, conn, req.id, held, job)
 
             queued = self._services.write_now(job, answered)
@@ -610,13 +610,13 @@ class Server:
         conn: Connection,
         request_id: int,
         held: int,
-        job: WriteJob,
+        job: WriteJob[p.Reply],
     ) -> None:
         """Reply to a write :meth:`_write_now` handed over, now committed (or failed). Runs
         on the writer's turn of the event loop, so it never raises and never waits: the reply
         queues, and the connection's replies of the batch go out together."""
         try:
-            reply: p.Reply = job.result if job.error is None else _failed(conn, job, job.error)
+            reply = job.value() if job.error is None else _failed(conn, job, job.error)
             reply.id = request_id
             out.send(p.frame(reply), lambda: self._end(conn, inflight, held), at_once=False)
         except Exception:
