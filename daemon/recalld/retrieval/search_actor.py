@@ -25,6 +25,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
@@ -190,6 +191,12 @@ class SearchActor(ActorBase):
             for reader in readers:
                 self._store.close_reader(reader)
             self.state = ActorState.STOPPED
+
+    async def start(self, stops: AsyncExitStack, tg: TaskGroup) -> None:
+        """Run in ``tg``; its stop on ``stops``: the queue closed, so each worker ends once
+        the reads queued before are answered."""
+        await tg.start(self.run, name="search actor")
+        stops.push_async_callback(self.close)
 
     async def close(self) -> None:
         await self._send.aclose()
