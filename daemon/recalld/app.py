@@ -2,16 +2,17 @@
 readers and the listener.
 
 :class:`Parts` is the one place that builds what runs (every actor, queue, reader and the
-services the edge gets), :meth:`Daemon._serve` starts it and :meth:`Daemon._stop_all` is the
-one place that stops it; what must be released (the store, its readers, the semantic
+services the edge gets) and :meth:`Daemon._serve` starts it: each part starts with
+``start(stops, tg)`` and puts the step that stops it on ``stops``, so the stop runs its
+steps the other way round; what must be released (the store, its readers, the semantic
 side's threads, the task groups) is on the exit stack.
 
-Start-up, downstream first: the index keeper, the embedding and evaluation actors, the
-writer, the search workers; then the listener binds and READY is reported; then the model
+Start-up, downstream first: the index keeper, the writer, the embedding and evaluation
+actors, the search workers; then the listener binds and READY is reported; then the model
 loads in the background. Shutdown runs the other way: stop accepting, let in-flight requests
-finish (under a deadline), stop the background actors (their work lives in the store and
-resumes next start), let the writer commit what is queued (the keeper then applies its last
-index changes), snapshot the index.
+finish (under a deadline), stop the search workers, stop the background actors (their work
+lives in the store and resumes next start), let the writer commit what is queued (the keeper
+then applies its last index changes), snapshot the index.
 
 Nothing imports this module: the edge and the handlers get :class:`Services`, the status
 report gets :class:`StatusParts`; both are built here from the parts.
@@ -24,14 +25,15 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
 import numpy as np
-from anyio.abc import SocketListener, TaskGroup, TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 from recall_client import __version__, paths, running
 from recall_client import protocol as p
@@ -123,32 +125,47 @@ class Daemon:
         task_status: TaskStatus[None],
     ) -> None:
         root = await stack.enter_async_context(anyio.create_task_group())
-        background_scope = anyio.CancelScope()
-        background: list[TaskGroup] = []
+        stack.callback(root.cancel_scope.cancel)
+        # The stop a signal asks for: each part registers its step here as it starts, so
+        # the steps run the other way, the head of the pipeline first. A forced stop (a
+        # second signal) or a failure skips them: the exit stack still releases everything.
+        stops = AsyncExitStack()
+        stops.push_async_callback(self._snapshot, parts.store)
+        await parts.writes.start(stops, root)
+        await parts.background.start(stops, root)
+        await parts.search.start(stops, root)
+        await self._listen(stops, root, parts.server, claim, listener_socket)
+        self.state = p.RunState.RUNNING
+        systemd.notify(
+            f"READY=1\nSTATUS=accepting on {self.socket.path}; model loading\nMAINPID={os.getpid()}"
+        )
+        log.info("recalld %s accepting on %s (pid %d)", __version__, self.socket.path, os.getpid())
+        task_status.started()
 
-        async def run_background(*, task_status: TaskStatus[None]) -> None:
-            with background_scope:
-                async with anyio.create_task_group() as bg:
-                    background.append(bg)
-                    await bg.start(parts.embedding.run, name="embedding actor")
-                    await bg.start(parts.evaluation.run, name="evaluation actor")
-                    task_status.started()
+        bg = parts.background.tasks
+        bg.start_soon(parts.load_model, name="model loader")
+        bg.start_soon(parts.replay_spool, self.socket.path, name="spool replay")
+        submit = parts.writes.clients.submit
+        bg.start_soon(housekeeping.snapshot_periodically, parts.store, submit, name="snapshots")
+        interval = systemd.watchdog_interval()
+        if interval is not None:
+            bg.start_soon(housekeeping.watchdog, submit, interval, name="watchdog")
 
-        writer_done, keeper_done = anyio.Event(), anyio.Event()
+        await self._stop.wait()
+        self.state = p.RunState.STOPPING
+        await stops.aclose()
 
-        async def run_until(
-            actor: Actor, done: anyio.Event, *, task_status: TaskStatus[None]
-        ) -> None:
-            try:
-                await actor.run(task_status=task_status)
-            finally:
-                done.set()
-
-        await root.start(run_until, parts.keeper, keeper_done, name="index keeper")
-        await root.start(run_background, name="background actors")
-        await root.start(run_until, parts.writer, writer_done, name="writer actor")
-        await root.start(parts.search.run, name="search actor")
-
+    async def _listen(
+        self,
+        stops: AsyncExitStack,
+        tg: TaskGroup,
+        server: Server,
+        claim: running.Claim,
+        listener_socket: socket.socket | None,
+    ) -> None:
+        """Bind (or take systemd's socket) and serve connections in ``tg``; its stop: no new
+        connections, the requests in flight drained under a deadline, then the connections
+        closed."""
         listener = await self.socket.listen(listener_socket)
         try:
             await anyio.to_thread.run_sync(claim.record, self.socket.path.absolute())
@@ -160,83 +177,46 @@ class Daemon:
                 exc,
             )
         accepting = anyio.CancelScope()
-        connections: list[anyio.CancelScope] = []
+        connections = anyio.CancelScope()
 
         async def accept(*, task_status: TaskStatus[None]) -> None:
-            async with anyio.create_task_group() as conn_tg:
-                connections.append(conn_tg.cancel_scope)
-                with accepting:
-                    task_status.started()
-                    await listener.serve(parts.server.handle, task_group=conn_tg)
-                # No longer accepting; open connections finish until cancelled below.
+            with connections:
+                async with anyio.create_task_group() as conn_tg:
+                    with accepting:
+                        task_status.started()
+                        await listener.serve(server.handle, task_group=conn_tg)
+                    # No longer accepting; open connections finish until cancelled.
 
-        await root.start(accept, name="listener")
-        self.state = p.RunState.RUNNING
-        systemd.notify(
-            f"READY=1\nSTATUS=accepting on {self.socket.path}; model loading\nMAINPID={os.getpid()}"
-        )
-        log.info("recalld %s accepting on %s (pid %d)", __version__, self.socket.path, os.getpid())
-        task_status.started()
+        await tg.start(accept, name="listener")
 
-        # Background work is cancelled first at shutdown; all of it resumes from the store.
-        bg = background[0]
-        bg.start_soon(parts.load_model, name="model loader")
-        bg.start_soon(parts.replay_spool, self.socket.path, name="spool replay")
-        submit = parts.services.submit
-        bg.start_soon(housekeeping.snapshot_periodically, parts.store, submit, name="snapshots")
-        interval = systemd.watchdog_interval()
-        if interval is not None:
-            bg.start_soon(housekeeping.watchdog, submit, interval, name="watchdog")
-
-        await self._stop.wait()
-        await self._stop_all(
-            parts, listener, accepting, connections[0], background_scope, writer_done, keeper_done
-        )
-        root.cancel_scope.cancel()
-
-    async def _stop_all(
-        self,
-        parts: Parts,
-        listener: SocketListener,
-        accepting: anyio.CancelScope,
-        connections: anyio.CancelScope,
-        background: anyio.CancelScope,
-        writer_done: anyio.Event,
-        keeper_done: anyio.Event,
-    ) -> None:
-        """The stop, the head of the pipeline first."""
-        self.state = p.RunState.STOPPING
-        accepting.cancel()
-        await listener.aclose()
-        self.socket.remove()
-        systemd.notify("STOPPING=1\nSTATUS=draining in-flight requests")
-        server = parts.server
-        log.info("stopping: no new connections; draining %d in-flight requests", server.inflight())
-        drain_s = self.settings.drain_timeout_s
-        with anyio.move_on_after(drain_s) as drain:
-            await server.wait_idle()
-        if drain.cancelled_caught:
-            log.warning(
-                "drain deadline (%.0fs) passed with %d requests in flight; "
-                "closing their connections",
-                drain_s,
-                server.inflight(),
+        async def stop() -> None:
+            accepting.cancel()
+            await listener.aclose()
+            self.socket.remove()
+            systemd.notify("STOPPING=1\nSTATUS=draining in-flight requests")
+            log.info(
+                "stopping: no new connections; draining %d in-flight requests", server.inflight()
             )
-        connections.cancel()
-        background.cancel()
-        parts.model.close()
-        # The writer commits what is queued (the open batches), then its loop ends; the
-        # keeper applies the index changes it handed on, then ends too.
-        for queue in parts.queues:
-            await queue.aclose()
-        await parts.wake.aclose()
-        with anyio.move_on_after(WRITER_TIMEOUT):
-            await writer_done.wait()
-            await keeper_done.wait()
-        await parts.search.close()
+            drain_s = self.settings.drain_timeout_s
+            with anyio.move_on_after(drain_s) as drain:
+                await server.wait_idle()
+            if drain.cancelled_caught:
+                log.warning(
+                    "drain deadline (%.0fs) passed with %d requests in flight; "
+                    "closing their connections",
+                    drain_s,
+                    server.inflight(),
+                )
+            connections.cancel()
+
+        stops.push_async_callback(stop)
+
+    @staticmethod
+    async def _snapshot(store: Store) -> None:
+        """The last step of a stop: the vector index saved, whatever cancels the stop."""
         with anyio.CancelScope(shield=True), anyio.move_on_after(SAVE_TIMEOUT):
             try:
-                await anyio.to_thread.run_sync(parts.store.snapshot)
+                await anyio.to_thread.run_sync(store.snapshot)
             except Exception as exc:
                 # Disk full or the like: the store holds every vector, so this costs only a
                 # rebuild at the next start; it must not turn a clean stop into a crash.
@@ -245,6 +225,96 @@ class Daemon:
                     "store at the next start",
                     exc,
                 )
+
+
+class _WriteSide:
+    """The writer, one named queue per sender of its jobs, and the index keeper it hands
+    committed vectors to. Its stop closes every queue, so the writer commits what is queued
+    and its loop ends; the keeper applies the changes it was handed, then ends too."""
+
+    def __init__(
+        self, store: Store, s: Settings, downstream: MemoryObjectSendStream[list[int]]
+    ) -> None:
+        jobs_send, jobs_recv = anyio.create_memory_object_stream[WriteJob[Any]](s.queue_size)
+        change_send, change_recv = anyio.create_memory_object_stream[IndexChange](INDEX_CHANGES)
+        self.writer = WriterActor(store, jobs_recv, downstream, change_send, batch=s.capture_batch)
+        self.keeper = IndexKeeper(store, change_recv)
+        # Every sender of the writer's queue holds a clone of its own, closed at the stop.
+        self.clients = WriteQueue(jobs_send, SUBMIT_TIMEOUT)
+        self.evaluation = WriteQueue(jobs_send.clone(), SUBMIT_TIMEOUT)
+        self.embedding = WriteQueue(jobs_send.clone(), SUBMIT_TIMEOUT)
+
+    async def start(self, stops: AsyncExitStack, tg: TaskGroup) -> None:
+        """Start the keeper, then the writer, in ``tg``; their stop on ``stops``."""
+        keeper_done = await _run_until_done(tg, self.keeper, "index keeper")
+        writer_done = await _run_until_done(tg, self.writer, "writer actor")
+
+        async def stop() -> None:
+            for queue in (self.clients, self.evaluation, self.embedding):
+                await queue.aclose()
+            with anyio.move_on_after(WRITER_TIMEOUT):
+                await writer_done.wait()
+                await keeper_done.wait()
+
+        stops.push_async_callback(stop)
+
+
+class _Background:
+    """The work the daemon does for itself, in a task group of its own: the evaluation and
+    embedding actors, then (once the daemon is ready) the model loader, the spool replay,
+    the snapshots, the watchdog. Its stop cancels all of it first (its work lives in the
+    store and resumes at the next start) and closes the model."""
+
+    def __init__(
+        self,
+        model: Model,
+        evaluation: EvaluationActor,
+        embedding: EmbeddingActor,
+        wake: MemoryObjectSendStream[list[int]],
+    ) -> None:
+        self._model = model
+        self.evaluation = evaluation
+        self.embedding = embedding
+        self.wake = wake
+        self._tasks: TaskGroup | None = None
+
+    @property
+    def tasks(self) -> TaskGroup:
+        assert self._tasks is not None, "the background runs once started"
+        return self._tasks
+
+    async def start(self, stops: AsyncExitStack, tg: TaskGroup) -> None:
+        scope = anyio.CancelScope()
+
+        async def run(*, task_status: TaskStatus[None]) -> None:
+            with scope:
+                async with anyio.create_task_group() as self._tasks:
+                    await self._tasks.start(self.embedding.run, name="embedding actor")
+                    await self._tasks.start(self.evaluation.run, name="evaluation actor")
+                    task_status.started()
+
+        await tg.start(run, name="background actors")
+
+        async def stop() -> None:
+            scope.cancel()
+            self._model.close()
+            await self.wake.aclose()
+
+        stops.push_async_callback(stop)
+
+
+async def _run_until_done(tg: TaskGroup, actor: Actor, name: str) -> anyio.Event:
+    """Start ``actor`` in ``tg``; the event is set once its run has ended."""
+    done = anyio.Event()
+
+    async def run(*, task_status: TaskStatus[None]) -> None:
+        try:
+            await actor.run(task_status=task_status)
+        finally:
+            done.set()
+
+    await tg.start(run, name=name)
+    return done
 
 
 class Parts:
@@ -282,30 +352,24 @@ class Parts:
         eval_reader, embed_reader = store.reader(), store.reader()
         self.readers = [eval_reader, embed_reader]
 
-        jobs_send, jobs_recv = anyio.create_memory_object_stream[WriteJob](s.queue_size)
         eval_send, eval_recv = anyio.create_memory_object_stream[list[int]](256)
         embed_send, embed_recv = anyio.create_memory_object_stream[list[int]](256)
-        change_send, change_recv = anyio.create_memory_object_stream[IndexChange](INDEX_CHANGES)
-        self.writer = WriterActor(store, jobs_recv, eval_send, change_send, batch=s.capture_batch)
-        self.keeper = IndexKeeper(store, change_recv)
-        # Every sender of the writer's queue is a named clone, closed at shutdown, so the
-        # writer's loop ends by itself once all of them are closed and its queue is empty.
-        self.queues = [WriteQueue(jobs_send, SUBMIT_TIMEOUT)]
-        self.queues += [WriteQueue(jobs_send.clone(), SUBMIT_TIMEOUT) for _ in range(2)]
-        clients, evaluation_queue, embedding_queue = self.queues
+        self.writes = _WriteSide(store, s, eval_send)
+        self.writer, self.keeper = self.writes.writer, self.writes.keeper
         self.evaluation = EvaluationActor(
-            eval_recv, embed_send, eval_reader, evaluation_queue.submit
+            eval_recv, embed_send, eval_reader, self.writes.evaluation.submit
         )
         self.embedding = EmbeddingActor(
             self.model,
             embed_recv,
             embed_reader,
-            embedding_queue.submit,
+            self.writes.embedding.submit,
             batch=s.embed_batch,
             last_client_write=lambda: self.writer.last_client_write,
             next_client_write=self.writer.next_client_write,
         )
         self.wake: MemoryObjectSendStream[list[int]] = embed_send.clone()
+        self.background = _Background(self.model, self.evaluation, self.embedding, self.wake)
         memory = MemoryReader(
             MemorySearchConfig(
                 mode=s.search_mode,
@@ -322,6 +386,7 @@ class Parts:
             processes=s.search_processes,
         )
         self._watch_settledness()
+        clients = self.writes.clients
         intake = Intake(clients.submit, clients.submit_nowait, self.model, self._semantic)
         self.services = Services(
             settings=lambda: daemon.settings,
@@ -356,9 +421,9 @@ class Parts:
         """Open the store (waiting for a shared one to answer), bring its rows up to date and
         build every part on it; what needs releasing goes on ``stack``."""
         s = daemon.settings
-        store = await _open_store_when_reachable(s, s.data_path)
+        beside = stack.enter_context(fusion.semantic_threads())
+        store = await _open_store_when_reachable(s, s.data_path, beside)
         stack.callback(store.close)
-        stack.enter_context(fusion.semantic_side())
         git_readers = git_process.GitReaders(deadline_s=s.git_read_deadline_s)
         git_process.use(git_readers)
         stack.callback(git_process.use, None)
@@ -498,14 +563,14 @@ STORE_RETRY_FIRST_S = 0.5
 STORE_RETRY_MAX_S = 30.0
 
 
-async def _open_store_when_reachable(s: Settings, data_dir: Path) -> Store:
+async def _open_store_when_reachable(s: Settings, data_dir: Path, beside: Executor) -> Store:
     """The store, once its server answers: a daemon started while the team database is
     down waits (saying so in its log and systemd status) instead of exiting, so a machine
     that boots before the network does not need a person to start it again."""
     delay = STORE_RETRY_FIRST_S
     while True:
         try:
-            return await anyio.to_thread.run_sync(_open_store, s, data_dir)
+            return await anyio.to_thread.run_sync(_open_store, s, data_dir, beside)
         except StoreUnreachable as exc:
             log.warning("%s; trying again in %.1f s", exc, delay)
             # The start limit of a notify unit would kill a daemon that waits: extend it.
@@ -516,8 +581,9 @@ async def _open_store_when_reachable(s: Settings, data_dir: Path) -> Store:
         delay = min(delay * 2, STORE_RETRY_MAX_S)
 
 
-def _open_store(s: Settings, data_dir: Path) -> Store:
-    """The engine the settings name: a shared PostgreSQL, else the embedded SQLite."""
+def _open_store(s: Settings, data_dir: Path, beside: Executor) -> Store:
+    """The engine the settings name: a shared PostgreSQL, else the embedded SQLite, whose
+    readers run the semantic channel in ``beside``'s threads."""
     if s.database_url:
         # Imported here: psycopg is loaded only by daemons that use team memory.
         from .store.postgres import PgStore
@@ -527,4 +593,4 @@ def _open_store(s: Settings, data_dir: Path) -> Store:
             connections=s.database_connection_limit,
             prepare=s.database_prepare,
         )
-    return SqliteStore(data_dir, durability=s.durability)
+    return SqliteStore(data_dir, durability=s.durability, beside=beside)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 from recall_client import protocol as p
@@ -27,7 +28,7 @@ SNAPSHOT_EVERY = 120.0
 # Text index merge steps per round (~500 pages each): a bound, in case writes outpace it.
 MERGE_STEPS_MAX = 1_000
 
-Submit = Callable[[WriteJob], Awaitable[None]]
+Submit = Callable[[WriteJob[Any]], Awaitable[None]]
 
 
 async def replay_spool(socket_path: Path, admin_token: str | None) -> None:

@@ -15,7 +15,7 @@ from recalld.store.port import Reader
 pytestmark = pytest.mark.anyio
 
 
-async def _submit_nothing(job: WriteJob) -> None:
+async def _submit_nothing(job: WriteJob[object]) -> None:
     """The actor's submit; the wait before a batch never calls it."""
 
 

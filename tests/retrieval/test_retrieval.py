@@ -13,12 +13,14 @@ import numpy as np
 import pytest
 from recalld.pipeline.model import HashEmbedder
 from recalld.retrieval import fusion, ranker, session_context, terms
-from recalld.store.port import Filter
+from recalld.store.port import Filter, Reader
 from recalld.store.sql.candidates import LEXICAL_BUDGET
 from recalld.store.sqlite import retrieval as sqlite_retrieval
 from recalld.store.sqlite import vector_index
 from recalld.store.sqlite.engine import SqliteStore
+from recalld.store.sqlite.readers import reader_on
 from recalld.store.sqlite.retrieval import LexicalPlan, fts_query, lexical_plan
+from recalld.store.sqlite.schema import open_reader
 
 from tests.support.store import memory, write
 
@@ -174,17 +176,21 @@ def test_the_semantic_side_threads_live_only_inside_their_block_and_change_no_re
     def ours() -> list[threading.Thread]:
         return [t for t in threading.enumerate() if t.name.startswith("recalld semantic")]
 
-    def ranked() -> list[tuple[int, float, float | None]]:
-        found = fusion.retrieve(reader, words, qvec, visible("/home"), limit=5)
+    def ranked(on: Reader) -> list[tuple[int, float, float | None]]:
+        found = fusion.retrieve(on, words, qvec, visible("/home"), limit=5)
         return [(c.rowid, c.score, c.cosine) for c in found]
 
-    inline = ranked()
-    with fusion.semantic_side():
-        beside = ranked()
-        assert ours(), "the semantic channel ran beside the lexical one in no thread of its own"
-        with pytest.raises(RuntimeError), fusion.semantic_side():
-            pass
-    assert beside == inline
+    inline = ranked(reader)
+    with fusion.semantic_threads() as threads:
+        beside = reader_on(
+            open_reader(dialogue["store"].data_dir), dialogue["store"].index, threads
+        )
+        try:
+            found = ranked(beside)
+            assert ours(), "the semantic channel ran beside the lexical one in no thread of its own"
+        finally:
+            beside.db.close()
+    assert found == inline
     assert not ours()
 
 

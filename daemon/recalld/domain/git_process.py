@@ -32,12 +32,16 @@ from multiprocessing.connection import Connection
 from socket import socketpair
 from typing import Any, Protocol, TypeVar
 
+import msgspec
+
 from ..errors import RecallError
 
 __all__ = [
     "DEADLINE_S",
     "ENTRY",
+    "Answer",
     "GitReaders",
+    "Read",
     "Relayed",
     "Runner",
     "answer",
@@ -240,29 +244,45 @@ def _stop(child: _Child, grace: float) -> None:
     child.pipe.close()
 
 
+class Read(msgspec.Struct, frozen=True, tag="git"):
+    """A read a search process relays to the daemon's pool: ``fn(*args)``, ``key`` the
+    repository it reads."""
+
+    key: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
+class Answer(msgspec.Struct, frozen=True, tag="git_answer"):
+    """The daemon's answer to a :class:`Read`: its value, or why it is unavailable."""
+
+    ok: bool
+    value: Any = None
+    message: str = ""
+
+
 class Relayed:
     """The runner of a search process: each read is sent to the daemon's pool on ``pipe``
-    as ``(GIT, key, fn, args)``, and :func:`answer`'s reply comes back."""
+    as a :class:`Read`, and :func:`answer`'s :class:`Answer` comes back."""
 
-    def __init__(self, pipe: Connection, tag: str) -> None:
-        self._pipe, self._tag = pipe, tag
+    def __init__(self, pipe: Connection) -> None:
+        self._pipe = pipe
 
     def call(self, key: str, fn: Callable[..., T], *args: Any) -> T:
-        self._pipe.send((self._tag, key, fn, args))
-        ok, value, message = self._pipe.recv()
-        if not ok:
-            raise _unavailable(message)
-        result: T = value
+        self._pipe.send(Read(key, fn, args))
+        answered: Answer = self._pipe.recv()
+        if not answered.ok:
+            raise _unavailable(answered.message)
+        result: T = answered.value
         return result
 
 
-def answer(key: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any, str]:
-    """A relayed read run on this process's pool: ``(True, value, "")`` or ``(False, None,
-    why)`` when it is unavailable."""
+def answer(read: Read) -> Answer:
+    """A relayed read run on this process's pool (not ok when it is unavailable)."""
     try:
-        return True, call(key, fn, *args), ""
+        return Answer(True, call(read.key, read.fn, *read.args))
     except RecallError as exc:
-        return False, None, exc.message
+        return Answer(False, message=exc.message)
 
 
 _runner: Runner | None = None

@@ -51,7 +51,7 @@ __all__ = ["ROUTES", "Route", "route_of"]
 Handler = Callable[[Services, Principal, Any], Awaitable[p.Reply]]
 # Builds a write's job on the event loop when nothing has to be awaited first; None when
 # something has (the handler then runs). The job's result is the reply.
-JobBuilder = Callable[[Services, Principal, Any], RequestJob | None]
+JobBuilder = Callable[[Services, Principal, Any], RequestJob[p.Reply] | None]
 
 
 async def _pong(services: Services, who: Principal, req: p.Ping) -> p.Pong:

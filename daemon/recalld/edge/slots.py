@@ -29,7 +29,7 @@ __all__ = ["Slots"]
 
 
 class SlotHolder(Protocol):
-    """What slots need of a connection (``server.Connection``; a protocol here, so slots
+    """What slots need of a connection (``exchange.Connection``; a protocol here, so slots
     sits below the server and not beside it)."""
 
     @property

@@ -15,7 +15,7 @@ from .services import Services
 __all__ = ["enroll", "listing", "revoke"]
 
 
-class _Enroll(RequestJob):
+class _Enroll(RequestJob[bool]):
     """Stores a fresh token's digest; the token itself leaves only in the reply."""
 
     __slots__ = ("created_at", "token", "token_digest")
@@ -38,7 +38,7 @@ class _Enroll(RequestJob):
         return tx.ops.enroll_agent(req.agent, self.token_digest, now)
 
 
-class _Revoke(RequestJob):
+class _Revoke(RequestJob[bool]):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> bool:
@@ -48,7 +48,7 @@ class _Revoke(RequestJob):
 async def enroll(services: Services, who: Principal, req: p.AgentEnroll) -> p.AgentEnrolled:
     """A new credential for an agent name; the map changes only after the COMMIT."""
     job = _Enroll(who, req)
-    rotated: bool = await services.write(job)
+    rotated = await services.write(job)
     services.credentials.set(req.agent, job.token_digest, job.created_at)
     return p.AgentEnrolled(
         agent=req.agent, token=job.token, created_at=job.created_at, rotated=rotated
@@ -56,7 +56,7 @@ async def enroll(services: Services, who: Principal, req: p.AgentEnroll) -> p.Ag
 
 
 async def revoke(services: Services, who: Principal, req: p.AgentRevoke) -> p.AgentChanged:
-    removed: bool = await services.write(_Revoke(who, req))
+    removed = await services.write(_Revoke(who, req))
     services.credentials.drop(req.agent)
     return p.AgentChanged(agent=req.agent, enrolled=False, changed=removed)
 

@@ -29,7 +29,7 @@ __all__ = ["block", "injections"]
 log = logging.getLogger(__name__)
 
 
-class _Injected(WriteJob):
+class _Injected(WriteJob[None]):
     """The daemon's own record of what it injected: the block in the log, and a use of each
     memory in it, in one transaction. Nothing of the client's is written (the prompt is not
     stored), so no ingest stage."""
@@ -121,7 +121,7 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
     return reply
 
 
-def _logged(job: WriteJob) -> None:
+def _logged(job: WriteJob[None]) -> None:
     if job.error is not None:
         log.error("a context block and its uses were not recorded: %s", job.error)
 

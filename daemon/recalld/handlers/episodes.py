@@ -24,7 +24,7 @@ from .services import Services
 __all__ = ["capture", "capture_job", "search", "set_verdict"]
 
 
-class _Capture(RequestJob):
+class _Capture(RequestJob[p.EpisodeCaptured]):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> p.EpisodeCaptured:
@@ -39,7 +39,7 @@ class _Capture(RequestJob):
         return reply
 
 
-class _Verdict(RequestJob):
+class _Verdict(RequestJob[p.VerdictSet]):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> p.VerdictSet:
@@ -49,15 +49,14 @@ class _Verdict(RequestJob):
         return reply
 
 
-def capture_job(services: Services, who: Principal, req: p.CaptureEpisode) -> RequestJob:
+def capture_job(services: Services, who: Principal, req: p.CaptureEpisode) -> _Capture:
     """capture_episode's write job (nothing to read before it)."""
     return _Capture(who, req)
 
 
 async def capture(services: Services, who: Principal, req: p.CaptureEpisode) -> p.EpisodeCaptured:
     """capture_episode; returns once it has committed."""
-    result: p.EpisodeCaptured = await services.write(capture_job(services, who, req))
-    return result
+    return await services.write(capture_job(services, who, req))
 
 
 async def set_verdict(services: Services, who: Principal, req: p.WorkResult) -> p.VerdictSet:
@@ -66,8 +65,7 @@ async def set_verdict(services: Services, who: Principal, req: p.WorkResult) -> 
     Raises:
         RecallError: ``not_found``.
     """
-    result: p.VerdictSet = await services.write(_Verdict(who, req))
-    return result
+    return await services.write(_Verdict(who, req))
 
 
 def _response_format(services: Services, req: p.WorkSearch) -> Literal["concise", "detailed"]:

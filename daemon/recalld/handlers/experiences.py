@@ -13,6 +13,7 @@ import posixpath
 import time
 from collections.abc import Sequence
 from functools import partial
+from typing import TypeVar
 
 import msgspec
 from recall_client import protocol as p
@@ -38,6 +39,8 @@ __all__ = [
     "search",
     "unique_lessons",
 ]
+
+R = TypeVar("R")
 
 
 def project_file(workspace: str, name: str) -> str | None:
@@ -86,8 +89,9 @@ def unique_lessons(
     return [t for t, _ in unique.values()], [a for _, a in unique.values()]
 
 
-class ExperienceJob(RequestJob):
-    """Records an experience: prepared from the ingested request, embedded, written."""
+class ExperienceJob(RequestJob[R]):
+    """Writes an experience: prepared from the ingested request, embedded, then applied by
+    the kind of write (recorded, rolled up), ``R`` its reply."""
 
     __slots__ = ("plan", "written")
 
@@ -126,7 +130,13 @@ class ExperienceJob(RequestJob):
         self.new_rowids.extend(self.written.rowids)
         self.index_adds.extend(self.written.vectors)
 
-    def apply(self, tx: WriteTx, now: float) -> p.Reply:
+
+class _Record(ExperienceJob[p.ExperienceRecorded]):
+    """record_experience's write."""
+
+    __slots__ = ()
+
+    def apply(self, tx: WriteTx, now: float) -> p.ExperienceRecorded:
         self.written = ExperienceWritten()
         reply = tx.experiences.record(
             self.principal, self.clean.request, self._plan(), now, self.written
@@ -135,7 +145,7 @@ class ExperienceJob(RequestJob):
         return reply
 
 
-class _Forget(RequestJob):
+class _Forget(RequestJob[p.ExperienceForgotten]):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> p.ExperienceForgotten:
@@ -156,8 +166,7 @@ async def record(
             ``unavailable`` from the writer.
     """
     req = msgspec.structs.replace(req, visibility=services.visibility(req.visibility))
-    result: p.ExperienceRecorded = await services.write(ExperienceJob(who, req))
-    return result
+    return await services.write(_Record(who, req))
 
 
 async def forget(
@@ -168,8 +177,7 @@ async def forget(
     Raises:
         RecallError: ``not_found`` when the workspace has no such experience.
     """
-    result: p.ExperienceForgotten = await services.write(_Forget(who, req))
-    return result
+    return await services.write(_Forget(who, req))
 
 
 async def search(

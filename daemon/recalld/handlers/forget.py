@@ -20,7 +20,7 @@ from .services import Services
 __all__ = ["forget"]
 
 
-class _Forget(RequestJob):
+class _Forget(RequestJob[p.Forgotten]):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> p.Forgotten:
@@ -42,5 +42,4 @@ async def forget(services: Services, who: Principal, req: p.Forget) -> p.Forgott
     Raises:
         RecallError: ``not_found`` when no record of that id is the caller's.
     """
-    result: p.Forgotten = await services.write(_Forget(who, req))
-    return result
+    return await services.write(_Forget(who, req))

@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 
-class _Store(RequestJob):
+class _Store(RequestJob[p.MemoryStored]):
     __slots__ = ("origin",)
 
     def __init__(self, who: Principal, req: p.MemoryStore, origin: GitOrigin | None) -> None:
@@ -67,7 +67,7 @@ class _Store(RequestJob):
         return reply
 
 
-class _Update(RequestJob):
+class _Update(RequestJob[p.MemoryChanged]):
     __slots__ = ("head",)
 
     def __init__(self, who: Principal, req: p.MemoryUpdate, head: str | None) -> None:
@@ -82,7 +82,7 @@ class _Update(RequestJob):
         return reply
 
 
-class _Verify(RequestJob):
+class _Verify(RequestJob[p.MemoryChanged]):
     __slots__ = ("head",)
 
     def __init__(self, who: Principal, req: p.MemoryVerify, head: str | None) -> None:
@@ -103,7 +103,7 @@ class _Verify(RequestJob):
         )
 
 
-class _RecordUse(RequestJob):
+class _RecordUse(RequestJob[p.UseRecorded]):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> p.UseRecorded:
@@ -140,7 +140,7 @@ def _learn(
         tx.memories.save_calibration(row)
 
 
-class _Resolve(RequestJob):
+class _Resolve(RequestJob[p.FactResolved]):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> p.FactResolved:
@@ -171,7 +171,7 @@ def _check_origin_repo(req: p.MemoryStore, workspace: str, origin: GitOrigin | N
         )
 
 
-def store_job(services: Services, who: Principal, req: p.MemoryStore) -> RequestJob | None:
+def store_job(services: Services, who: Principal, req: p.MemoryStore) -> _Store | None:
     """memory_store's write job, when the workspace's git origin is known already (None
     when a repository must be read first, off the event loop: :func:`store`).
 
@@ -202,8 +202,7 @@ async def store(services: Services, who: Principal, req: p.MemoryStore) -> p.Mem
     if job is None:
         origin = await anyio.to_thread.run_sync(git_origin, who.path)
         job = _store_job(services, who, req, origin)
-    result: p.MemoryStored = await services.write(job)
-    return result
+    return await services.write(job)
 
 
 async def _head_of(services: Services, memory_id: str) -> str | None:
@@ -220,32 +219,24 @@ def _head_if_there(repo: str) -> str | None:
 
 async def update(services: Services, who: Principal, req: p.MemoryUpdate) -> p.MemoryChanged:
     """memory_update: correct a memory in place (also a verification)."""
-    result: p.MemoryChanged = await services.write(
-        _Update(who, req, await _head_of(services, req.memory_id))
-    )
-    return result
+    return await services.write(_Update(who, req, await _head_of(services, req.memory_id)))
 
 
 async def verify(services: Services, who: Principal, req: p.MemoryVerify) -> p.MemoryChanged:
     """memory_verify: attest that a memory still holds."""
-    result: p.MemoryChanged = await services.write(
-        _Verify(who, req, await _head_of(services, req.memory_id))
-    )
-    return result
+    return await services.write(_Verify(who, req, await _head_of(services, req.memory_id)))
 
 
 async def record_use(services: Services, who: Principal, req: p.MemoryRecordUse) -> p.UseRecorded:
     """memory_record_use: what became of surfaced memories."""
-    result: p.UseRecorded = await services.write(_RecordUse(who, req))
-    return result
+    return await services.write(_RecordUse(who, req))
 
 
 async def fact_resolve(
     services: Services, who: Principal, req: p.MemoryFactResolve
 ) -> p.FactResolved:
     """memory_fact_resolve: settle a contested subject."""
-    result: p.FactResolved = await services.write(_Resolve(who, req))
-    return result
+    return await services.write(_Resolve(who, req))
 
 
 async def search(services: Services, who: Principal, req: p.MemorySearch) -> p.MemorySearchResult:

@@ -31,7 +31,7 @@ __all__ = ["HealthProbe", "doctor", "export_page", "import_records", "reindex"]
 PAGE_BYTES = 1024 * 1024
 
 
-class HealthProbe(WriteJob):
+class HealthProbe(WriteJob[None]):
     """An empty transaction: proves the writer thread takes, commits and acknowledges jobs."""
 
     __slots__ = ()
@@ -41,7 +41,7 @@ class HealthProbe(WriteJob):
         tx.records.probe()
 
 
-class MergeTextIndex(WriteJob):
+class MergeTextIndex(WriteJob[bool]):
     """One step of merging the full-text index's segments (a few tens of ms at 100k); the
     result says whether there was anything to merge."""
 
@@ -53,7 +53,7 @@ class MergeTextIndex(WriteJob):
         return tx.records.merge_text_index(self.PAGES)
 
 
-class _Reindex(RequestJob):
+class _Reindex(RequestJob[int]):
     """Mark every live record as waiting for a vector. Old vectors stay (and keep semantic
     search working) until each new one replaces its record's."""
 
@@ -71,7 +71,7 @@ async def export_page(services: Services, who: Principal, req: p.Export) -> p.Ex
     return page
 
 
-class _Import(RequestJob):
+class _Import(RequestJob[list[p.ImportOutcome]]):
     """Store exported rows again as they were (``tx.ops.import_records``)."""
 
     __slots__ = ()
@@ -152,7 +152,7 @@ async def import_records(services: Services, who: Principal, req: p.Import) -> p
     _check_parts(req)
     job = _Import(who, req)
     job.ingested, changed = await anyio.to_thread.run_sync(_ingest_import, req)
-    outcomes: list[p.ImportOutcome] = await services.write(job)
+    outcomes = await services.write(job)
     services.wake_embedding()
     return p.Imported(outcomes=outcomes, redacted=changed)
 
@@ -171,7 +171,7 @@ async def reindex(services: Services, who: Principal, req: p.Reindex) -> p.Reind
             f"no embedding model is loaded to reindex with ({why})",
             retryable=model.state == "loading",
         )
-    queued: int = await services.write(_Reindex(who, req))
+    queued = await services.write(_Reindex(who, req))
     services.wake_embedding()
     return p.ReindexStarted(queued=queued, model=model.name)
 

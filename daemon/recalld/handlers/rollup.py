@@ -168,7 +168,7 @@ def _read_session(
 # --------------------------------------------------------------------------- writing
 
 
-class _RollUp(ExperienceJob):
+class _RollUp(ExperienceJob[p.ExperienceRolledUp]):
     """Writes the session's experience, or updates the one an earlier roll-up wrote."""
 
     __slots__ = ("episodes", "record", "rollup", "stored")
@@ -282,5 +282,4 @@ async def roll_up(
             forgotten=True,
             why="the session's experience was forgotten",
         )
-    result: p.ExperienceRolledUp = await services.write(_RollUp(who, req, episodes, stored))
-    return result
+    return await services.write(_RollUp(who, req, episodes, stored))

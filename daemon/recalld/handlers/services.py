@@ -31,6 +31,7 @@ from ..store.port import Reader
 __all__ = ["Services"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class ReadOn(Protocol):
@@ -38,6 +39,19 @@ class ReadOn(Protocol):
     what it returns."""
 
     def __call__(self, fn: Callable[[Reader], T], /) -> Awaitable[T]: ...
+
+
+class WriteOn(Protocol):
+    """Ingest, embed and write ``job``; its result once committed (Intake.write)."""
+
+    def __call__(self, job: RequestJob[R], /) -> Awaitable[R]: ...
+
+
+class WriteNow(Protocol):
+    """``job`` queued without a wait, ``done`` called once committed; False when something
+    would have to wait (Intake.write_now)."""
+
+    def __call__(self, job: RequestJob[R], done: Callable[[WriteJob[R]], None], /) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +68,11 @@ class Services:
         [Principal, p.MemorySearch, PendingVector | None], Awaitable[p.MemorySearchResult]
     ]
     # Ingest, embed and write a client's request; the result once committed.
-    write: Callable[[RequestJob], Awaitable[Any]]
+    write: WriteOn
     # The same without waiting, when nothing has to (Intake.write_now): False when it must.
-    write_now: Callable[[RequestJob, Callable[[WriteJob], None]], bool]
+    write_now: WriteNow
     # Queue a job of the daemon's own (a health probe) for the writer.
-    submit: Callable[[WriteJob], Awaitable[None]]
+    submit: Callable[[WriteJob[Any]], Awaitable[None]]
     # The query's vector in the model's priority lane; None when no model is up.
     embed_query: Callable[[str], Awaitable[np.ndarray | None]]
     # Whether semantic search is up (a model loaded and the vector index open).

@@ -28,7 +28,7 @@ from .services import Services
 __all__ = ["share"]
 
 
-class _Share(RequestJob):
+class _Share(RequestJob[float]):
     __slots__ = ("reviewed",)
 
     def __init__(self, principal: Principal, request: p.MemoryShare, reviewed: str) -> None:
@@ -103,5 +103,5 @@ async def share(services: Services, who: Principal, req: p.MemoryShare) -> p.Mem
             f"{row.id} holds what redaction finds now ({', '.join(preview.redactions)}): "
             "nothing was shared; correct its text (memory_update), then share it",
         )
-    shared_at: float = await services.write(_Share(who, req, row.text))
+    shared_at = await services.write(_Share(who, req, row.text))
     return p.MemoryShared(shared=True, record=preview, shared_at=shared_at)

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 _noted: LRU[tuple[str, str], bool] = LRU(1024)
 
 
-class _NoteAlias(WriteJob):
+class _NoteAlias(WriteJob[None]):
     __slots__ = ("path", "workspace")
     background = True
 
@@ -49,14 +49,14 @@ async def seen(services: Services, ws: Workspace) -> None:
     _noted.put((ws.path, ws.id), True)
 
 
-class _Approve(RequestJob):
+class _Approve(RequestJob[ApprovalRow | None]):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> ApprovalRow | None:
         return tx.ops.approve(self.clean.request.workspace, self.principal.agent, now)
 
 
-class _Revoke(RequestJob):
+class _Revoke(RequestJob[bool]):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> bool:
@@ -67,7 +67,7 @@ async def approve(
     services: Services, who: Principal, req: p.WorkspaceApprove
 ) -> p.WorkspaceChanged:
     """Approve a workspace; the gate changes only after the COMMIT."""
-    added: ApprovalRow | None = await services.write(_Approve(who, req))
+    added = await services.write(_Approve(who, req))
     approvals = services.approvals
     if added is not None:
         approvals.approved[req.workspace] = p.WorkspaceApproval(
@@ -78,7 +78,7 @@ async def approve(
 
 
 async def revoke(services: Services, who: Principal, req: p.WorkspaceRevoke) -> p.WorkspaceChanged:
-    removed: bool = await services.write(_Revoke(who, req))
+    removed = await services.write(_Revoke(who, req))
     services.approvals.approved.pop(req.workspace, None)
     return p.WorkspaceChanged(workspace=req.workspace, approved=False, changed=removed)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 import numpy as np
@@ -32,7 +33,7 @@ WRITE_PAUSE_S = 0.05
 WRITE_YIELD_MAX_S = 1.0
 
 
-class _StoreVectors(WriteJob):
+class _StoreVectors(WriteJob[list[int]]):
     """Write vectors for records that still exist, and mark them embedded."""
 
     __slots__ = ("model", "rows", "vecs")
@@ -102,7 +103,7 @@ class EmbeddingActor(ActorBase):
         model: Model,
         nudges: MemoryObjectReceiveStream[list[int]],
         reader: Reader,
-        submit: Callable[[WriteJob], Awaitable[None]],
+        submit: Callable[[WriteJob[Any]], Awaitable[None]],
         *,
         batch: int,
         last_client_write: Callable[[], float],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
@@ -37,7 +38,7 @@ def settle(
     return eligibility(trust, False)
 
 
-class _SettlePending(WriteJob):
+class _SettlePending(WriteJob[int]):
     __slots__ = ("limit",)
     background = True
 
@@ -57,7 +58,7 @@ class EvaluationActor(ActorBase):
         nudges: MemoryObjectReceiveStream[list[int]],
         downstream: MemoryObjectSendStream[list[int]],
         reader: Reader,
-        submit: Callable[[WriteJob], Awaitable[None]],
+        submit: Callable[[WriteJob[Any]], Awaitable[None]],
         *,
         batch: int = 512,
     ) -> None:

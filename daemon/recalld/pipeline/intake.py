@@ -12,7 +12,7 @@ that need no wait before they queue: the writer calls back once it has committed
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import numpy as np
@@ -25,12 +25,16 @@ from .writer import WriteJob
 
 __all__ = ["INGEST_THREADS", "Intake", "RequestJob"]
 
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
 # Requests ingested in worker threads at once (big ones; small ones are ingested inline).
 INGEST_THREADS = 2
 
 
-class RequestJob(WriteJob):
-    """A write job made from a client's request. ``ingested`` is set before ``prepare``."""
+class RequestJob(WriteJob[R_co]):
+    """A write job made from a client's request, ``R_co`` its result (what :meth:`Intake.write`
+    returns). ``ingested`` is set before ``prepare``."""
 
     __slots__ = ("ingested", "model", "principal", "request", "vectors")
 
@@ -60,8 +64,8 @@ class RequestJob(WriteJob):
 class Intake:
     def __init__(
         self,
-        submit: Callable[[WriteJob], Awaitable[None]],
-        submit_nowait: Callable[[WriteJob], bool],
+        submit: Callable[[WriteJob[Any]], Awaitable[None]],
+        submit_nowait: Callable[[WriteJob[Any]], bool],
         model: Model,
         vectors_ready: Callable[[], bool],
     ) -> None:
@@ -71,7 +75,7 @@ class Intake:
         self._vectors_ready = vectors_ready
         self._limiter = anyio.CapacityLimiter(INGEST_THREADS)
 
-    async def write(self, job: RequestJob) -> Any:
+    async def write(self, job: RequestJob[R]) -> R:
         """Ingest, prepare, embed, write; the job's result once committed. A job that
         :meth:`write_now` ingested already is not ingested again.
 
@@ -91,7 +95,7 @@ class Intake:
         await self._submit(job)
         return await job.wait()
 
-    def write_now(self, job: RequestJob, done: Callable[[WriteJob], None]) -> bool:
+    def write_now(self, job: RequestJob[R], done: Callable[[WriteJob[R]], None]) -> bool:
         """:meth:`write` without a wait, when none is needed: ingest and prepare inline, queue,
         and have the writer call ``done(job)`` once it is committed (or failed) instead of
         waking a waiter. False when something would have to wait (a request big enough for a

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import anyio
 import numpy as np
@@ -33,6 +33,9 @@ from ..store.port import StorageFailure, Store, WriteTx
 __all__ = ["IndexChange", "WriteJob", "WriterActor"]
 
 log = logging.getLogger(__name__)
+
+# Covariant: a job of a narrower result is a job of a wider one (a reply, Any).
+R_co = TypeVar("R_co", covariant=True)
 
 # How long a write's acknowledgement waits for its vectors to reach the index (the keeper
 # applies a change in well under a millisecond; this only bounds a stalled one).
@@ -50,8 +53,8 @@ class IndexChange:
     applied: anyio.Event = field(default_factory=anyio.Event)
 
 
-class WriteJob:
-    """One unit of work for the writer. Subclasses implement :meth:`apply`.
+class WriteJob(Generic[R_co]):
+    """One unit of work for the writer, ``R_co`` its result. Subclasses implement :meth:`apply`.
 
     ``apply`` runs on the writer thread inside the batch's transaction and may only use the
     transaction it is given. It returns the job's result or raises :class:`RecallError`.
@@ -73,7 +76,8 @@ class WriteJob:
     background = False
 
     def __init__(self) -> None:
-        self.result: Any = None
+        # apply()'s, once it has run (None until then).
+        self.result: R_co | None = None
         self.error: BaseException | None = None
         # Rows this job wrote that the downstream actors must look at.
         self.new_rowids: list[int] = []
@@ -84,12 +88,12 @@ class WriteJob:
         # Committed (or failed); called then, on the event loop, instead of a waiter waking
         # (see Intake.write_now): it must not raise, nor wait.
         self.done = False
-        self.on_done: Callable[[WriteJob], None] | None = None
+        self.on_done: Callable[[WriteJob[R_co]], None] | None = None
         # Made by the first wait() that has to wait: most jobs of a burst are answered by
         # on_done, and an anyio.Event costs microseconds to make.
         self._waiter: anyio.Event | None = None
 
-    def apply(self, tx: WriteTx, now: float) -> Any:
+    def apply(self, tx: WriteTx, now: float) -> R_co:
         raise NotImplementedError
 
     def rolled_back(self) -> None:
@@ -106,7 +110,7 @@ class WriteJob:
         if self.on_done is not None:
             self.on_done(self)
 
-    async def wait(self) -> Any:
+    async def wait(self) -> R_co:
         """Wait for the COMMIT, and for the vectors the job wrote to be in the index (what is
         acknowledged is searchable by meaning at once). Raises the job's error, if any."""
         if not self.done:
@@ -118,7 +122,12 @@ class WriteJob:
         if self._indexed is not None:
             with anyio.move_on_after(INDEX_WAIT_S):
                 await self._indexed.wait()
-        return self.result
+        return self.value()
+
+    def value(self) -> R_co:
+        """The result of a job done without an error (apply() returned it)."""
+        assert self.done and self.error is None, "a job's value once it is done, not failed"
+        return cast(R_co, self.result)
 
 
 class WriterActor(ActorBase):
@@ -129,7 +138,7 @@ class WriterActor(ActorBase):
     def __init__(
         self,
         store: Store,
-        jobs: MemoryObjectReceiveStream[WriteJob],
+        jobs: MemoryObjectReceiveStream[WriteJob[Any]],
         downstream: MemoryObjectSendStream[list[int]],
         index_changes: MemoryObjectSendStream[IndexChange],
         *,
@@ -171,7 +180,7 @@ class WriterActor(ActorBase):
                 self.on_change()
             self.state = ActorState.STOPPED
 
-    async def _commit(self, jobs: list[WriteJob]) -> None:
+    async def _commit(self, jobs: list[WriteJob[Any]]) -> None:
         now = time.time()
         try:
             # Shielded: once a batch is on the writer thread it finishes and wakes its
@@ -236,11 +245,11 @@ class WriteQueue:
     """The writer's bounded queue, as its senders see it: a full queue slows them, and one
     that stays full answers ``busy`` (retryable)."""
 
-    def __init__(self, send: MemoryObjectSendStream[WriteJob], timeout: float) -> None:
+    def __init__(self, send: MemoryObjectSendStream[WriteJob[Any]], timeout: float) -> None:
         self._send = send
         self._timeout = timeout
 
-    def submit_nowait(self, job: WriteJob) -> bool:
+    def submit_nowait(self, job: WriteJob[Any]) -> bool:
         """Queue ``job`` if there is room; False when the queue is full.
 
         Raises:
@@ -254,7 +263,7 @@ class WriteQueue:
             raise RecallError("unavailable", "recalld is shutting down", retryable=True) from None
         return True
 
-    async def submit(self, job: WriteJob) -> None:
+    async def submit(self, job: WriteJob[Any]) -> None:
         """Queue ``job``; ``busy`` if the queue stays full, ``unavailable`` when stopping."""
         if self.submit_nowait(job):
             return

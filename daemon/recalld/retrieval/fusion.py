@@ -29,7 +29,7 @@ __all__ = [
     "QueryVector",
     "fuse",
     "retrieve",
-    "semantic_side",
+    "semantic_threads",
     "vector_of",
 ]
 
@@ -87,23 +87,18 @@ def vector_of(qvec: QueryVector) -> np.ndarray | None:
 # GIL, so on two cores a hybrid search takes about the longer of the two, not their sum.
 # Bounded: more searches at once than threads here wait for one.
 SEMANTIC_THREADS = 4
-# The threads, while a daemon runs (see :func:`semantic_side`); without them (a reader used
-# on its own) the channels run one after the other, with the same result.
-_beside: ThreadPoolExecutor | None = None
 
 
 @contextmanager
-def semantic_side(threads: int = SEMANTIC_THREADS) -> Iterator[None]:
-    """The threads the semantic channel runs in beside the lexical one, for the ``with``
-    block's life: the app holds them on its exit stack, so they stop with the daemon."""
-    global _beside
-    if _beside is not None:
-        raise RuntimeError("the semantic side's threads are already running")
-    _beside = ThreadPoolExecutor(threads, thread_name_prefix="recalld semantic")
+def semantic_threads(threads: int = SEMANTIC_THREADS) -> Iterator[ThreadPoolExecutor]:
+    """Threads for the semantic channel to run in beside the lexical one, for the ``with``
+    block's life: the app opens its store's readers with them (their ``search.beside``) and
+    holds them on its exit stack, so they stop with the daemon. A reader without them runs
+    the channels one after the other, with the same result."""
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="recalld semantic")
     try:
-        yield
+        yield pool
     finally:
-        pool, _beside = _beside, None
         pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -149,9 +144,8 @@ def retrieve(
     search = reader.search
     beside: Future[list[tuple[int, float]] | None] | None = None
     wanted = qvec is not None and search.has_vectors()
-    threads = _beside
-    if wanted and qvec is not None and search.semantic_beside and threads is not None:
-        beside = threads.submit(_semantic, reader, qvec, where)
+    if wanted and qvec is not None and search.beside is not None:
+        beside = search.beside.submit(_semantic, reader, qvec, where)
     lexical = search.lexical(terms, where, CHANNEL_DEPTH) if terms else []
     if beside is not None:
         semantic = beside.result()

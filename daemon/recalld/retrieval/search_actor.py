@@ -25,6 +25,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
@@ -191,6 +192,12 @@ class SearchActor(ActorBase):
                 self._store.close_reader(reader)
             self.state = ActorState.STOPPED
 
+    async def start(self, stops: AsyncExitStack, tg: TaskGroup) -> None:
+        """Run in ``tg``; its stop on ``stops``: the queue closed, so each worker ends once
+        the reads queued before are answered."""
+        await tg.start(self.run, name="search actor")
+        stops.push_async_callback(self.close)
+
     async def close(self) -> None:
         await self._send.aclose()
 
@@ -317,7 +324,7 @@ class SearchActor(ActorBase):
                 stdin=subprocess.DEVNULL,
             )
         pipe = Connection(ours.detach())
-        pipe.send((recipe, self._memory.config))
+        pipe.send(child.Start(recipe, self._memory.config))
         return _Process(proc, pipe)
 
     def _relay(self, process: _Process, job: _MemorySearch) -> p.MemorySearchResult:
@@ -330,7 +337,7 @@ class SearchActor(ActorBase):
         pipe = process.pipe
         try:
             pipe.send(
-                child.SearchJob(
+                child.Search(
                     who=job.who,
                     req=job.req,
                     index=None
@@ -343,23 +350,25 @@ class SearchActor(ActorBase):
             while True:
                 if not pipe.poll(PROCESS_SILENCE_S):
                     raise _ProcessLost(f"silent for {PROCESS_SILENCE_S:.0f} s")
-                asked = pipe.recv()
-                if asked[0] == child.NEAR:
-                    if index is None:
-                        pipe.send((np.empty(0, np.int64), np.empty(0, np.float32), 0))
-                    else:
-                        ids, scores = index.search_sync(asked[1], asked[2])
-                        pipe.send((ids, scores, index.ntotal))
-                elif asked[0] == child.VECTOR:
-                    pipe.send(qvec.wait() if isinstance(qvec, PendingVector) else None)
-                elif asked[0] == child.GIT:
-                    pipe.send(git_process.answer(asked[1], asked[2], asked[3]))
-                elif asked[0] == child.DONE:
-                    result: p.MemorySearchResult = asked[1]
-                    return result
-                else:
-                    _, code, message, retryable = asked
-                    raise RecallError(code, message, retryable=retryable)
+                asked: child.Asked = pipe.recv()
+                match asked:
+                    case child.AskNear(vector, k):
+                        if index is None:
+                            pipe.send(child.Near(np.empty(0, np.int64), np.empty(0, np.float32), 0))
+                        else:
+                            ids, scores = index.search_sync(vector, k)
+                            pipe.send(child.Near(ids, scores, index.ntotal))
+                    case child.AskVector():
+                        waited = qvec.wait() if isinstance(qvec, PendingVector) else None
+                        pipe.send(child.Vector(waited))
+                    case git_process.Read():
+                        pipe.send(git_process.answer(asked))
+                    case child.Done(result):
+                        return result
+                    case child.Failed(code, message, retryable):
+                        raise RecallError(code, message, retryable=retryable)
+                    case _:
+                        raise _ProcessLost(f"it sent a {type(asked).__name__}")
         except (EOFError, OSError) as exc:
             raise _ProcessLost(f"{type(exc).__name__}: {exc}") from exc
 
@@ -367,7 +376,7 @@ class SearchActor(ActorBase):
 def _stop_process(process: _Process, grace: float) -> None:
     """Ask the search process to end, then kill it if it has not within ``grace`` seconds."""
     try:
-        process.pipe.send(None)
+        process.pipe.send(child.Stop())
     except OSError:
         pass  # already gone
     try:

@@ -1,11 +1,18 @@
 """A search process: memory_search apart from the daemon's GIL, on a reader of its own.
 
-The daemon (:mod:`.search_processes`) starts it with one end of a pipe and sends it one
-search at a time. While a search runs it asks the daemon, on the same pipe, for what only the
-daemon holds: the query's vector (the model may still be embedding it) and the nearest
-stored vectors (the daemon's vector index, searched there without the GIL). Everything else
-(both channels' SQL, fusion, the ranker, scoring, the hits) is memory_reader's own code on
-this process's read-only connection.
+The daemon (:mod:`.search_actor`) starts it with one end of a pipe and sends it one search at
+a time. While a search runs it asks the daemon, on the same pipe, for what only the daemon
+holds: the query's vector (the model may still be embedding it), the nearest stored vectors
+(the daemon's vector index, searched there without the GIL) and reads of git repositories
+(the daemon's one pool of git readers). Everything else (both channels' SQL, fusion, the
+ranker, scoring, the hits) is memory_reader's own code on this process's read-only
+connection.
+
+The pipe speaks the tagged Structs below, one union each way ending a search's exchange:
+the daemon sends :class:`Start` once, then :class:`Search`, answers each ask (:class:`AskNear`
+with :class:`Near`, :class:`AskVector` with :class:`Vector`, a git read with its answer) until
+the process sends :class:`Done` or :class:`Failed`, and :class:`Stop` to end it. They travel
+pickled: a git read carries the function it runs, and the start the store's recipe.
 """
 
 from __future__ import annotations
@@ -13,9 +20,10 @@ from __future__ import annotations
 import ctypes
 import logging
 import signal
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from typing import Any
 
+import msgspec
 import numpy as np
 from recall_client import protocol as p
 
@@ -27,33 +35,26 @@ from .fusion import PendingVector, QueryVector
 from .memory_reader import MemoryReader, MemorySearchConfig
 
 __all__ = [
-    "DONE",
     "ENTRY",
-    "FAILED",
-    "GIT",
-    "NEAR",
-    "VECTOR",
+    "AskNear",
+    "AskVector",
+    "Asked",
+    "Done",
+    "Failed",
     "IndexFacts",
-    "SearchJob",
+    "Near",
+    "Search",
+    "Start",
+    "Stop",
+    "Vector",
     "main",
     "serve",
 ]
 
 log = logging.getLogger(__name__)
 
-# What a search process sends while a search runs, and the daemon's answer to each:
-NEAR = "near"  # (NEAR, vector, k) -> (ids, scores, the index's size now)
-VECTOR = "vector"  # (VECTOR,) -> the query's vector, or None
-GIT = "git"  # (GIT, key, fn, args) -> git_process.answer's reply: a read of a repository
-# and what ends the search: (DONE, result) or (FAILED, code, message, retryable).
-DONE = "done"
-FAILED = "failed"
 
-_PR_SET_PDEATHSIG = 1
-
-
-@dataclass(frozen=True, slots=True)
-class IndexFacts:
+class IndexFacts(msgspec.Struct, frozen=True):
     """The daemon's vector index as a search starts (its size is updated at each ask)."""
 
     model: str
@@ -61,16 +62,79 @@ class IndexFacts:
     ntotal: int
 
 
-@dataclass(frozen=True, slots=True)
-class SearchJob:
+# ------------------------------------------------------------------ the daemon's messages
+
+
+class Start(msgspec.Struct, frozen=True, tag="start"):
+    """The first message: how to open the reader and how to search."""
+
+    readers: ProcessReaders
+    config: MemorySearchConfig
+
+
+class Search(msgspec.Struct, frozen=True, tag="search"):
+    """One memory_search to run."""
+
     who: Principal
     req: p.MemorySearch
     # None: the daemon's vector index is not open (no semantic channel).
     index: IndexFacts | None
-    # The query's vector when the daemon had it; else ``pending``: ask for it (VECTOR) when
-    # the lexical channel is done.
-    vector: np.ndarray | None
+    # The query's vector when the daemon had it; else ``pending``: ask for it (AskVector)
+    # when the lexical channel is done.
+    vector: np.ndarray[Any, Any] | None
     pending: bool
+
+
+class Near(msgspec.Struct, frozen=True, tag="near"):
+    """The answer to :class:`AskNear`: the neighbours, and the index's size now."""
+
+    ids: np.ndarray[Any, Any]
+    scores: np.ndarray[Any, Any]
+    ntotal: int
+
+
+class Vector(msgspec.Struct, frozen=True, tag="vector"):
+    """The answer to :class:`AskVector`: the query's vector, or None (none could be made)."""
+
+    vector: np.ndarray[Any, Any] | None
+
+
+class Stop(msgspec.Struct, frozen=True, tag="stop"):
+    """End the process."""
+
+
+# ------------------------------------------------------------------ the process's messages
+
+
+class AskNear(msgspec.Struct, frozen=True, tag="ask_near"):
+    """The ``k`` stored vectors nearest ``vector``, from the daemon's index."""
+
+    vector: np.ndarray[Any, Any]
+    k: int
+
+
+class AskVector(msgspec.Struct, frozen=True, tag="ask_vector"):
+    """The query's vector, once the lexical channel has run."""
+
+
+class Done(msgspec.Struct, frozen=True, tag="done"):
+    """The search's answer."""
+
+    result: p.MemorySearchResult
+
+
+class Failed(msgspec.Struct, frozen=True, tag="failed"):
+    """The search's error, as the RecallError the daemon raises for it."""
+
+    code: p.ErrorCode
+    message: str
+    retryable: bool
+
+
+# What a search process sends while a search runs.
+Asked = AskNear | AskVector | git_process.Read | Done | Failed
+
+_PR_SET_PDEATHSIG = 1
 
 
 class _AskedIndex:
@@ -93,9 +157,10 @@ class _AskedIndex:
         return self if self.facts is not None else None
 
     def search_sync(self, vec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        self._pipe.send((NEAR, vec, k))
-        ids, scores, self.ntotal = self._pipe.recv()
-        return ids, scores
+        self._pipe.send(AskNear(vec, k))
+        near: Near = self._pipe.recv()
+        self.ntotal = near.ntotal
+        return near.ids, near.scores
 
 
 class _AskedVector(PendingVector):
@@ -109,8 +174,9 @@ class _AskedVector(PendingVector):
     def wait(self) -> np.ndarray | None:
         if not self._asked:
             self._asked = True
-            self._pipe.send((VECTOR,))
-            self.set(self._pipe.recv())
+            self._pipe.send(AskVector())
+            answered: Vector = self._pipe.recv()
+            self.set(answered.vector)
         return super().wait()
 
 
@@ -131,22 +197,23 @@ ENTRY = "import sys; from recalld.retrieval.search_child import main; main(int(s
 
 
 def main(fd: int) -> None:
-    """Answer searches from the pipe on ``fd`` until the daemon closes it (or sends None).
-    The first message says how to open the reader and how to search."""
+    """Answer searches from the pipe on ``fd`` until the daemon closes it (or sends
+    :class:`Stop`). The first message, :class:`Start`, says how to open the reader and how
+    to search."""
     _die_with_the_daemon()
     logging.basicConfig(level=logging.WARNING, format="recalld search process: %(message)s")
     pipe = Connection(fd)
     # Repositories are read by the daemon's git readers (one pool, one list set aside).
-    git_process.use(git_process.Relayed(pipe, GIT))
+    git_process.use(git_process.Relayed(pipe))
     try:
-        readers, config = pipe.recv()
+        start: Start = pipe.recv()
     except EOFError:
         return
-    serve(pipe, readers, config)
+    serve(pipe, start.readers, start.config)
 
 
 def serve(pipe: Connection, readers: ProcessReaders, config: MemorySearchConfig) -> None:
-    """Answer searches from ``pipe`` until the daemon closes it (or sends None)."""
+    """Answer searches from ``pipe`` until the daemon closes it (or sends :class:`Stop`)."""
     memory = MemoryReader(config)
     index = _AskedIndex(pipe)
     reader = readers.open(index.open)
@@ -156,7 +223,7 @@ def serve(pipe: Connection, readers: ProcessReaders, config: MemorySearchConfig)
                 job = pipe.recv()
             except EOFError:
                 return
-            if job is None:
+            if isinstance(job, Stop):
                 return
             pipe.send(_run(memory, reader, index, job, pipe))
     finally:
@@ -164,17 +231,17 @@ def serve(pipe: Connection, readers: ProcessReaders, config: MemorySearchConfig)
 
 
 def _run(
-    memory: MemoryReader, reader: Reader, index: _AskedIndex, job: SearchJob, pipe: Connection
-) -> tuple[object, ...]:
+    memory: MemoryReader, reader: Reader, index: _AskedIndex, job: Search, pipe: Connection
+) -> Done | Failed:
     index.facts = job.index
     index.ntotal = job.index.ntotal if job.index is not None else 0
     qvec: QueryVector = job.vector
     if qvec is None and job.pending:
         qvec = _AskedVector(pipe)
     try:
-        return (DONE, memory.search(reader, job.who, job.req, qvec))
+        return Done(memory.search(reader, job.who, job.req, qvec))
     except RecallError as exc:
-        return (FAILED, exc.code, exc.message, exc.retryable)
+        return Failed(exc.code, exc.message, exc.retryable)
     except Exception as exc:
         log.exception("search failed")
-        return (FAILED, "internal", f"search failed: {type(exc).__name__}", False)
+        return Failed("internal", f"search failed: {type(exc).__name__}", False)

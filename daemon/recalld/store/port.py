@@ -17,6 +17,7 @@ once (``store.sql``). The shapes are the engine's business, not the callers'.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -504,9 +505,10 @@ class RetrievalReads(Protocol):
 
     def has_vectors(self) -> bool: ...
 
-    # Whether ``semantic`` may run in another thread while ``lexical`` runs on this reader
-    # (it gains only where the semantic search is not a statement on the same connection).
-    semantic_beside: bool
+    # Threads ``semantic`` may run in while ``lexical`` runs on this reader (it gains only
+    # where the semantic search is not a statement on the same connection); None: the
+    # channels run one after the other.
+    beside: Executor | None
 
     def visible(self, rowids: Sequence[int], f: Filter) -> set[int]: ...
     def texts(self, rowids: Sequence[int]) -> dict[int, str]:

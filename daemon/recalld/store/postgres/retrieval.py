@@ -10,6 +10,7 @@ daemon ever holds another person's private vectors.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 
 import numpy as np
 
@@ -29,7 +30,7 @@ _ONE_TERM = TSQUERY_ONE.replace("%s", "?")
 class PgRetrieval(SharedRetrieval):
     # Both channels are statements on the one connection: side by side they would only wait
     # for each other (and a reconnect must not race a second thread).
-    semantic_beside = False
+    beside: Executor | None = None
 
     def __init__(self, conn: PgDb, database_id: str, model: Callable[[], str | None]) -> None:
         super().__init__(conn)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 
 import numpy as np
@@ -64,8 +65,12 @@ def _reset(jobs: Sequence[BatchJob]) -> None:
 
 
 class SqliteStore:
-    def __init__(self, data_dir: Path, *, durability: str = "full") -> None:
+    def __init__(
+        self, data_dir: Path, *, durability: str = "full", beside: Executor | None = None
+    ) -> None:
         self.data_dir = data_dir
+        # Where its readers run the semantic channel beside the lexical one (None: after).
+        self._beside = beside
         self._writer = open_writer(data_dir, durability=durability)
         self.unindexed = Unindexed()
         self._index: VectorIndex | None = None
@@ -81,7 +86,7 @@ class SqliteStore:
     # ------------------------------------------------------------------ readers
 
     def reader(self) -> SqliteReader:
-        return reader_on(open_reader(self.data_dir), self.index)
+        return reader_on(open_reader(self.data_dir), self.index, self._beside)
 
     def close_reader(self, reader: Reader) -> None:
         assert isinstance(reader, SqlReader), "a reader of another store"

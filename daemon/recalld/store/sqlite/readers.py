@@ -4,6 +4,7 @@ for a search process (which must not load FAISS: it asks the daemon for neighbou
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,9 +19,14 @@ __all__ = ["SqliteProcessReaders", "SqliteReader", "reader_on"]
 SqliteReader = SqlReader[SqliteDb]
 
 
-def reader_on(conn: SqliteDb, vectors: Callable[[], VectorSearch | None]) -> SqliteReader:
-    """A reader on ``conn`` whose semantic channel searches ``vectors``."""
-    return SqlReader(conn, SqliteRetrieval(conn, vectors))
+def reader_on(
+    conn: SqliteDb,
+    vectors: Callable[[], VectorSearch | None],
+    beside: Executor | None = None,
+) -> SqliteReader:
+    """A reader on ``conn`` whose semantic channel searches ``vectors`` (in ``beside``'s
+    threads while the lexical channel runs, when given)."""
+    return SqlReader(conn, SqliteRetrieval(conn, vectors, beside))
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,14 +138,18 @@ def _chunks(
 class SqliteRetrieval(SharedRetrieval):
     """The channels' candidates, on one read connection (and the FAISS index, once open)."""
 
-    # FAISS searches without the connection (which is serialized: threadsafety 3), and
-    # only the visibility check of its neighbours waits for it.
-    semantic_beside = True
-
-    def __init__(self, conn: SqliteDb, index: Callable[[], VectorSearch | None]) -> None:
+    def __init__(
+        self,
+        conn: SqliteDb,
+        index: Callable[[], VectorSearch | None],
+        beside: Executor | None = None,
+    ) -> None:
         super().__init__(conn)
         self._conn: SqliteDb = conn
         self._index = index
+        # FAISS searches without the connection (which is serialized: threadsafety 3), and
+        # only the visibility check of its neighbours waits for it.
+        self.beside = beside
 
     def database_id(self) -> str:
         return str(self._conn.execute("PRAGMA database_list").fetchone()[2])
