@@ -206,7 +206,9 @@ def test_each_layer_imports_only_the_layers_below() -> None:
 
 
 ENGINES = ("recalld.store.sqlite", "recalld.store.postgres")
-SPEAKS_SQL = (*ENGINES, "recalld.store.sql")
+# The mover (`recallctl migrate`) reads one engine's store and writes the other's.
+MOVER = "recalld.store.moving"
+SPEAKS_SQL = (*ENGINES, MOVER, "recalld.store.sql")
 
 
 def test_only_the_app_knows_the_engines_and_only_the_store_speaks_sql() -> None:
@@ -219,7 +221,7 @@ def test_only_the_app_knows_the_engines_and_only_the_store_speaks_sql() -> None:
         and not m.startswith(ENGINES)
         # The app picks the engine; `recallctl db init` and `recallctl migrate` set up and
         # fill one, which is the engine's own business.
-        and m not in ("recalld.app", "recall_client.ctl.db")
+        and m not in ("recalld.app", MOVER, "recall_client.ctl.db")
     )
     assert not engine_users, f"{engine_users} use an engine directly (use the port)"
     sql = re.compile(r"\b(?:SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b|\bMATCH\b|bm25\(")
@@ -231,6 +233,19 @@ def test_only_the_app_knows_the_engines_and_only_the_store_speaks_sql() -> None:
         if "import sqlite3" in source or "import psycopg" in source or sql.search(source):
             speaking.append(name)
     assert not speaking, f"SQL or a driver outside the store: {speaking}"
+
+
+def test_neither_engine_imports_the_other() -> None:
+    """What needs both (the mover) sits above them."""
+    wrong = [
+        f"{m} -> {d}"
+        for m, deps in graph().items()
+        for mine, other in (ENGINES, ENGINES[::-1])
+        if m.startswith(mine)
+        for d in deps
+        if d.startswith(other)
+    ]
+    assert not wrong, wrong
 
 
 def test_the_shared_sql_knows_no_engine() -> None:
