@@ -5,7 +5,7 @@ Both benches run a daemon per measurement; :func:`daemon_env` gives its environm
 backend, and :class:`PgBench` owns the one PostgreSQL of a run, with a fresh database (schema
 and a login role, as ``recallctl db init`` makes them) for each daemon. :meth:`PgBench.fill`
 copies a SQLite store into such a database with ``recallctl migrate``'s own
-:func:`~recalld.store.postgres.moving.copy_store`, so the two backends search the same
+:func:`~recalld.store.moving.copy_store`, so the two backends search the same
 records and vectors.
 
 psycopg and the PostgreSQL modules are imported only when a PostgreSQL run is asked for.
@@ -128,7 +128,7 @@ class PgBench:
         another measurement.
         """
         import psycopg
-        from recalld.store.postgres.moving import copy_store
+        from recalld.store.moving import copy_store
 
         admin = self.admin_url(name)
         with psycopg.connect(admin, autocommit=True) as conn:

@@ -11,17 +11,12 @@ from __future__ import annotations
 import ast
 import re
 import typing
-from pathlib import Path
 
 from recall_client import protocol as p
 from recalld.edge.registry import ROUTES
 
 from tests.support.daemon import REPO
-
-PACKAGES = {
-    "recalld": REPO / "daemon" / "recalld",
-    "recall_client": REPO / "clients" / "recall_client",
-}
+from tests.support.imports import graph, modules
 
 # recalld's layers, lowest first: a module may import its own layer's package and the
 # layers below; peers of one layer are listed apart.
@@ -77,47 +72,6 @@ APART = [
 ]
 # What of the client the daemon may import: its shared bottom, never a part.
 DAEMON_MAY_USE = set().union(*CLIENT_LAYERS[:2])
-
-
-def modules() -> dict[str, Path]:
-    out = {}
-    for package, root in PACKAGES.items():
-        for path in root.rglob("*.py"):
-            parts = path.relative_to(root).with_suffix("").parts
-            name = ".".join((package, *parts))
-            out[name.removesuffix(".__init__")] = path
-    return out
-
-
-def imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The modules of ours ``name`` imports (a ``from package import module`` counts as the
-    module)."""
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[: len(anchor) - node.level + 1]
-                base = ".".join([*anchor, *([base] if base else [])])
-            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
-        else:
-            continue
-        for target in targets:
-            while target and target not in known:
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                found.add(target)
-    return found
-
-
-def graph() -> dict[str, set[str]]:
-    mods = modules()
-    known = set(mods)
-    return {name: imports(name, path, known) for name, path in mods.items()}
 
 
 def layer_of(name: str) -> tuple[int, str]:
@@ -206,7 +160,9 @@ def test_each_layer_imports_only_the_layers_below() -> None:
 
 
 ENGINES = ("recalld.store.sqlite", "recalld.store.postgres")
-SPEAKS_SQL = (*ENGINES, "recalld.store.sql")
+# The mover (`recallctl migrate`) reads one engine's store and writes the other's.
+MOVER = "recalld.store.moving"
+SPEAKS_SQL = (*ENGINES, MOVER, "recalld.store.sql")
 
 
 def test_only_the_app_knows_the_engines_and_only_the_store_speaks_sql() -> None:
@@ -219,7 +175,7 @@ def test_only_the_app_knows_the_engines_and_only_the_store_speaks_sql() -> None:
         and not m.startswith(ENGINES)
         # The app picks the engine; `recallctl db init` and `recallctl migrate` set up and
         # fill one, which is the engine's own business.
-        and m not in ("recalld.app", "recall_client.ctl.db")
+        and m not in ("recalld.app", MOVER, "recall_client.ctl.db")
     )
     assert not engine_users, f"{engine_users} use an engine directly (use the port)"
     sql = re.compile(r"\b(?:SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b|\bMATCH\b|bm25\(")
@@ -231,6 +187,19 @@ def test_only_the_app_knows_the_engines_and_only_the_store_speaks_sql() -> None:
         if "import sqlite3" in source or "import psycopg" in source or sql.search(source):
             speaking.append(name)
     assert not speaking, f"SQL or a driver outside the store: {speaking}"
+
+
+def test_neither_engine_imports_the_other() -> None:
+    """What needs both (the mover) sits above them."""
+    wrong = [
+        f"{m} -> {d}"
+        for m, deps in graph().items()
+        for mine, other in (ENGINES, ENGINES[::-1])
+        if m.startswith(mine)
+        for d in deps
+        if d.startswith(other)
+    ]
+    assert not wrong, wrong
 
 
 def test_the_shared_sql_knows_no_engine() -> None:

@@ -1,7 +1,1 @@
 """recalld: the local memory daemon for AI coding agents."""
-
-from __future__ import annotations
-
-__all__ = ["__version__"]
-
-__version__ = "0.1.0"

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import anyio
-from recall_client import paths, running
+from recall_client import __version__, paths, running
 from recall_client.protocol import RunState
 
-from . import __version__, systemd
+from . import systemd
 from .app import Daemon, SocketInUse
 from .config import ConfigError, Settings, load_settings
 

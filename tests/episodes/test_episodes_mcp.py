@@ -16,6 +16,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from tests.support.daemon import BIN, DaemonProcess
 from tests.support.episodes import settled
+from tests.support.light import daemon_side_loaded
 from tests.support.mcp_client import text_of
 
 pytestmark = pytest.mark.both_backends
@@ -328,15 +329,7 @@ async def test_without_a_daemon_work_search_says_unavailable(tmp_path: Path) -> 
 
 
 def test_the_work_modules_keep_the_client_light() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, recall_client.mcp.work, recall_client.ctl.episode_input\n"
-        "import recall_client.ctl.main\n"
-        "heavy = {'torch', 'faiss', 'aiosqlite', 'sentence_transformers', 'numpy'}"
-        " & set(sys.modules)\n"
-        "sys.exit(1 if heavy else 0)\n"
+    loaded = daemon_side_loaded(
+        "recall_client.mcp.work", "recall_client.ctl.episode_input", "recall_client.ctl.main"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
+    assert loaded == []

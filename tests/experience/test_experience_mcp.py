@@ -3,8 +3,6 @@ real daemon: schemas as the seed states them, every result validated against its
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import anyio
@@ -13,6 +11,7 @@ import pytest
 from mcp import Client
 
 from tests.support.daemon import BIN, DaemonFactory, DaemonProcess
+from tests.support.light import daemon_side_loaded
 from tests.support.mcp_client import hints_of, shim, text_of
 
 pytestmark = pytest.mark.both_backends
@@ -190,15 +189,8 @@ async def test_record_search_explain_context_forget_round_trip(
     assert unknown.is_error and "not_found" in text_of(unknown)
 
 
-def test_the_experience_tools_load_nothing_heavy() -> None:
-    code = (
-        "import sys, recall_client.mcp.experience\n"
-        "heavy = {'torch', 'faiss', 'aiosqlite', 'sentence_transformers', 'numpy'}"
-        " & set(sys.modules)\n"
-        "sys.exit(f'client imported {sorted(heavy)}' if heavy else 0)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
+def test_the_experience_tools_load_nothing_of_the_daemon_side() -> None:
+    assert daemon_side_loaded("recall_client.mcp.experience") == []
 
 
 async def test_the_experience_tools_wait_for_workspace_approval(

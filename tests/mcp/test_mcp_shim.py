@@ -16,6 +16,7 @@ from mcp.client.stdio import StdioServerParameters
 from recall_client.mcp.server import LISTING
 
 from tests.support.daemon import BIN, DaemonProcess
+from tests.support.light import daemon_side_loaded
 from tests.support.mcp_client import hints_of, shim, text_of
 
 
@@ -82,18 +83,18 @@ async def test_without_a_daemon_initialize_is_answered_and_tools_fail_clearly(
     assert initialized < 10
 
 
-def test_the_client_package_never_loads_torch_faiss_or_aiosqlite() -> None:
-    code = (
-        "import sys, recall_client, recall_client.client, recall_client.ctl.main, "
-        "recall_client.mcp.shim, recall_client.mcp.server, recall_client.mcp.memory, "
-        "recall_client.mcp.common, recall_client.protocol\n"
-        "heavy = {'torch', 'faiss', 'aiosqlite', 'sentence_transformers', 'numpy'}"
-        " & set(sys.modules)\n"
-        "print(sorted(heavy))\n"
-        "sys.exit(1 if heavy else 0)\n"
+def test_the_client_package_never_loads_the_daemon_side() -> None:
+    loaded = daemon_side_loaded(
+        "recall_client",
+        "recall_client.client",
+        "recall_client.ctl.main",
+        "recall_client.mcp.shim",
+        "recall_client.mcp.server",
+        "recall_client.mcp.memory",
+        "recall_client.mcp.common",
+        "recall_client.protocol",
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, f"client imported {out.stdout} {out.stderr}"
+    assert loaded == []
 
 
 # What the shim must never load: the SDK's client, MCPServer and the low-level Server with the

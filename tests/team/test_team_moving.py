@@ -20,7 +20,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 from recall_client import protocol as p
 from recall_client.client import RecallClient
-from recalld.store.postgres import moving
+from recalld.store import moving
 from recalld.store.postgres.schema import MIGRATIONS
 
 from tests.support.daemon import DaemonFactory, DaemonProcess

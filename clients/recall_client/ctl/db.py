@@ -144,8 +144,8 @@ async def _migrate(args: argparse.Namespace) -> int:
 
     import psycopg
     from recalld.errors import RecallError
+    from recalld.store.moving import copy_store
     from recalld.store.postgres.db import redacted_url
-    from recalld.store.postgres.moving import copy_store
 
     where = redacted_url(args.to)
     bar = Progress("moving in", None)

@@ -25,7 +25,7 @@ from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import Filter, MemoryRow, Reader
 from .experience_reader import lesson_infos
-from .memory_rows import LOW_TRUST, contested_slots, memory_filter, owner_of
+from .memory_rows import LOW_TRUST, contested_slots, is_contested, memory_filter, owner_of
 from .staleness import Checkouts, Staleness, staleness
 from .use_outcomes import use_outcomes
 
@@ -176,7 +176,7 @@ def _item(
         path_drift_missing=len(judged.path_drift.missing),
         superseded=row.superseded_by is not None,
         superseded_by=row.superseded_by,
-        contested=row.superseded_by is None and (row.subject_key, row.origin) in contested,
+        contested=is_contested(row, contested),
         pinned=row.pinned,
         authority=row.authority,
         trust=row.trust,

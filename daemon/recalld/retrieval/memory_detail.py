@@ -9,7 +9,15 @@ from recall_client import protocol as p
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import Reader
-from .memory_rows import LOW_TRUST, contender, instruction_flags, owner_of, summary
+from .memory_rows import (
+    LOW_TRUST,
+    contender,
+    contested_slots,
+    instruction_flags,
+    is_contested,
+    owner_of,
+    summary,
+)
 from .staleness import Checkouts, staleness
 from .use_outcomes import use_outcomes
 
@@ -40,10 +48,9 @@ def memory_detail(reader: Reader, who: Principal, req: p.MemoryShow) -> p.Memory
     links_out = memories.links_from(row.rowid)
     links_in = memories.depended_on_by(row.id)
     targets = memories.texts([dst for rel, dst, _ in links_out if rel == "depends_on"])
-    contenders: list[p.Contender] = []
-    if row.kind == "fact" and row.subject_key and row.superseded_by is None:
-        facts = memories.current_facts(row.subject_key, row.origin, now)
-        contenders = [contender(f) for f in facts if f.id != row.id] if len(facts) > 1 else []
+    contested = is_contested(row, contested_slots(reader, [row], now))
+    facts = memories.current_facts(row.subject_key or "", row.origin, now) if contested else []
+    contenders = [contender(f) for f in facts if f.id != row.id]
     counts = memories.use_counts(row.rowid)
     recent = [
         p.NegativeOutcome(outcome=u.outcome, ts=u.ts, note=u.note)
@@ -89,7 +96,7 @@ def memory_detail(reader: Reader, who: Principal, req: p.MemoryShow) -> p.Memory
         if row.superseded_by
         else None,
         supersedes=[dst for rel, dst, _ in links_out if rel == "supersedes"],
-        contested=bool(contenders),
+        contested=contested,
         contenders=contenders,
         depends_on=[
             p.MemoryLink(

@@ -58,6 +58,7 @@ from .memory_rows import (
     contender,
     contested_slots,
     instruction_flags,
+    is_contested,
     memory_filter,
     owner_of,
     summary,
@@ -528,10 +529,7 @@ class MemoryReader:
             hits.append(hit)
         contested_subjects = contested_slots(reader, [s.row for s in top], now)
         for hit, s in zip(hits, top, strict=True):
-            hit.contested = (
-                s.row.superseded_by is None
-                and (s.row.subject_key, s.row.origin) in contested_subjects
-            )
+            hit.contested = is_contested(s.row, contested_subjects)
         return hits
 
     def _cortex(

@@ -21,6 +21,7 @@ __all__ = [
     "contender",
     "contested_slots",
     "instruction_flags",
+    "is_contested",
     "memory_filter",
     "owner_of",
     "summary",
@@ -113,3 +114,10 @@ def contested_slots(
     """The (subject key, origin) of those facts among ``rows`` whose subject is contested
     (more than one current fact); a row in one is contested unless it is superseded."""
     return {slot for slot, n in _current_counts(reader, rows, now).items() if n > 1}
+
+
+def is_contested(row: MemoryRow, slots: set[tuple[str | None, str | None]]) -> bool:
+    """The one rule memory_search, memory_list and memory_show answer ``contested`` by: a
+    fact not superseded whose subject has more than one current fact (``slots`` from
+    :func:`contested_slots`)."""
+    return row.superseded_by is None and (row.subject_key, row.origin) in slots

@@ -1,5 +1,8 @@
 """Moving in: copy a local SQLite store into a team database (``recallctl migrate``).
 
+It reads one engine's schema and writes the other's, so it sits above both: neither engine
+imports the other.
+
 Every record of every kind (tombstoned ones too: history and links stay explainable) and
 all attached to it lands owned by the role the URL logs in as (``owner``'s default), with
 its visibility. Rowids are new there: children follow the local rowid -> public id -> new
@@ -28,10 +31,10 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from ..sqlite.schema import DB_NAME
-from ..sqlite.schema import MIGRATIONS as SQLITE_MIGRATIONS
-from .db import PgVector, connect
-from .schema import MEMBER_ROLE, MIGRATIONS, VECTOR_DIM, schema_version
+from .postgres.db import PgVector, connect
+from .postgres.schema import MEMBER_ROLE, MIGRATIONS, VECTOR_DIM, schema_version
+from .sqlite.schema import DB_NAME
+from .sqlite.schema import MIGRATIONS as SQLITE_MIGRATIONS
 
 __all__ = ["PAGE", "CopyReport", "copy_store"]
 
