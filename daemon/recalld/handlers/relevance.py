@@ -34,7 +34,7 @@ async def show(services: Services, who: Principal, req: p.RelevanceShow) -> p.Re
     return result
 
 
-class _Reset(RequestJob):
+class _Reset(RequestJob[p.RelevanceCleared]):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> p.RelevanceCleared:
@@ -50,5 +50,4 @@ class _Reset(RequestJob):
 
 async def reset(services: Services, who: Principal, req: p.RelevanceReset) -> p.RelevanceCleared:
     """relevance_reset: forget what the caller's stores learned; the prior ranks again."""
-    result: p.RelevanceCleared = await services.write(_Reset(who, req))
-    return result
+    return await services.write(_Reset(who, req))
