@@ -263,10 +263,13 @@ def test_bench_retrieval_inject_reports_evidence_recall_at_each_budget() -> None
             assert 0 <= at[side]["tokens_mean"] <= budget
         assert at["none"]["n"] == 2
         assert 0 <= at["none"]["injected_any"] <= 1 and 0 <= at["none"]["top_k_any"] <= 1
-    # A tighter budget holds fewer memories, on both sides; the loose one finds evidence.
+    # A tighter budget holds fewer memories, on both sides; the loose one finds evidence (the
+    # hash embedder says nothing of meaning: only what shares a prompt's words is relevant
+    # enough to inject), and no memory for a prompt nothing answers.
     assert inject["60"]["injected"]["items_mean"] < inject["300"]["injected"]["items_mean"]
     assert inject["60"]["top_k"]["items_mean"] < inject["300"]["top_k"]["items_mean"]
-    assert inject["300"]["injected"]["evidence_recall"] > 0.5
+    assert inject["300"]["injected"]["evidence_recall"] > 0.25
+    assert inject["300"]["none"]["injected_any"] == 0
     # 60 tokens hold the preamble and no memory: every block empty, so no precision to take.
     assert inject["60"]["injected"]["empty"] == 7 and inject["60"]["injected"]["precision"] == 0
     assert inject["300"]["injected"]["precision"] > 0

@@ -129,11 +129,10 @@ async def test_search_shows_relevance_and_low_confidence_and_answers_in_the_seed
     assert not found.stdout.startswith("low confidence")
     nothing = ctl(d, "search", "kubernetes helm chart values", "--mode", "keyword")
     assert nothing.returncode == 0 and nothing.stdout.strip() == "no matches"
-    # One word of four: the best (only) candidate, so its score is near 1, but it is low.
+    # One word of four: the best (only) candidate, but one chance in fifty of being what was
+    # asked; it is not shown as a match scored near 1, it is under the floor.
     weak = ctl(d, "search", "kubernetes helm chart staging", "--mode", "keyword").stdout
-    first, line = weak.splitlines()
-    assert first.startswith("low confidence:"), weak
-    assert line.startswith("low relevance") and "mem_" in line, weak
+    assert weak.strip() == "no matches", weak
     as_json = json.loads(ctl(d, "search", "staging cluster", "--json").stdout)
     assert "entries" in as_json and "hits" not in as_json
     assert as_json["entries"][0]["text"].startswith("The staging cluster")

@@ -153,7 +153,7 @@ async def test_two_people_share_team_memory_through_pgbouncer_in_transaction_mod
                 hidden = await search(rc, "release signing key hardware token", mode=mode)
                 assert not any("signing key" in t for t in hidden), (mode, hidden)
             reply = await rc.call(
-                p.MemorySearch(query="why do webhooks get sent again", mode="hybrid"),
+                p.MemorySearch(query="why are the billing webhooks retried", mode="hybrid"),
                 p.MemorySearchResult,
             )
             assert reply.semantic_used and reply.hits

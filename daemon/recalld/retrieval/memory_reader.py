@@ -301,6 +301,7 @@ class MemoryReader:
         # a hit is), so they are taken relative to the best of them; whether a hit is about
         # the query at all is its relevance's to say.
         top_fused = max((c.score for c in cands), default=0.0) or 1.0
+        words = set(fts_tokens(req.query))
         scored: list[_Scored] = []
         for c in cands:
             row = rows.get(c.rowid)
@@ -311,8 +312,10 @@ class MemoryReader:
             # candidates), the plain share elsewhere.
             coverage = literal if c.coverage is None else c.coverage
             cos_ev = cosine_evidence(c.cosine)
-            # A turn found by its session's words has its evidence there.
-            lexical = max(coverage, c.context_evidence or 0.0)
+            # A turn found by its session's words has its evidence there; a fact whose
+            # subject the query names, in its subject (not in its searched text).
+            named = row.kind == "fact" and _names(words, row.subject)
+            lexical = max(coverage, c.context_evidence or 0.0, 1.0 if named else 0.0)
             scored.append(
                 _Scored(
                     row=row,
@@ -342,7 +345,6 @@ class MemoryReader:
         # A constraint fact is served first, whatever its score, when the query names its
         # subject (the entity the query is about is bound by it); elsewhere it ranks by
         # score, still marked pinned.
-        words = set(fts_tokens(req.query))
         binding = {id(s) for s in scored if s.row.pinned and _names(words, s.row.subject)}
         kept = [s for s in scored if s.score >= floor or id(s) in binding]
         trace["above_floor"] = len(kept)
