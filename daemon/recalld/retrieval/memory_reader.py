@@ -352,7 +352,7 @@ class MemoryReader:
         top = kept[: req.limit]
 
         hits = self._hits(reader, Checkouts(reader, who), req, top, visible, now, verbose)
-        cortex = self._cortex(reader, req, top, visible, now)
+        cortex = self._cortex(reader, words, top, visible, now)
         has_cue, start, end = temporal_window(req.query, now)
         events = None
         if has_cue:
@@ -537,16 +537,16 @@ class MemoryReader:
     def _cortex(
         self,
         reader: Reader,
-        req: p.MemorySearch,
+        words: set[str],
         top: list[_Scored],
         visible: Filter,
         now: float,
     ) -> list[p.CortexFact]:
         """The current facts for the subjects of the returned hits that are about the query,
         plus constraints the query names: the cortex is served as the answer, ahead of the
-        entries, so a weak hit's subject (one shared word) has no place in it."""
+        entries, so a weak hit's subject (one shared word) has no place in it. ``words``: the
+        query's tokens."""
         best: dict[tuple[str, str | None], float] = {}
-        words = set(fts_tokens(req.query))
         for s in top:
             if s.row.kind == "fact" and s.row.subject_key and _about_the_query(s, words):
                 slot = (s.row.subject_key, s.row.origin)
