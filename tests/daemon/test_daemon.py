@@ -118,6 +118,11 @@ async def test_bad_parameters_get_a_typed_error_and_the_connection_goes_on(
         with pytest.raises(RemoteError) as err:
             await rc.call(p.MemoryStore(text=""))
         assert err.value.code == "invalid_request"
+        # A session id is one shape wherever a request names one: never empty.
+        with pytest.raises(RemoteError) as err:
+            await rc.call(p.MemoryStore(text="a note", session=""))
+        assert err.value.code == "invalid_request"
+        assert "session" in err.value.message
         # Same connection still works.
         assert isinstance(await rc.call(p.Ping()), p.Pong)
 

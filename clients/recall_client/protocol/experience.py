@@ -82,7 +82,7 @@ class RecordExperience(Request, tag="record_experience"):
         ),
     ] = []
     session: Annotated[
-        Annotated[str, Meta(max_length=200)] | None,
+        SessionId | None,
         Meta(
             description=(
                 "Session id that did the task; links the experience to that "

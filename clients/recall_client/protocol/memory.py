@@ -31,6 +31,7 @@ from .base import (
     Request,
     RequestRuleError,
     Seconds,
+    SessionId,
     Source,
     StalenessVerdict,
     Subject,
@@ -75,7 +76,7 @@ class MemoryStore(Request, tag="memory_store"):
             )
         ),
     ] = None
-    session: Annotated[str, Meta(max_length=200)] | None = None
+    session: SessionId | None = None
     # When the remembered thing happened (unix seconds); defaults to the time of capture.
     ts: Annotated[
         Annotated[float, Meta(ge=0)] | None,

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta, Struct
 
-from .base import OPAQUE, Name, Path, Reply, Request
+from .base import OPAQUE, Name, Path, Reply, Request, SessionId
 
 
 class Hello(Request, tag="hello"):
@@ -27,7 +27,7 @@ class Hello(Request, tag="hello"):
     admin_token: Annotated[str, Meta(min_length=1, max_length=256, extra=OPAQUE)] | None = None
     # The agent session this connection belongs to (the MCP shim makes one per process);
     # memory_search's since_prior_session compares sessions. Absent: one per connection.
-    session: Annotated[str, Meta(min_length=1, max_length=200)] | None = None
+    session: SessionId | None = None
     # The agent's own credential (``recallctl agent add`` made it): once a name has one,
     # a hello claiming that name without it is refused (the admin token may act as anyone).
     agent_token: Annotated[str, Meta(min_length=1, max_length=256, extra=OPAQUE)] | None = None
