@@ -1,7 +1,7 @@
 """Reading experiences and lessons: search behind a relevance floor, explain, execution context.
 
 Every read runs on a search worker (:meth:`SearchActor.read`) and sees experiences and lessons
-under one visibility clause that both retrieval channels share (the reader contract): the
+under one clause that both retrieval channels share (the reader contract): the
 caller's workspace, not forgotten, not expired, eligible.
 
 The relevance floor. Fusion ranks by position, so it always has a "best" candidate however

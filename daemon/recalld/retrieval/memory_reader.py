@@ -155,9 +155,9 @@ class MemoryReader:
     def wants_vector(self, req: p.MemorySearch) -> bool:
         return self.mode(req) == "hybrid"
 
-    # ------------------------------------------------------------------ visibility
+    # ------------------------------------------------------------------ reader contract
 
-    def _visibility(
+    def _contract(
         self,
         reader: Reader,
         who: Principal,
@@ -243,7 +243,7 @@ class MemoryReader:
             "rerank": {"requested": want_rerank},
         }
         terms = query_terms(req.query)
-        visible = self._visibility(reader, who, req, now, trace)
+        contract = self._contract(reader, who, req, now, trace)
         empty = p.MemorySearchResult(
             query=req.query,
             hits=[],
@@ -255,7 +255,7 @@ class MemoryReader:
             low_confidence=True,
             trace=trace if req.explain else None,
         )
-        if visible is None:
+        if contract is None:
             return Answer(empty, {})
 
         # Candidates to re-score: enough for the adjustments to reorder, few enough to stay cheap.
@@ -277,7 +277,7 @@ class MemoryReader:
             reader,
             lexical_terms,
             qvec if semantic else None,
-            visible,
+            contract,
             limit=depth,
             query=req.query,
             learned=True,
@@ -351,8 +351,8 @@ class MemoryReader:
         kept.sort(key=lambda s: (id(s) not in binding, -s.rank))
         top = kept[: req.limit]
 
-        hits = self._hits(reader, Checkouts(reader, who), req, top, visible, now, verbose)
-        cortex = self._cortex(reader, words, top, visible, now)
+        hits = self._hits(reader, Checkouts(reader, who), req, top, contract, now, verbose)
+        cortex = self._cortex(reader, words, top, contract, now)
         has_cue, start, end = temporal_window(req.query, now)
         events = None
         if has_cue:
@@ -425,7 +425,7 @@ class MemoryReader:
         checkouts: Checkouts,
         req: p.MemorySearch,
         top: list[_Scored],
-        visible: Filter,
+        contract: Filter,
         now: float,
         verbose: bool,
     ) -> list[p.MemoryHit]:
@@ -439,7 +439,7 @@ class MemoryReader:
             )
         )
         if expand and top[0].row.superseded_by:
-            served = _current_in_place(reader, req, top, visible, now)
+            served = _current_in_place(reader, req, top, contract, now)
             # Inlining a replaced body would steer the reader to the stale answer: with no
             # current fact to serve (forgotten, or outside the filters), nothing is inlined.
             expand = served is not None
@@ -539,7 +539,7 @@ class MemoryReader:
         reader: Reader,
         words: set[str],
         top: list[_Scored],
-        visible: Filter,
+        contract: Filter,
         now: float,
     ) -> list[p.CortexFact]:
         """The current facts for the subjects of the returned hits that are about the query,
@@ -552,7 +552,7 @@ class MemoryReader:
                 slot = (s.row.subject_key, s.row.origin)
                 best[slot] = max(best.get(slot, 0.0), s.score)
         # Constraint facts whose subject the query names are served even when not retrieved.
-        for row in reader.memories.pinned_constraints(visible):
+        for row in reader.memories.pinned_constraints(contract):
             if _names(words, row.subject):
                 best[(row.subject_key or "", row.origin)] = 1.0
         cortex = []
@@ -591,7 +591,7 @@ def _about_the_query(s: _Scored, query_tokens: set[str]) -> bool:
 
 
 def _current_in_place(
-    reader: Reader, req: p.MemorySearch, top: list[_Scored], visible: Filter, now: float
+    reader: Reader, req: p.MemorySearch, top: list[_Scored], contract: Filter, now: float
 ) -> list[_Scored] | None:
     """``top`` with the current fact of its superseded first hit's chain served first, the
     hit that earned the expansion after it; None when the chain ends in nothing servable.
@@ -604,7 +604,7 @@ def _current_in_place(
     history the query matched.
     """
     current = _chain_end(reader, top[0].row)
-    if current is None or not reader.search.visible([current.rowid], visible):
+    if current is None or not reader.search.visible([current.rowid], contract):
         return None
     ranked = next((s for s in top if s.row.rowid == current.rowid), None)
     served = ranked or _unranked(reader, req, top[0], current, now)
