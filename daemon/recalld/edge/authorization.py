@@ -64,11 +64,16 @@ __all__ = [
 ]
 
 
+# A reason a request needs admin:workspace, or None: given the connection's principal, the
+# one the request acts as (edge.workspace.aim) and the request.
+Escalation = Callable[[Principal, Principal, Any], str | None]
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     scope: str
-    # A reason when the request needs admin:workspace beyond ``scope``; None when not.
-    escalates: Callable[[Principal, Any], str | None] | None = None
+    # When the request needs admin:workspace beyond ``scope``.
+    escalates: Escalation | None = None
     # (kind expected, id) pairs the request names that must belong to the caller; kind
     # "record" accepts any kind, "shareable" a memory or a lesson.
     names: Callable[[Any], Sequence[tuple[str, str]]] | None = None
@@ -82,28 +87,25 @@ class Rule:
         return list(self.names(req))
 
 
-def other_workspace(who: Principal, req: Any) -> str | None:
-    workspace = getattr(req, "workspace", None)
-    if workspace is not None and workspace != who.workspace:
-        return f"naming workspace {workspace} (this connection's is {who.workspace})"
+def other_workspace(who: Principal, aimed: Principal, req: Any) -> str | None:
+    if aimed.workspace != who.workspace:
+        return f"naming workspace {aimed.workspace} (this connection's is {who.workspace})"
     return None
 
 
-def any_caller(who: Principal, req: Any) -> str | None:
+def any_caller(who: Principal, aimed: Principal, req: Any) -> str | None:
     return "any_caller" if req.any_caller else None
 
 
-def all_workspaces(who: Principal, req: Any) -> str | None:
+def all_workspaces(who: Principal, aimed: Principal, req: Any) -> str | None:
     return "all_workspaces" if req.all_workspaces else None
 
 
-def either(
-    *checks: Callable[[Principal, Any], str | None],
-) -> Callable[[Principal, Any], str | None]:
+def either(*checks: Escalation) -> Escalation:
     """Escalates when any of ``checks`` does (the first one's reason)."""
 
-    def escalates(who: Principal, req: Any) -> str | None:
-        return next((r for c in checks if (r := c(who, req)) is not None), None)
+    def escalates(who: Principal, aimed: Principal, req: Any) -> str | None:
+        return next((r for c in checks if (r := c(who, aimed, req)) is not None), None)
 
     return escalates
 
@@ -139,8 +141,9 @@ def record_use(req: p.MemoryRecordUse) -> list[tuple[str, str]]:
     return out
 
 
-def check_scopes(rule: Rule, who: Principal, req: p.Request) -> None:
-    """The scope checks of ``rule`` (no store read).
+def check_scopes(rule: Rule, who: Principal, aimed: Principal, req: p.Request) -> None:
+    """The scope checks of ``rule`` for a request of ``who`` acting as ``aimed`` (no store
+    read).
 
     Raises:
         RecallError: ``forbidden`` naming the scope and why it is needed.
@@ -148,7 +151,7 @@ def check_scopes(rule: Rule, who: Principal, req: p.Request) -> None:
     what = type(req).__name__
     require(who.scopes, rule.scope, what)
     if rule.escalates is not None:
-        reason = rule.escalates(who, req)
+        reason = rule.escalates(who, aimed, req)
         if reason is not None:
             require(who.scopes, ADMIN, f"{what} {reason}")
 

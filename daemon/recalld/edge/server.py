@@ -341,8 +341,11 @@ class Server:
             if not handed_over:  # cancelled (the connection is closing), or a bug
                 exchange.end()
 
-    def _admit(self, route: Route, who: Principal, req: p.Request) -> list[tuple[str, str]]:
-        """The one admission of a request, once :mod:`.workspace` has aimed it: its scopes,
+    def _admit(
+        self, route: Route, who: Principal, aimed: Principal, req: p.Request
+    ) -> list[tuple[str, str]]:
+        """The one admission of a request of ``who``, once :mod:`.workspace` has aimed it
+        (``aimed``, the principal it acts as): its scopes,
         the approval gate; then the ids it names, which only the store can check (the task
         path checks them, the fast path hands such a request to the task path).
 
@@ -350,13 +353,10 @@ class Server:
             RecallError: ``forbidden``, or the gate's ``forbidden`` for an unapproved
                 workspace.
         """
-        authorization.check_scopes(route.rule, who, req)
+        authorization.check_scopes(route.rule, who, aimed, req)
         services = self._services
         if route.gated and services.settings().require_approval:
-            override = getattr(req, "workspace", None)
-            services.approvals.check(
-                override if isinstance(override, str) and override else who.workspace
-            )
+            services.approvals.check(aimed.workspace)
         return route.rule.named(who, req)
 
     async def _dispatch(self, conn: Connection, req: p.Request) -> p.Reply:
@@ -366,7 +366,7 @@ class Server:
         assert who is not None
         route = route_of(req)
         aimed = await workspace.aim(who, req)
-        if named := self._admit(route, who, req):
+        if named := self._admit(route, who, aimed, req):
             own = route.rule.own
             await services.read(lambda reader: authorization.owned_ids(reader, who, named, own=own))
         if route.read:
@@ -392,7 +392,7 @@ class Server:
         assert who is not None
         try:
             aimed = workspace.aim_now(who, req)
-            if aimed is None or self._admit(route, who, req):
+            if aimed is None or self._admit(route, who, aimed, req):
                 return False
             job = route.job(self._services, aimed, req)
             if job is None:

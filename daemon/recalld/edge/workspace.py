@@ -12,9 +12,10 @@ admin token (which may act as anyone anyway) may name an identity directly: the 
 does, to act in a workspace it listed. A request naming another identity than its
 connection's still needs the admin token (authorization.other_workspace).
 
-A request's ``workspace`` is rewritten to the identity before authorization, so every rule
-and handler after this sees identities only, and the handler gets a principal whose
-``path`` is where that workspace's repository is read.
+A request naming a workspace acts as a principal in that workspace (:func:`aim`): every rule
+and handler after this reads the identity from the principal, never the request's
+``workspace`` (a path, or an identity only an admin may name), and the principal's ``path``
+is where that workspace's repository is read. The request itself is left as it came.
 """
 
 from __future__ import annotations
@@ -56,8 +57,7 @@ def _override(req: p.Request) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _aimed(who: Principal, req: p.Request, ws: Workspace) -> Principal:
-    req.workspace = ws.id  # type: ignore[attr-defined]
+def _aimed(who: Principal, ws: Workspace) -> Principal:
     if ws.id == who.workspace and not ws.path:
         return who
     return dataclasses.replace(who, workspace=ws.id, path=ws.path)
@@ -69,21 +69,21 @@ def aim_now(who: Principal, req: p.Request) -> Principal | None:
     if named is None:
         return who
     if not named.startswith("/"):
-        return _aimed(who, req, _literal(who, named))
+        return _aimed(who, _literal(who, named))
     ws = workspace_identity.cached(named)
-    return None if ws is None else _aimed(who, req, ws)
+    return None if ws is None else _aimed(who, ws)
 
 
 async def aim(who: Principal, req: p.Request) -> Principal:
     """The principal ``req`` acts as: ``who``, or, when it names a workspace, ``who`` in that
-    workspace (its ``workspace`` field rewritten to the identity)."""
+    workspace."""
     aimed = aim_now(who, req)
     if aimed is not None:
         return aimed
     named = _override(req)
     assert named is not None
     ws = await anyio.to_thread.run_sync(workspace_identity.identify, named)
-    return _aimed(who, req, ws)
+    return _aimed(who, ws)
 
 
 def _literal(who: Principal, identity: str) -> Workspace:

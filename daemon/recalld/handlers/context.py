@@ -77,7 +77,7 @@ async def block(services: Services, who: Principal, req: p.ContextBlock) -> p.Co
     Raises:
         RecallError: ``busy`` / ``unavailable``.
     """
-    workspace = req.workspace or who.workspace
+    workspace = who.workspace
     budget = _budget(services, who, req, workspace)
     empty = p.ContextInjected(
         event=req.event, budget=budget, tokens=0, tokenizer=host_tokens.NAME, text=""

@@ -47,7 +47,7 @@ def store_memory(
     if earlier is not None:
         return _existing(req, earlier, "replayed"), None
     tx.memories.require_live(req.supersedes, "supersedes")
-    workspace = req.workspace or who.workspace
+    workspace = who.workspace
     digest = memory_digest(req.text)
     same = tx.memories.find_duplicate(workspace, digest)
     if same is not None:

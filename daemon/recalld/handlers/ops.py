@@ -65,8 +65,10 @@ class _Reindex(RequestJob[int]):
 
 async def export_page(services: Services, who: Principal, req: p.Export) -> p.ExportPage:
     """One page of records in rowid order, each as its tables hold it (``ExportedRecord``)."""
+    # Of the workspace it names (the principal's, once aimed), else of every workspace.
+    workspace = None if req.workspace is None else who.workspace
     page: p.ExportPage = await services.read_aside(
-        lambda r: r.ops.export_page(req.after, req.limit, req.workspace, req.kind, PAGE_BYTES)
+        lambda r: r.ops.export_page(req.after, req.limit, workspace, req.kind, PAGE_BYTES)
     )
     return page
 

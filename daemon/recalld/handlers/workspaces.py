@@ -53,14 +53,14 @@ class _Approve(RequestJob[ApprovalRow | None]):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> ApprovalRow | None:
-        return tx.ops.approve(self.clean.request.workspace, self.principal.agent, now)
+        return tx.ops.approve(self.principal.workspace, self.principal.agent, now)
 
 
 class _Revoke(RequestJob[bool]):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> bool:
-        return tx.ops.revoke_approval(self.clean.request.workspace)
+        return tx.ops.revoke_approval(self.principal.workspace)
 
 
 async def approve(
@@ -70,17 +70,17 @@ async def approve(
     added = await services.write(_Approve(who, req))
     approvals = services.approvals
     if added is not None:
-        approvals.approved[req.workspace] = p.WorkspaceApproval(
+        approvals.approved[who.workspace] = p.WorkspaceApproval(
             workspace=added.workspace, approved_at=added.approved_at, approved_by=added.approved_by
         )
-    approvals.refused.pop(req.workspace, None)
-    return p.WorkspaceChanged(workspace=req.workspace, approved=True, changed=added is not None)
+    approvals.refused.pop(who.workspace, None)
+    return p.WorkspaceChanged(workspace=who.workspace, approved=True, changed=added is not None)
 
 
 async def revoke(services: Services, who: Principal, req: p.WorkspaceRevoke) -> p.WorkspaceChanged:
     removed = await services.write(_Revoke(who, req))
-    services.approvals.approved.pop(req.workspace, None)
-    return p.WorkspaceChanged(workspace=req.workspace, approved=False, changed=removed)
+    services.approvals.approved.pop(who.workspace, None)
+    return p.WorkspaceChanged(workspace=who.workspace, approved=False, changed=removed)
 
 
 async def listing(

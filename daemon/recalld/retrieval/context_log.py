@@ -25,7 +25,7 @@ def page(reader: Reader, *, who: Principal, req: p.ContextLog) -> p.ContextLogRe
     """
     before = parse_cursor(req.before)
     found = reader.context.injections(
-        workspace=None if req.all_workspaces else req.workspace or who.workspace,
+        workspace=None if req.all_workspaces else who.workspace,
         uid=who.uid,
         agent=None if req.any_caller else who.agent,
         session=req.session_id,

@@ -349,7 +349,7 @@ def gather(
     """The block for ``req`` within ``budget`` tokens, skipping ids in ``given``, of the
     memories of those ``inject_from`` names (config's context_inject_from)."""
     now = time.time()
-    workspace = req.workspace or who.workspace
+    workspace = who.workspace
     sections: list[Section] = []
     checkouts = Checkouts(reader, who)
     policy = _Policy(who, inject_from)

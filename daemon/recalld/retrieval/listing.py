@@ -84,7 +84,7 @@ def memories(
     now = time.time()
     visible = memory_filter(
         now,
-        None if req.all_workspaces else (req.workspace or who.workspace),
+        None if req.all_workspaces else who.workspace,
         tags=req.tags,
         sources=req.sources,
         client=req.client,

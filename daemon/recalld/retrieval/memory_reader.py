@@ -166,7 +166,7 @@ class MemoryReader:
         trace: dict[str, Any],
     ) -> Filter | None:
         """The reader contract of one search; None: nothing can match."""
-        workspace = req.workspace or who.workspace
+        workspace = who.workspace
         updated_after = None
         if req.since_prior_session:
             boundary = reader.memories.prior_session_boundary(who.session)
@@ -292,8 +292,8 @@ class MemoryReader:
         # The calibration this store learned from its outcomes (the workspace's, else the
         # user's, else the prior): see learned_relevance.
         learned = learned_relevance.ranking(
-            reader.memories.calibrations(req.workspace or who.workspace, who.uid),
-            req.workspace or who.workspace,
+            reader.memories.calibrations(who.workspace, who.uid),
+            who.workspace,
         )
         calibration = learned.calibration
         trace["calibration"] = learned.trace()

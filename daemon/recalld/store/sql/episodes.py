@@ -178,7 +178,7 @@ class SqlEpisodeWrites:
         earlier = replayed(conn, who, req.idempotency_key)
         if earlier is not None:
             return _existing(conn, earlier, replayed=True), None
-        workspace = req.workspace or who.workspace
+        workspace = who.workspace
         status = req.status.strip().lower()
         ts = req.ts if req.ts is not None else now
         # The same event reported twice is stored once; the same words at another time are
