@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import psycopg
-from recalld.handlers import export_format
+from recalld.handlers import export_format as fmt
 from recalld.store.sqlite.schema import open_writer
 
 from tests.support.team import TeamDb
@@ -19,19 +19,19 @@ def _accounted(live: dict[str, set[str]]) -> list[str]:
     """What of the ``live`` schema (table -> columns) the export neither carries nor names."""
     problems = []
     for table, cols in sorted(live.items()):
-        if table in export_format.INSTALL_TABLES:
+        if table in fmt.INSTALL_TABLES:
             continue
-        if table not in export_format.TABLES and table not in export_format.NOT_EXPORTED:
+        if table not in fmt.TABLES and table not in fmt.NOT_EXPORTED:
             problems.append(f"table {table} is neither exported nor named the install's")
             continue
-        carried = {c for c, _ in export_format.columns(table)} if table in export_format.TABLES else set()
-        named = set(export_format.NOT_EXPORTED.get(table, {}))
+        carried = {c for c, _ in fmt.columns(table)} if table in fmt.TABLES else set()
+        named = set(fmt.NOT_EXPORTED.get(table, {}))
         problems += [
             f"{table}.{c} is not in the export row" for c in sorted(cols - carried - named)
         ]
         problems += [f"{table}.{c} is in the export row, not the table" for c in carried - cols]
     problems += [
-        f"table {t} is exported but not in the schema" for t in export_format.TABLES if t not in live
+        f"table {t} is exported but not in the schema" for t in fmt.TABLES if t not in live
     ]
     return problems
 
