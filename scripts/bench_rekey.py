@@ -23,8 +23,9 @@ sys.path[:0] = [str(REPO / "daemon"), str(REPO / "clients")]
 from recall_client import protocol as p  # noqa: E402
 from recalld.domain import workspace_identity  # noqa: E402
 from recalld.domain.ids import new_id  # noqa: E402
+from recalld.handlers.ops import store_rows  # noqa: E402
 from recalld.store.rekey import rekey_workspaces  # noqa: E402
-from recalld.store.sql.operations import SqlOperationWrites  # noqa: E402
+from recalld.store.sql.operations import SqlOperationReads, SqlOperationWrites  # noqa: E402
 from recalld.store.sqlite import schema  # noqa: E402
 from recalld.store.sqlite.engine import SqliteStore  # noqa: E402
 
@@ -78,7 +79,7 @@ def main() -> None:
             for i in range(args.records)
         ]
         conn.execute("BEGIN")
-        SqlOperationWrites(conn).import_records(rows, uid=1000)
+        store_rows(SqlOperationReads(conn), SqlOperationWrites(conn), rows, uid=1000)
         conn.execute("COMMIT")
         conn.close()
 

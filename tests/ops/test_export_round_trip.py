@@ -4,7 +4,7 @@ the daemon's own requests, on the embedded SQLite and on a real PostgreSQL.
 
 Equal byte for byte, not modulo anything: what is the install's own (rowids, the uid and
 owner, vectors and embed_state, use-token nonces, idempotency keys; see
-``operations.NOT_EXPORTED``) is not in a row at all, and what is made from the rest (content
+``export_format.NOT_EXPORTED``) is not in a row at all, and what is made from the rest (content
 hashes, subject keys) is made again and checked equal here too.
 """
 

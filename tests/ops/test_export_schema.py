@@ -1,5 +1,5 @@
 """The export row is the record's one declaration: every column of every table of a live
-store is either carried by the row (``operations.TABLES``, built from the protocol's
+store is either carried by the row (``export_format.TABLES``, built from the protocol's
 ``Exported*`` fields) or named as the install's own with why (``NOT_EXPORTED``,
 ``INSTALL_TABLES``). A column added to the schema and not to the row fails here."""
 
@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import psycopg
-from recalld.store.sql import operations as ops
+from recalld.handlers import export_format as fmt
 from recalld.store.sqlite.schema import open_writer
 
 from tests.support.team import TeamDb
@@ -19,19 +19,19 @@ def _accounted(live: dict[str, set[str]]) -> list[str]:
     """What of the ``live`` schema (table -> columns) the export neither carries nor names."""
     problems = []
     for table, cols in sorted(live.items()):
-        if table in ops.INSTALL_TABLES:
+        if table in fmt.INSTALL_TABLES:
             continue
-        if table not in ops.TABLES and table not in ops.NOT_EXPORTED:
+        if table not in fmt.TABLES and table not in fmt.NOT_EXPORTED:
             problems.append(f"table {table} is neither exported nor named the install's")
             continue
-        carried = {c for c, _ in ops.columns(table)} if table in ops.TABLES else set()
-        named = set(ops.NOT_EXPORTED.get(table, {}))
+        carried = {c for c, _ in fmt.columns(table)} if table in fmt.TABLES else set()
+        named = set(fmt.NOT_EXPORTED.get(table, {}))
         problems += [
             f"{table}.{c} is not in the export row" for c in sorted(cols - carried - named)
         ]
         problems += [f"{table}.{c} is in the export row, not the table" for c in carried - cols]
     problems += [
-        f"table {t} is exported but not in the schema" for t in ops.TABLES if t not in live
+        f"table {t} is exported but not in the schema" for t in fmt.TABLES if t not in live
     ]
     return problems
 

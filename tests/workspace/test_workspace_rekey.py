@@ -22,11 +22,12 @@ from recall_client import protocol as p
 from recalld.domain import workspace_identity
 from recalld.domain.ids import new_id
 from recalld.domain.workspace_identity import Workspace
+from recalld.handlers.ops import store_rows
 from recalld.store.postgres import schema as pg_schema
 from recalld.store.postgres.db import ConnectionState, PgDb, connect
 from recalld.store.rekey import rekey_workspaces
 from recalld.store.sql.db import Db
-from recalld.store.sql.operations import SqlOperationWrites
+from recalld.store.sql.operations import SqlOperationReads, SqlOperationWrites
 from recalld.store.sqlite import schema as sqlite_schema
 from recalld.store.sqlite.engine import SqliteStore
 from recalld.store.sqlite.schema import DB_NAME, SqliteDb
@@ -70,7 +71,7 @@ def old_rows(alice: Path, bob: Path, plain: Path) -> list[p.ExportedRecord]:
 
 def fill(conn: Db, rows: list[p.ExportedRecord], approved: str) -> None:
     conn.execute("BEGIN")
-    SqlOperationWrites(conn).import_records(rows, uid=1000)
+    store_rows(SqlOperationReads(conn), SqlOperationWrites(conn), rows, uid=1000)
     conn.execute(
         "INSERT INTO workspace_approvals (workspace, approved_at, approved_by) VALUES (?, ?, ?)",
         (approved, time.time(), "recallctl"),
@@ -253,7 +254,7 @@ def pg_schema_4(server: Any) -> Iterator[TeamDb]:
 
 def fill_identities(conn: Db, rows: list[p.ExportedRecord], aliases: dict[str, str]) -> None:
     conn.execute("BEGIN")
-    SqlOperationWrites(conn).import_records(rows, uid=1000)
+    store_rows(SqlOperationReads(conn), SqlOperationWrites(conn), rows, uid=1000)
     for path, workspace in aliases.items():
         SqlOperationWrites(conn).note_alias(path, workspace, time.time())
     conn.execute("COMMIT")

@@ -134,11 +134,11 @@ OpsRequests = (
 # --------------------------------------------------------------------------- operations replies
 
 # The export row is the record as the store holds it: one field per column of its tables
-# (the store builds its export and import statements from these fields, and a test checks
-# them against the live schema), the rows attached to it nested by kind. What is left out
-# is the install's own or made from the rest: rowids, the uid and owner that wrote it,
+# (the daemon reads and writes those columns by these fields, and a test checks them
+# against the live schema), the rows attached to it nested by kind. What is left out is
+# the install's own or made from the rest: rowids, the uid and owner that wrote it,
 # whether its vector is made, its content hash, idempotency keys, use-token nonces (see
-# recalld.store.sql.operations.NOT_EXPORTED).
+# recalld.handlers.export_format.NOT_EXPORTED).
 # Bounds are the write requests': import decodes a row as an Import request and the ingest
 # stage sanitises it like any write.
 

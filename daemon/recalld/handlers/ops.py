@@ -8,6 +8,7 @@ worker away from agents). Writes go through the pipeline.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import anyio
 import msgspec
@@ -21,10 +22,11 @@ from ..ingest import stage
 from ..ingest.trust import score
 from ..pipeline.intake import RequestJob
 from ..pipeline.writer import WriteJob
-from ..store.port import DoctorFigures, WriteTx
+from ..store.port import DoctorFigures, OperationReads, OperationWrites, WriteTx
+from .export_format import COLUMNS, exported, stored
 from .services import Services
 
-__all__ = ["HealthProbe", "doctor", "export_page", "import_records", "reindex"]
+__all__ = ["HealthProbe", "doctor", "export_page", "import_records", "reindex", "store_rows"]
 
 # Bytes of records one export page may carry (about: it ends with the record that passes
 # it); the frame limit is 4 MiB and a page always holds at least one record.
@@ -68,22 +70,103 @@ async def export_page(services: Services, who: Principal, req: p.Export) -> p.Ex
     # Of the workspace it names (the principal's, once aimed), else of every workspace.
     workspace = None if req.workspace is None else who.workspace
     page: p.ExportPage = await services.read_aside(
-        lambda r: r.ops.export_page(req.after, req.limit, workspace, req.kind, PAGE_BYTES)
+        lambda r: _page(r.ops, req, workspace, PAGE_BYTES)
     )
     return page
 
 
+def _page(
+    ops: OperationReads, req: p.Export, workspace: str | None, page_bytes: int
+) -> p.ExportPage:
+    """Records after ``req.after`` of ``workspace`` (None: of every workspace), forgotten and
+    expired ones too (the store keeps them: links to them stay explainable, and they count
+    in the text index's statistics); at most about ``page_bytes`` encoded, and at least one
+    record."""
+    total = ops.export_count(workspace, req.kind) if req.after == 0 else None
+    # Read in chunks until the page is full: a record's attached rows (its uses) count
+    # towards the page's size too.
+    records: list[p.ExportedRecord] = []
+    size = 0
+    last = req.after
+    full = False
+    while not full:
+        chunk = ops.export_rows(
+            last, min(req.limit - len(records), 100), workspace, req.kind, COLUMNS
+        )
+        if not chunk:
+            break
+        stats = ops.lesson_stats(
+            [r for r, rows in chunk.items() if rows.record["kind"] == "lesson"]
+        )
+        for rowid, rows in chunk.items():
+            record = exported(rows, stats.get(rowid))
+            records.append(record)
+            last = rowid
+            size += len(msgspec.msgpack.encode(record))
+            if size >= page_bytes or len(records) == req.limit:
+                full = True
+                break
+    return p.ExportPage(records=records, next_after=last if full else None, total=total)
+
+
 class _Import(RequestJob[list[p.ImportOutcome]]):
-    """Store exported rows again as they were (``tx.ops.import_records``)."""
+    """Store exported rows again as they were."""
 
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> list[p.ImportOutcome]:
         req: p.Import = self.clean.request
-        outcomes, rowids = tx.ops.import_records(req.records, self.principal.uid)
+        outcomes, rowids = store_rows(tx.read.ops, tx.ops, req.records, self.principal.uid)
         # Evaluation settles what is pending; the embedding actor embeds them all.
         self.new_rowids.extend(rowids)
         return outcomes
+
+
+def store_rows(
+    reads: OperationReads, writes: OperationWrites, rows: Sequence[p.ExportedRecord], uid: int
+) -> tuple[list[p.ImportOutcome], list[int]]:
+    """Store exported records again as they were; the outcome of each row (see
+    ``protocol.Imported``) and the rowids written.
+
+    A row whose id is there already, or whose live content is (under another id), is left
+    alone; so is an experience rolled up from a session that is rolled up already.
+
+    Raises:
+        RecallError: ``invalid_request`` naming the row whose id another role's record has.
+    """
+    outcomes: list[p.ImportOutcome] = []
+    written: list[int] = []
+    for i, row in enumerate(rows):
+        stored_rows = stored(row)
+        outcome = _present(reads, row, stored_rows.record["content_hash"])
+        if outcome is None:
+            rowid = writes.insert_rows(stored_rows, uid)
+            if rowid is None:
+                # The id is another role's record, hidden by row-level security: the
+                # importer learns no more than its own export told it.
+                raise RecallError(
+                    "invalid_request",
+                    f"records[{i}]: its id {row.id} is held by a record this database"
+                    " role cannot see (another person's, in a shared database)",
+                )
+            written.append(rowid)
+            outcome = "new"
+        outcomes.append(outcome)
+    return outcomes, written
+
+
+def _present(
+    reads: OperationReads, row: p.ExportedRecord, content_hash: bytes
+) -> p.ImportOutcome | None:
+    if reads.record_exists(row.id):
+        return "present"
+    if row.tombstoned_at is None and reads.live_content(row.workspace, row.kind, content_hash):
+        return "duplicate"
+    # A session is rolled up into one experience, forgotten or not: it names it.
+    rollup = row.experience.rollup if isinstance(row.experience, p.ExportedExperience) else None
+    if rollup is not None and reads.rolled_up(rollup.workspace, rollup.session):
+        return "duplicate"
+    return None
 
 
 def _ingest_import(req: p.Import) -> tuple[stage.Ingested, int]:

@@ -58,6 +58,7 @@ __all__ = [
     "ProcessReaders",
     "Reader",
     "RecordReads",
+    "RecordRows",
     "RecordWrites",
     "RetrievalReads",
     "RollupWrite",
@@ -445,6 +446,24 @@ class DoctorFigures:
 
 
 @dataclass(slots=True)
+class RecordRows:
+    """A record as its tables hold it, what export reads and import writes: each row a dict
+    keyed by column (a JSON column as its list, a flag as a bool), of the columns the caller
+    names (the export format's: ``handlers.export_format``)."""
+
+    # Its ``records`` row.
+    record: dict[str, Any]
+    # The rows attached to it, by table: a memory's memory_meta, memory_links, memory_paths,
+    # memory_uses, memory_events; an episode's episodes; an experience's experiences and
+    # experience_rollups.
+    attached: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # A memory's memory_labels: each kind's values.
+    labels: dict[str, list[str]] = field(default_factory=dict)
+    # Its lesson_support rows seen from this end: the other end's id, when they were linked.
+    support: list[tuple[str, float]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class ExperienceWrite:
     """An experience as the ingest stage and the pipeline prepared it for the store."""
 
@@ -644,14 +663,34 @@ class RecordReads(Protocol):
 
 
 class OperationReads(Protocol):
-    def export_page(
+    def export_count(self, workspace: str | None, kind: str | None) -> int: ...
+    def export_rows(
         self,
         after: int,
         limit: int,
         workspace: str | None,
         kind: str | None,
-        page_bytes: int,
-    ) -> p.ExportPage: ...
+        columns: Mapping[str, Sequence[str]],
+    ) -> dict[int, RecordRows]:
+        """Up to ``limit`` records after the rowid ``after``, by rowid in order (forgotten
+        and expired ones too), each with the rows attached to it: of each table, the
+        ``columns`` named."""
+        ...
+
+    def lesson_stats(self, rowids: Sequence[int]) -> dict[int, tuple[int, float]]:
+        """(support, confidence) of each lesson from the experiences that still surface;
+        a lesson with none is absent."""
+        ...
+
+    def record_exists(self, record_id: str) -> bool: ...
+    def live_content(self, workspace: str, kind: str, content_hash: bytes) -> bool:
+        """Whether a live record of ``kind`` in ``workspace`` has ``content_hash``."""
+        ...
+
+    def rolled_up(self, workspace: str, session: str) -> bool:
+        """Whether the session is rolled up into an experience, forgotten or not."""
+        ...
+
     def doctor_figures(self, model: str | None) -> DoctorFigures: ...
     def approvals(self) -> list[ApprovalRow]: ...
     def credentials(self) -> list[CredentialRow]: ...
@@ -896,9 +935,13 @@ class ExperienceWrites(Protocol):
 
 
 class OperationWrites(Protocol):
-    def import_records(
-        self, rows: Sequence[p.ExportedRecord], uid: int
-    ) -> tuple[list[p.ImportOutcome], list[int]]: ...
+    def insert_rows(self, rows: RecordRows, uid: int) -> int | None:
+        """Store a record's rows as given, owned by ``uid``; its rowid, or None when its id
+        is taken by a record this database role cannot see (nothing is written then). A
+        row given twice is stored once; a lesson support link, when its other end is here
+        (the other end links those that come later)."""
+        ...
+
     def approve(self, workspace: str, by: str, now: float) -> ApprovalRow | None: ...
     def revoke_approval(self, workspace: str) -> bool: ...
     def rekey(self, path: str, workspace: str, now: float) -> int:
