@@ -48,6 +48,7 @@ CLIENT_LAYERS = [
     {
         "recall_client",
         "recall_client.protocol",
+        "recall_client.vocabulary",
         "recall_client.files",
         "recall_client.paths",
         "recall_client.running",

@@ -6,10 +6,12 @@ from __future__ import annotations
 import operator
 import struct
 from collections.abc import Callable
-from typing import Annotated, Any, Final, Literal, get_args
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta, Struct
+
+from .. import vocabulary
 
 PROTOCOL_VERSION = 1
 # Large enough for a long memory plus metadata; small enough that a hostile client cannot make
@@ -50,22 +52,16 @@ Note = Annotated[str, Meta(max_length=500, extra=FREE_TEXT)]
 Source = Annotated[str, Meta(max_length=128, extra=FREE_TEXT)]
 CitedPaths = Annotated[list[FilePath], Meta(max_length=64)]
 Commit = Annotated[str, Meta(pattern=r"^[0-9a-f]{7,64}$")]
-MemoryKind = Literal["entry", "fact"]
-Authority = Literal["first-party", "quoted"]
-# The default authority, as the very object the Literal holds: msgspec decodes a Literal to its
-# own objects and omit_defaults compares a str default by identity, so a default spelled anew
-# in another module would be encoded where the Struct means to leave it out.
-FIRST_PARTY: Final[Authority] = get_args(Authority)[0]
-# private: only the role (person) that stored it sees it in a shared database; team: every
-# role of that database does. The embedded store has one user and keeps it for migration.
-Visibility = Literal["private", "team"]
-DistortionTolerance = Literal["constraint"]
-Outcome = Literal["used", "ignored", "contradicted", "corrected"]
-# A use as stored: an outcome, or "injected" (a context hook put the memory in a prompt; a
-# memory_record_use of the token it was injected with replaces it with the outcome).
-StoredOutcome = Literal["used", "ignored", "contradicted", "corrected", "injected"]
+# The words a record is made of, declared once for the protocol and the daemon's store.
+MemoryKind = vocabulary.MemoryKind
+Authority = vocabulary.Authority
+FIRST_PARTY = vocabulary.FIRST_PARTY
+Visibility = vocabulary.Visibility
+DistortionTolerance = vocabulary.DistortionTolerance
+Outcome = vocabulary.Outcome
+StoredOutcome = vocabulary.StoredOutcome
+StalenessVerdict = vocabulary.StalenessVerdict
 Relevance = Literal["high", "medium", "low"]
-StalenessVerdict = Literal["fresh", "spot_check_recommended", "spot_check_required"]
 # What in a text reads as an order to the agent reading it (the daemon's
 # domain.instructions names each; docs/security.md, "Instruction-shaped text").
 InstructionSignal = Literal[

@@ -23,6 +23,13 @@ from typing import Any, Protocol
 
 import numpy as np
 from recall_client import protocol as p
+from recall_client.vocabulary import (
+    Authority,
+    DistortionTolerance,
+    MemoryKind,
+    StoredOutcome,
+    Visibility,
+)
 
 from ..domain.policy import Assessment
 from ..domain.principal import Principal
@@ -131,11 +138,11 @@ class MemoryRow:
     session: str | None
     eligibility: str
     expires_at: float | None
-    kind: p.MemoryKind
+    kind: MemoryKind
     subject: str | None
     subject_key: str | None
-    authority: p.Authority
-    distortion_tolerance: p.DistortionTolerance | None
+    authority: Authority
+    distortion_tolerance: DistortionTolerance | None
     origin: str | None
     origin_repo: str | None
     origin_commit: str | None
@@ -144,7 +151,7 @@ class MemoryRow:
     writer_client: str | None
     writer_model: str | None
     superseded_by: str | None
-    visibility: p.Visibility
+    visibility: Visibility
     # The database role that wrote it; None where the database is one user's.
     owner: str | None = None
     # Whether it is this connection's database role's own (always where the database is
@@ -163,13 +170,13 @@ class MemoryRow:
 class Fact:
     rowid: int
     id: str
-    authority: p.Authority
+    authority: Authority
     ts: float
     created_at: float
     text: str
     subject: str
     distortion_tolerance: str | None
-    visibility: p.Visibility
+    visibility: Visibility
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +266,7 @@ class Tombstone:
 @dataclass(frozen=True, slots=True)
 class UseRow:
     rowid: int
-    outcome: p.StoredOutcome
+    outcome: StoredOutcome
     ts: float
     note: str | None
 
@@ -394,7 +401,7 @@ class ShareRow:
 
     id: str
     kind: str  # memory | lesson
-    memory_kind: p.MemoryKind
+    memory_kind: MemoryKind
     text: str
     subject: str | None
     source: str | None
@@ -404,7 +411,7 @@ class ShareRow:
     writer_client: str | None
     writer_model: str | None
     created_at: float
-    visibility: p.Visibility
+    visibility: Visibility
     # The database role that wrote it; None where the database is one user's.
     owner: str | None
     paths: list[str]
@@ -575,7 +582,7 @@ class MemoryReads(Protocol):
     def origin_repo(self, memory_id: str) -> str | None: ...
     def use_token_key(self) -> bytes: ...
     def token_outcome(self, nonce: str) -> str | None:
-        """The outcome recorded under a use token's nonce (a ``p.StoredOutcome``), if any."""
+        """The outcome recorded under a use token's nonce (a ``StoredOutcome``), if any."""
         ...
 
     def calibrations(self, workspace: str, uid: int) -> dict[str, CalibrationRow]:
@@ -589,7 +596,7 @@ class MemoryReads(Protocol):
         *,
         before: tuple[float, str] | None,
         limit: int,
-        kind: p.MemoryKind | None = None,
+        kind: MemoryKind | None = None,
         subject_key: str | None = None,
         current_only: bool = False,
     ) -> list[MemoryRow]:
