@@ -106,6 +106,21 @@ async def test_disagreeing_facts_without_clear_order_are_contested_until_resolve
         assert fact.contested and fact.id == a.record_id
         assert [c.id for c in fact.contenders] == [b.record_id]
         assert all(h.contested for h in result.hits)
+        # Each fact's hit, memory_list item and memory_show detail say the same in every field
+        # the three name (a verbose hit has them all; these texts are too short to cut).
+        named = set.intersection(
+            *(set(view.__struct_fields__) for view in (p.MemoryHit, p.MemoryItem, p.MemoryDetail))
+        )
+        verbose = await search(rc, "staging cluster region", min_score=0.0, verbose=True)
+        items = await rc.call(p.MemoryList(kind="fact"), p.MemoryListResult)
+        listed = {m.id: m for m in items.items}
+        assert {h.id for h in verbose.hits} == {a.record_id, b.record_id}
+        for hit in verbose.hits:
+            shown = await rc.call(p.MemoryShow(memory_id=hit.id), p.MemoryShown)
+            said = {f: getattr(hit, f) for f in named}
+            assert said["contested"]
+            assert {f: getattr(listed[hit.id], f) for f in named} == said
+            assert {f: getattr(shown.memory, f) for f in named} == said
 
         with pytest.raises(p.RequestRuleError):
             p.MemoryFactResolve(subject="staging region")

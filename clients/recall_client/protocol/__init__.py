@@ -119,6 +119,7 @@ from .memory import (
     DependsOnResolved,
     FactResolved,
     MemoryChanged,
+    MemoryCore,
     MemoryDetail,
     MemoryEvent,
     MemoryFactResolve,
@@ -148,7 +149,6 @@ from .memory import (
     SharePreview,
     Stored,
     UseRecorded,
-    VisibilityShown,
 )
 from .operations import (
     MAX_HISTORY,
@@ -330,6 +330,7 @@ __all__ = [
     "ListCursor",
     "LoggedItem",
     "MemoryChanged",
+    "MemoryCore",
     "MemoryDetail",
     "MemoryEvent",
     "MemoryFactResolve",
@@ -411,7 +412,6 @@ __all__ = [
     "UseRecorded",
     "VerdictSet",
     "Visibility",
-    "VisibilityShown",
     "Welcome",
     "WorkEpisode",
     "WorkFloor",

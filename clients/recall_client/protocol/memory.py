@@ -715,16 +715,7 @@ class NegativeOutcome(Struct, kw_only=True, omit_defaults=True):
     note: str | None = None
 
 
-# A memory's sharing as hits, memory_show and memory_list show it: who sees a memory, and
-# whose it is. Declared once so the three agree.
-VisibilityShown = Annotated[
-    Visibility,
-    Meta(
-        description=(
-            "private: its owner's alone; team: every member of the shared database reads it."
-        )
-    ),
-]
+# Whose a record is, as a memory's views and memory_share's preview show it.
 OwnerShown = Annotated[
     str,
     Meta(
@@ -736,7 +727,28 @@ OwnerShown = Annotated[
 ]
 
 
-class MemoryHit(Struct, kw_only=True, omit_defaults=True):
+class MemoryCore(Struct, kw_only=True):
+    """The fields a memory's hit, list item and detail declare alike (same type, default and
+    description): who sees it, and whose it is.
+
+    The three name more fields alike (id, kind, tags, superseded, contested, ...) but declare
+    them apart: a hit's and an item's are present only when set, at defaults of their own, and
+    a hit's are described for the memory_search listing. Their values are still filled by one
+    rule (the daemon's ``memory_rows.core_of``).
+    """
+
+    visibility: Annotated[
+        Visibility,
+        Meta(
+            description=(
+                "private: its owner's alone; team: every member of the shared database reads it."
+            )
+        ),
+    ]
+    owner: OwnerShown
+
+
+class MemoryHit(MemoryCore, kw_only=True, omit_defaults=True):
     """One ranked memory. Compact fields always; the rest when set, or when verbose."""
 
     id: Annotated[
@@ -760,8 +772,6 @@ class MemoryHit(Struct, kw_only=True, omit_defaults=True):
         str | None, Meta(description="Who or what the memory came from, when declared.")
     ]
     tags: Annotated[list[str], Meta(description="Tags stored with the memory.")]
-    visibility: VisibilityShown
-    owner: OwnerShown
     score: Annotated[
         float,
         Meta(
@@ -991,7 +1001,7 @@ class MemorySearchResult(Reply, tag="memory_search_result", kw_only=True):
     ] = None
 
 
-class MemoryItem(Struct, kw_only=True, omit_defaults=True):
+class MemoryItem(MemoryCore, kw_only=True, omit_defaults=True):
     """One memory as memory_list shows it: what a browser needs, and how far to trust it."""
 
     id: str
@@ -1021,8 +1031,6 @@ class MemoryItem(Struct, kw_only=True, omit_defaults=True):
     authority: Authority = FIRST_PARTY
     trust: float
     low_trust: bool = False
-    visibility: VisibilityShown
-    owner: OwnerShown
 
 
 class MemoryListResult(Reply, tag="memory_list_result"):
@@ -1049,7 +1057,7 @@ class MemoryLink(Struct, kw_only=True, omit_defaults=True):
     exists: bool
 
 
-class MemoryDetail(Struct, kw_only=True):
+class MemoryDetail(MemoryCore, kw_only=True):
     """Everything recalld holds about one memory (memory_show)."""
 
     id: str
@@ -1074,8 +1082,6 @@ class MemoryDetail(Struct, kw_only=True):
     last_verified_at: float
     expires_at: float | None
     workspace: str
-    visibility: VisibilityShown
-    owner: OwnerShown
     origin: Annotated[
         str | None, Meta(description="Workspace it was written in; null for a global memory.")
     ]

@@ -25,7 +25,7 @@ from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import Filter, MemoryRow, Reader
 from .experience_reader import lesson_infos
-from .memory_rows import LOW_TRUST, contested_slots, is_contested, memory_filter, owner_of
+from .memory_rows import contested_slots, core_of, memory_filter
 from .staleness import Checkouts, Staleness, staleness
 from .use_outcomes import use_outcomes
 
@@ -156,33 +156,19 @@ def _item(
 ) -> p.MemoryItem:
     truncated = len(row.text) > p.LIST_TEXT
     return p.MemoryItem(
-        id=row.id,
-        kind=row.kind,
+        **core_of(row, judged, contested),
         text=row.text[: p.LIST_TEXT] if truncated else row.text,
         truncated=truncated,
-        subject=row.subject,
         ts=row.ts,
         created_at=row.created_at,
         updated_at=row.updated_at,
-        tags=row.tags,
-        source=row.source,
         agent=row.agent,
         client=row.writer_client,
         model=row.writer_model,
         workspace=row.workspace,
         global_scope=row.origin is None,
         eligibility=row.eligibility,
-        staleness_verdict=judged.verdict,
-        path_drift_missing=len(judged.path_drift.missing),
-        superseded=row.superseded_by is not None,
-        superseded_by=row.superseded_by,
-        contested=is_contested(row, contested),
-        pinned=row.pinned,
-        authority=row.authority,
         trust=row.trust,
-        low_trust=row.trust < LOW_TRUST,
-        visibility=row.visibility,
-        owner=owner_of(row.owner),
     )
 
 

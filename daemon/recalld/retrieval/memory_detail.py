@@ -9,15 +9,7 @@ from recall_client import protocol as p
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import Reader
-from .memory_rows import (
-    LOW_TRUST,
-    contender,
-    contested_slots,
-    instruction_flags,
-    is_contested,
-    owner_of,
-    summary,
-)
+from .memory_rows import contender, contested_slots, core_of, instruction_flags, summary
 from .staleness import Checkouts, staleness
 from .use_outcomes import use_outcomes
 
@@ -48,8 +40,10 @@ def memory_detail(reader: Reader, who: Principal, req: p.MemoryShow) -> p.Memory
     links_out = memories.links_from(row.rowid)
     links_in = memories.depended_on_by(row.id)
     targets = memories.texts([dst for rel, dst, _ in links_out if rel == "depends_on"])
-    contested = is_contested(row, contested_slots(reader, [row], now))
-    facts = memories.current_facts(row.subject_key or "", row.origin, now) if contested else []
+    core = core_of(row, judged, contested_slots(reader, [row], now))
+    facts = (
+        memories.current_facts(row.subject_key or "", row.origin, now) if core["contested"] else []
+    )
     contenders = [contender(f) for f in facts if f.id != row.id]
     counts = memories.use_counts(row.rowid)
     recent = [
@@ -58,20 +52,13 @@ def memory_detail(reader: Reader, who: Principal, req: p.MemoryShow) -> p.Memory
         if u.outcome != "injected"
     ][:10]
     return p.MemoryDetail(
-        id=row.id,
-        kind=row.kind,
+        **core,
         text=row.text,
-        subject=row.subject,
-        source=row.source,
-        tags=row.tags,
         scopes=row.labels.get("scope", []),
         bands=row.labels.get("band", []),
         episodes=row.labels.get("episode", []),
-        authority=row.authority,
         distortion_tolerance=row.distortion_tolerance,
-        pinned=row.pinned,
         trust=row.trust,
-        low_trust=row.trust < LOW_TRUST,
         instruction_signals=instruction_flags(row.text),
         eligibility=row.eligibility,
         ts=row.ts,
@@ -80,8 +67,6 @@ def memory_detail(reader: Reader, who: Principal, req: p.MemoryShow) -> p.Memory
         last_verified_at=row.last_verified_at,
         expires_at=row.expires_at,
         workspace=row.workspace,
-        visibility=row.visibility,
-        owner=owner_of(row.owner),
         origin=row.origin,
         origin_repo=row.origin_repo,
         origin_commit=row.origin_commit,
@@ -90,13 +75,10 @@ def memory_detail(reader: Reader, who: Principal, req: p.MemoryShow) -> p.Memory
         client=row.writer_client,
         model=row.writer_model,
         session=row.session,
-        superseded=row.superseded_by is not None,
-        superseded_by=row.superseded_by,
         superseded_by_text=memories.texts([row.superseded_by]).get(row.superseded_by)
         if row.superseded_by
         else None,
         supersedes=[dst for rel, dst, _ in links_out if rel == "supersedes"],
-        contested=contested,
         contenders=contenders,
         depends_on=[
             p.MemoryLink(
@@ -110,11 +92,9 @@ def memory_detail(reader: Reader, who: Principal, req: p.MemoryShow) -> p.Memory
         ],
         cited_paths=judged.cited,
         path_drift=path_drift,
-        path_drift_missing=len(path_drift.missing),
         claim_anchored_missing=anchored_missing,
         commit_drift=commit,
         commit_drift_count=commit.count if commit is not None and commit.head else None,
-        staleness_verdict=judged.verdict,
         outcomes=counts,
         recent_outcomes=recent,
     )

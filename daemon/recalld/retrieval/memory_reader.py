@@ -54,13 +54,11 @@ from ..store.port import Filter, MemoryRow, Reader
 from . import learned_relevance
 from .fusion import RRF_K, Candidate, PendingVector, QueryVector, retrieve
 from .memory_rows import (
-    LOW_TRUST,
     contender,
     contested_slots,
+    core_of,
     instruction_flags,
-    is_contested,
     memory_filter,
-    owner_of,
     summary,
 )
 from .relevance import CONFIDENT, cosine_evidence
@@ -446,6 +444,7 @@ class MemoryReader:
             top = served or top
         replaced = reader.memories.texts([s.row.superseded_by for s in top if s.row.superseded_by])
         depends = _depends_on(reader, [s.row for s in top])
+        contested = contested_slots(reader, [s.row for s in top], now)
         key = reader.memories.use_token_key()
         hits = []
         # History walking this search may do for all its hits together (the cache makes a
@@ -468,33 +467,19 @@ class MemoryReader:
             full = verbose or expanded or len(row.text) <= COMPACT_TEXT
             terms = s.match_terms or query_terms(req.query)
             hit = p.MemoryHit(
-                id=row.id,
+                **core_of(row, judged, contested),
                 score=s.score,
                 text=row.text if full else make_snippet(row.text, terms, COMPACT_TEXT),
                 truncated=not full,
-                tags=row.tags,
-                visibility=row.visibility,
-                owner=owner_of(row.owner),
-                source=row.source,
-                kind=row.kind,
-                subject=row.subject,
                 relevance=_relevance_label(s.coverage),
                 match_terms=s.match_terms,
-                staleness_verdict=judged.verdict,
-                path_drift_missing=len(path_drift.missing),
                 path_drift=path_drift if (path_drift.missing or expanded) else None,
                 claim_anchored_missing=anchored_missing,
                 commit_drift_count=commit.count if commit is not None and commit.head else None,
                 commit_drift=commit if expanded else None,
                 depends_on_resolved=depends.get(row.rowid) or None,
                 recent_negative_outcomes=s.outcomes.negatives or None,
-                superseded=row.superseded_by is not None,
-                superseded_by=row.superseded_by,
                 superseded_by_text=replaced.get(row.superseded_by) if row.superseded_by else None,
-                pinned=row.pinned,
-                contested=False,
-                authority=row.authority,
-                low_trust=row.trust < LOW_TRUST,
                 instruction_signals=instruction_flags(row.text),
                 use_token=use_tokens.issue(key, row.id, now, (s.lexical, s.cosine_evidence)),
                 expanded=expanded,
@@ -529,9 +514,6 @@ class MemoryReader:
                     "score": s.score,
                 }
             hits.append(hit)
-        contested_subjects = contested_slots(reader, [s.row for s in top], now)
-        for hit, s in zip(hits, top, strict=True):
-            hit.contested = is_contested(s.row, contested_subjects)
         return hits
 
     def _cortex(

@@ -1,7 +1,7 @@
 """What every memory read shares (memory_search, memory_show, memory_list, the context
 hooks): the reader contract of memory reads, whose a row is, a fact's contest, the bar under
-which a text is flagged low-trust, the instruction signals it is flagged with, and a
-memory's one-line summary."""
+which a text is flagged low-trust, the instruction signals it is flagged with, the fields a
+memory's hit, list item and detail fill alike, and a memory's one-line summary."""
 
 from __future__ import annotations
 
@@ -9,19 +9,20 @@ import functools
 import os
 import pwd
 from collections.abc import Sequence
-from typing import get_args
+from typing import Any, get_args
 
 from recall_client import protocol as p
 
 from ..domain.instructions import instruction_signals
 from ..store.port import Fact, Filter, MemoryRow, Reader
+from .staleness import Staleness
 
 __all__ = [
     "LOW_TRUST",
     "contender",
     "contested_slots",
+    "core_of",
     "instruction_flags",
-    "is_contested",
     "memory_filter",
     "owner_of",
     "summary",
@@ -112,12 +113,35 @@ def contested_slots(
     reader: Reader, rows: list[MemoryRow], now: float
 ) -> set[tuple[str | None, str | None]]:
     """The (subject key, origin) of those facts among ``rows`` whose subject is contested
-    (more than one current fact); a row in one is contested unless it is superseded."""
+    (more than one current fact); a row in one is contested unless it is superseded
+    (:func:`core_of`)."""
     return {slot for slot, n in _current_counts(reader, rows, now).items() if n > 1}
 
 
-def is_contested(row: MemoryRow, slots: set[tuple[str | None, str | None]]) -> bool:
-    """The one rule memory_search, memory_list and memory_show answer ``contested`` by: a
-    fact not superseded whose subject has more than one current fact (``slots`` from
-    :func:`contested_slots`)."""
-    return row.superseded_by is None and (row.subject_key, row.origin) in slots
+def core_of(
+    row: MemoryRow, judged: Staleness, contested: set[tuple[str | None, str | None]]
+) -> dict[str, Any]:
+    """The fields memory_search's hit, memory_list's item and memory_show's detail of ``row``
+    fill alike, by name: ``p.MemoryCore``'s and those the three declare apart (each with its
+    own presence rule), whose values must not differ between them. ``judged``: the row's
+    staleness; ``contested``: the slots from :func:`contested_slots`.
+
+    A row is contested when it is a fact, not superseded, whose subject has more than one
+    current fact: the one rule all three answer ``contested`` by."""
+    return {
+        "id": row.id,
+        "kind": row.kind,
+        "subject": row.subject,
+        "source": row.source,
+        "tags": row.tags,
+        "visibility": row.visibility,
+        "owner": owner_of(row.owner),
+        "superseded": row.superseded_by is not None,
+        "superseded_by": row.superseded_by,
+        "pinned": row.pinned,
+        "contested": row.superseded_by is None and (row.subject_key, row.origin) in contested,
+        "authority": row.authority,
+        "low_trust": row.trust < LOW_TRUST,
+        "staleness_verdict": judged.verdict,
+        "path_drift_missing": len(judged.path_drift.missing),
+    }
