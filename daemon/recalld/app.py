@@ -143,8 +143,9 @@ class Daemon:
         task_status.started()
 
         bg = parts.background.tasks
-        bg.start_soon(parts.load_model, name="model loader")
-        bg.start_soon(parts.replay_spool, self.socket.path, name="spool replay")
+        ready = parts.readiness
+        bg.start_soon(ready.load_model, name="model loader")
+        bg.start_soon(ready.replay_spool, self.socket.path, parts.admin_token, name="spool replay")
         submit = parts.writes.clients.submit
         bg.start_soon(housekeeping.snapshot_periodically, parts.store, submit, name="snapshots")
         interval = systemd.watchdog_interval()
@@ -317,9 +318,121 @@ async def _run_until_done(tg: TaskGroup, actor: Actor, name: str) -> anyio.Event
     return done
 
 
+class _Aside:
+    """Reads beside the search workers (``Services.read_aside``): each on a reader of its
+    own, opened for it; on a shared database, at most ``limiter``'s many at once."""
+
+    def __init__(self, store: Store, limiter: anyio.CapacityLimiter | None) -> None:
+        self._store = store
+        self._limiter = limiter
+
+    async def read(self, fn: Callable[[Reader], T]) -> T:
+        def run() -> T:
+            reader = self._store.reader()
+            try:
+                return fn(reader)
+            finally:
+                self._store.close_reader(reader)
+
+        return await anyio.to_thread.run_sync(run, limiter=self._limiter)
+
+
+class _Readiness:
+    """Whether the daemon is warm (the model loaded, or failed to, and the vector index
+    open) and settled (every actor idle, the capture spool replayed, no embedding backlog):
+    what ``recallctl status --wait`` and the tests wait for. It runs the two start-up steps
+    that decide them, the model's load and the spool's replay."""
+
+    def __init__(
+        self,
+        store: Store,
+        model: Model,
+        embedding: EmbeddingActor,
+        wake: MemoryObjectSendStream[list[int]],
+        aside: _Aside,
+    ) -> None:
+        self._store = store
+        self._model = model
+        self._embedding = embedding
+        self._wake = wake
+        self._aside = aside
+        self.warm = anyio.Event()
+        self.settled = Settled()
+        # Until the start-up replay of the capture spool has run: not settled before that.
+        self._replaying_spool = True
+
+    def watch(self, actors: list[Actor]) -> None:
+        settled = self.settled
+        for actor in actors:
+            actor.on_change = settled.changed
+
+            def idle(actor: Actor = actor) -> bool:
+                return actor.idle and actor.queue_depth()[0] == 0
+
+            settled.watch(idle)
+        settled.watch(lambda: self._model.state != "loading")
+        settled.watch(lambda: not self._replaying_spool)
+
+    async def load_model(self) -> None:
+        try:
+            await self._warm_up()
+        finally:
+            self.warm.set()
+            self.settled.changed()
+
+    async def _warm_up(self) -> None:
+        systemd.notify("STATUS=accepting; loading the embedding model")
+        await self._model.load()
+        embedder = self._model.embedder
+        if embedder is None:
+            systemd.notify(f"STATUS=accepting; lexical search only ({self._model.reason})")
+            return
+        await anyio.to_thread.run_sync(self._store.open_vectors, self._model.name, embedder.dim)
+        self._embedding.ready = True
+        self.wake_embedding()
+        status = self._store.index_status()
+        systemd.notify(f"STATUS=ready; {status.size if status else 0} vectors indexed")
+
+    async def replay_spool(self, socket_path: Path, admin_token: str | None) -> None:
+        try:
+            await housekeeping.replay_spool(socket_path, admin_token)
+        finally:
+            self._replaying_spool = False
+            self.settled.changed()
+
+    def wake_embedding(self) -> None:
+        """Have the embedding actor look at its backlog now."""
+        try:
+            self._wake.send_nowait([0])
+        except (anyio.WouldBlock, anyio.ClosedResourceError):
+            pass  # already awake, or stopping
+
+    async def wait_warm(self, within_s: float) -> None:
+        with anyio.move_on_after(within_s):
+            await self.warm.wait()
+
+    async def wait_settled(self, within_s: float) -> bool:
+        """Wait for the pipeline to settle, then check the store agrees: a nudge dropped on
+        a full queue leaves a backlog no actor is looking at, so wake the embedding actor."""
+        deadline = anyio.current_time() + within_s
+        while True:
+            if not await self.settled.wait(max(0.0, deadline - anyio.current_time())):
+                return False
+            _counts, backlog = await self._aside.read(lambda r: r.records.counts())
+            if not backlog or not self._embedding.ready:
+                return True
+            if anyio.current_time() >= deadline:
+                return False
+            # The nudge is in the embedding actor's queue now: the next wait sees it busy.
+            self.wake_embedding()
+
+
 class Parts:
-    """What a running daemon is made of, built in one place (:meth:`build`), and the
-    implementations behind :class:`Services` and :class:`StatusParts` that need them."""
+    """What a running daemon is made of, built in one place (:meth:`build`): the store's
+    side, the actors and their queues, the reads aside and the readiness, the search
+    workers, and the :class:`Services` and :class:`Server` wired from them. The parts do
+    the work; what is here beside the wiring reads several of them at once (the status
+    report, whether semantic search is up)."""
 
     def __init__(
         self, daemon: Daemon, store: Store, approvals: Approvals, credentials: AgentCredentials
@@ -337,17 +450,13 @@ class Parts:
         except AdminTokenUnavailable as exc:
             self.admin_token_problem = str(exc)
             log.error("%s: admin:workspace cannot be granted", exc)
-        # Set once the model has loaded (or failed) and the vector index is open.
-        self.warm = anyio.Event()
-        self.settled = Settled()
-        # Until the start-up replay of the capture spool has run: not settled before that.
-        self._replaying_spool = True
-        # Reads aside wait here, in the event loop, for a connection left beside the
-        # long-lived readers' (the store's bound), not in threads the writer needs.
-        self._aside = (
+        self.aside = _Aside(
+            store,
+            # Reads aside wait here, in the event loop, for a connection left beside the
+            # long-lived readers' (the store's bound), not in threads the writer needs.
             anyio.CapacityLimiter(s.database_connection_limit - s.search_workers - 3)
             if s.database_url
-            else None
+            else None,
         )
         eval_reader, embed_reader = store.reader(), store.reader()
         self.readers = [eval_reader, embed_reader]
@@ -370,6 +479,8 @@ class Parts:
         )
         self.wake: MemoryObjectSendStream[list[int]] = embed_send.clone()
         self.background = _Background(self.model, self.evaluation, self.embedding, self.wake)
+        self.readiness = _Readiness(store, self.model, self.embedding, self.wake, self.aside)
+        self.readiness.watch([self.writer, self.keeper, self.evaluation, self.embedding])
         memory = MemoryReader(
             MemorySearchConfig(
                 mode=s.search_mode,
@@ -385,14 +496,13 @@ class Parts:
             queue_size=s.queue_size,
             processes=s.search_processes,
         )
-        self._watch_settledness()
         clients = self.writes.clients
         intake = Intake(clients.submit, clients.submit_nowait, self.model, self._semantic)
         self.services = Services(
             settings=lambda: daemon.settings,
             read=self.search.read,
             search_memories=self.search.memory_search,
-            read_aside=self._read_aside,
+            read_aside=self.aside.read,
             write=intake.write,
             write_now=intake.write_now,
             submit=clients.submit,
@@ -403,9 +513,9 @@ class Parts:
             approvals=approvals,
             credentials=credentials,
             report=self._report,
-            wait_warm=self._wait_warm,
-            wait_settled=self._wait_settled,
-            wake_embedding=self.wake_embedding,
+            wait_warm=self.readiness.wait_warm,
+            wait_settled=self.readiness.wait_settled,
+            wake_embedding=self.readiness.wake_embedding,
             index_ids=self._index_ids,
             index_status=store.index_status,
         )
@@ -447,92 +557,11 @@ class Parts:
             stack.callback(store.close_reader, reader)
         return parts
 
-    def _watch_settledness(self) -> None:
-        settled = self.settled
-        for actor in (self.writer, self.keeper, self.evaluation, self.embedding):
-            actor.on_change = settled.changed
-
-            def idle(actor: Actor = actor) -> bool:
-                return actor.idle and actor.queue_depth()[0] == 0
-
-            settled.watch(idle)
-        settled.watch(lambda: self.model.state != "loading")
-        settled.watch(lambda: not self._replaying_spool)
-
-    # ------------------------------------------------------------------ background
-
-    async def load_model(self) -> None:
-        try:
-            await self._warm_up()
-        finally:
-            self.warm.set()
-            self.settled.changed()
-
-    async def _warm_up(self) -> None:
-        systemd.notify("STATUS=accepting; loading the embedding model")
-        await self.model.load()
-        embedder = self.model.embedder
-        if embedder is None:
-            systemd.notify(f"STATUS=accepting; lexical search only ({self.model.reason})")
-            return
-        await anyio.to_thread.run_sync(self.store.open_vectors, self.model.name, embedder.dim)
-        self.embedding.ready = True
-        self.wake_embedding()
-        status = self.store.index_status()
-        systemd.notify(f"STATUS=ready; {status.size if status else 0} vectors indexed")
-
-    async def replay_spool(self, socket_path: Path) -> None:
-        try:
-            await housekeeping.replay_spool(socket_path, self.admin_token)
-        finally:
-            self._replaying_spool = False
-            self.settled.changed()
-
-    # ------------------------------------------------------------------ services
-
     def _semantic(self) -> bool:
         return self.store.index_status() is not None
 
-    def wake_embedding(self) -> None:
-        """Have the embedding actor look at its backlog now."""
-        try:
-            self.wake.send_nowait([0])
-        except (anyio.WouldBlock, anyio.ClosedResourceError):
-            pass  # already awake, or stopping
-
-    async def _read_aside(self, fn: Callable[[Reader], T]) -> T:
-        def run() -> T:
-            reader = self.store.reader()
-            try:
-                return fn(reader)
-            finally:
-                self.store.close_reader(reader)
-
-        if self._aside is None:
-            return await anyio.to_thread.run_sync(run)
-        return await anyio.to_thread.run_sync(run, limiter=self._aside)
-
     async def _index_ids(self) -> np.ndarray:
         return await anyio.to_thread.run_sync(self.store.index_ids)
-
-    async def _wait_warm(self, within_s: float) -> None:
-        with anyio.move_on_after(within_s):
-            await self.warm.wait()
-
-    async def _wait_settled(self, within_s: float) -> bool:
-        """Wait for the pipeline to settle, then check the store agrees: a nudge dropped on
-        a full queue leaves a backlog no actor is looking at, so wake the embedding actor."""
-        deadline = anyio.current_time() + within_s
-        while True:
-            if not await self.settled.wait(max(0.0, deadline - anyio.current_time())):
-                return False
-            _counts, backlog = await self._read_aside(lambda r: r.records.counts())
-            if not backlog or not self.embedding.ready:
-                return True
-            if anyio.current_time() >= deadline:
-                return False
-            # The nudge is in the embedding actor's queue now: the next wait sees it busy.
-            self.wake_embedding()
 
     async def _report(self, who: Principal) -> p.StatusReport:
         daemon = self._daemon
@@ -548,8 +577,8 @@ class Parts:
             connections=lambda: list(self.server.connections.values()),
             latency=self.search.latency_percentiles,
             index=self.store.index_status,
-            counts=lambda: self._read_aside(lambda r: r.records.counts()),
-            settled=self.settled.now,
+            counts=lambda: self.aside.read(lambda r: r.records.counts()),
+            settled=self.readiness.settled.now,
             database=self.store.database,
             spool=lambda: anyio.to_thread.run_sync(default_spool().status),
             admin_token_problem=lambda: self.admin_token_problem,
