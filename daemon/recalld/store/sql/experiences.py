@@ -312,13 +312,18 @@ class SqlExperienceWrites:
         episodes: int,
         now: float,
     ) -> None:
-        self._conn.execute(
-            "INSERT INTO experience_rollups (rowid, workspace, session, given, episodes,"
-            " rolled_up_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (rowid) DO UPDATE"
-            " SET given = excluded.given, episodes = excluded.episodes,"
-            " rolled_up_at = excluded.rolled_up_at",
-            (rowid, workspace, session, _json.encode(sorted(given)).decode(), episodes, now),
+        fields = _json.encode(sorted(given)).decode()
+        cur = self._conn.execute(
+            "UPDATE experience_rollups SET given = ?, episodes = ?, rolled_up_at = ?"
+            " WHERE rowid = ?",
+            (fields, episodes, now, rowid),
         )
+        if not cur.rowcount:
+            self._conn.execute(
+                "INSERT INTO experience_rollups (rowid, workspace, session, given, episodes,"
+                " rolled_up_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (rowid, workspace, session, fields, episodes, now),
+            )
 
     def find(self, workspace: str, record_id: str) -> tuple[int, bool] | None:
         row = self._conn.execute(
