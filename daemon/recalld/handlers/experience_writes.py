@@ -232,7 +232,7 @@ def roll_up_experience(
     stored = tx.read.experiences.rollup_of(who.workspace, rollup.session)
     if stored is not None and stored.forgotten:
         why = "the session's experience was forgotten"
-        return _rolled(tx, rollup, stored.record_id, why=why, forgotten=True), []
+        return _rolled(rollup, stored.record_id, why=why, forgotten=True), []
     write = _Write(tx, who, req, plan, now)
     # The session names the experience: a record_experience of the same words is another
     # experience, and an update does not change what identifies this one.
@@ -258,7 +258,6 @@ def roll_up_experience(
     )
     experience = experience_info(tx.read.experiences.rows([rowid])[rowid], 0.0, None)
     return _rolled(
-        tx,
         rollup,
         record_id,
         why=rollup.why,
@@ -269,7 +268,6 @@ def roll_up_experience(
 
 
 def _rolled(
-    tx: WriteTx,
     rollup: RollupWrite,
     record_id: str,
     *,
