@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from recall_client.protocol import SETTLED_STATUSES, SUCCESS_STATUSES, UNKNOWN_STATUS
+from recall_client.vocabulary import Visibility
 
 __all__ = [
     "HARD_TRUST_FLOOR",
@@ -112,7 +113,7 @@ def held_for(source: str | None) -> str | None:
     return source if source is not None and source.lower() in OUTSIDE_SOURCES else None
 
 
-def record_visibility(chosen: str | None) -> str:
+def record_visibility(chosen: Visibility | None) -> Visibility:
     """What a record is stored with: the handlers fill in the configured default, so None
     comes only from the daemon's own writes, which stay private."""
     return chosen or "private"

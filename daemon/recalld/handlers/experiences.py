@@ -25,7 +25,8 @@ from ..errors import RecallError
 from ..pipeline.intake import RequestJob
 from ..retrieval import experience_reader
 from ..retrieval import listing as browse
-from ..store.port import ExperienceWrite, ExperienceWritten, WriteTx
+from ..store.port import WriteTx
+from .experience_writes import ExperienceWrite, Written, forget_experience, record_experience
 from .services import Services
 
 __all__ = [
@@ -93,14 +94,13 @@ class ExperienceJob(RequestJob[R]):
     """Writes an experience: prepared from the ingested request, embedded, then applied by
     the kind of write (recorded, rolled up), ``R`` its reply."""
 
-    __slots__ = ("plan", "written")
+    __slots__ = ("plan",)
 
     SOURCE = "record_experience"
 
     def __init__(self, who: Principal, req: p.Request) -> None:
         super().__init__(who, req)
         self.plan: ExperienceWrite | None = None
-        self.written = ExperienceWritten()
 
     def prepare(self) -> None:
         req: p.RecordExperience = self.clean.request
@@ -125,10 +125,13 @@ class ExperienceJob(RequestJob[R]):
         self.plan.vectors, self.plan.model = self.vectors, self.model
         return self.plan
 
-    def _after(self) -> None:
+    def _after(self, written: Written) -> None:
         """What the write left for after its COMMIT, for the writer to hand on."""
-        self.new_rowids.extend(self.written.rowids)
-        self.index_adds.extend(self.written.vectors)
+        for rowid, vec in written:
+            if vec is None:
+                self.new_rowids.append(rowid)
+            else:
+                self.index_adds.append((rowid, vec))
 
 
 class _Record(ExperienceJob[p.ExperienceRecorded]):
@@ -137,11 +140,10 @@ class _Record(ExperienceJob[p.ExperienceRecorded]):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> p.ExperienceRecorded:
-        self.written = ExperienceWritten()
-        reply = tx.experiences.record(
-            self.principal, self.clean.request, self._plan(), now, self.written
+        reply, written = record_experience(
+            tx, self.principal, self.clean.request, self._plan(), now
         )
-        self._after()
+        self._after(written)
         return reply
 
 
@@ -149,8 +151,8 @@ class _Forget(RequestJob[p.ExperienceForgotten]):
     __slots__ = ()
 
     def apply(self, tx: WriteTx, now: float) -> p.ExperienceForgotten:
-        reply, removed = tx.experiences.forget(
-            self.principal.workspace, self.clean.request.record_id, now
+        reply, removed = forget_experience(
+            tx, self.principal.workspace, self.clean.request.record_id, now
         )
         self.index_removals.extend(removed)
         return reply

@@ -51,15 +51,8 @@ from ..domain.principal import Principal
 from ..domain.scopes import ADMIN
 from ..errors import RecallError
 from ..ingest.trust import score
-from ..store.port import (
-    ExperienceWrite,
-    ExperienceWritten,
-    Reader,
-    RollupWrite,
-    SessionEpisode,
-    SessionRollup,
-    WriteTx,
-)
+from ..store.port import Reader, SessionEpisode, SessionRollup, WriteTx
+from .experience_writes import ExperienceWrite, RollupWrite, roll_up_experience
 from .experiences import ExperienceJob, project_file, unique_lessons
 from .services import Services
 
@@ -249,11 +242,10 @@ class _RollUp(ExperienceJob[p.ExperienceRolledUp]):
 
     def apply(self, tx: WriteTx, now: float) -> p.ExperienceRolledUp:
         assert self.record is not None and self.rollup is not None
-        self.written = ExperienceWritten()
-        reply = tx.experiences.roll_up(
-            self.principal, self.record, self._plan(), self.rollup, now, self.written
+        reply, written = roll_up_experience(
+            tx, self.principal, self.record, self._plan(), self.rollup, now
         )
-        self._after()
+        self._after(written)
         return reply
 
 

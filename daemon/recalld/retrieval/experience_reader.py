@@ -28,13 +28,14 @@ import msgspec
 from recall_client import protocol as p
 
 from ..errors import RecallError
-from ..store.port import Filter, Reader
+from ..store.port import ExperienceRow, Filter, Reader
 from .fusion import CHANNEL_DEPTH, Candidate, QueryVector, retrieve, vector_of
 from .terms import query_terms
 
 __all__ = [
     "SEMANTIC_FLOOR",
     "context",
+    "experience_info",
     "experience_infos",
     "explain",
     "has_lessons",
@@ -146,12 +147,32 @@ def _retrieve(
     return kept[:want]
 
 
+def experience_info(row: ExperienceRow, score: float, files_shown: int | None) -> p.ExperienceInfo:
+    """An experience as search, explain, context, experience_list and a roll-up return it."""
+    return p.ExperienceInfo(
+        id=row.id,
+        score=round(score, 4),
+        description=row.text,
+        task_class=row.task_class,
+        agent=row.agent,
+        strategy=row.strategy,
+        status=row.status,
+        tool_calls=row.tool_calls,
+        minutes=row.minutes,
+        files=row.files if files_shown is None else row.files[:files_shown],
+        ts=row.ts,
+        session=row.session,
+    )
+
+
 def experience_infos(
     reader: Reader, scored: Sequence[tuple[int, float]], *, files_shown: int | None
 ) -> list[p.ExperienceInfo]:
     """Experience rows in the order of ``scored`` (rowid, score)."""
     rows = reader.experiences.rows([rowid for rowid, _ in scored])
-    return [rows[rowid].info(score, files_shown) for rowid, score in scored if rowid in rows]
+    return [
+        experience_info(rows[rowid], score, files_shown) for rowid, score in scored if rowid in rows
+    ]
 
 
 def lesson_infos(reader: Reader, lesson_rowids: Sequence[int]) -> dict[int, p.LessonInfo]:

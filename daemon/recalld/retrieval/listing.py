@@ -24,7 +24,7 @@ from ..domain.policy import subject_key
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..store.port import Filter, MemoryRow, Reader
-from .experience_reader import lesson_infos
+from .experience_reader import experience_info, lesson_infos
 from .memory_rows import contested_slots, core_of, memory_filter
 from .staleness import Checkouts, Staleness, staleness
 from .use_outcomes import use_outcomes
@@ -200,7 +200,7 @@ def experiences(reader: Reader, workspace: str, req: p.ExperienceList) -> p.Expe
     more = len(shown) < len(rowids)
     last = rows[shown[-1]] if shown else None
     return p.ExperienceListResult(
-        experiences=[rows[rowid].info(0.0, None) for rowid in shown],
+        experiences=[experience_info(rows[rowid], 0.0, None) for rowid in shown],
         lessons=_lessons(reader, shown),
         next_before=cursor(last.ts, last.id) if more and last is not None else None,
     )

@@ -45,11 +45,11 @@ __all__ = [
     "EpisodeReads",
     "EpisodeRow",
     "EpisodeWrites",
+    "ExperienceFields",
     "ExperienceReads",
+    "ExperienceRecord",
     "ExperienceRow",
-    "ExperienceWrite",
     "ExperienceWrites",
-    "ExperienceWritten",
     "Fact",
     "Filter",
     "LessonRow",
@@ -68,7 +68,6 @@ __all__ = [
     "RecordRows",
     "RecordWrites",
     "RetrievalReads",
-    "RollupWrite",
     "SessionEpisode",
     "SessionRollup",
     "StorageFailure",
@@ -196,7 +195,7 @@ class MemoryInsert:
     tags: list[str]
     trust: Assessment
     expires_at: float | None
-    visibility: str
+    visibility: Visibility
     kind: str
     subject: str | None
     subject_key: str | None
@@ -324,23 +323,6 @@ class ExperienceRow:
     tool_calls: int
     minutes: float
     files: list[str]
-
-    def info(self, score: float, files_shown: int | None) -> p.ExperienceInfo:
-        """As search, explain and context return it."""
-        return p.ExperienceInfo(
-            id=self.id,
-            score=round(score, 4),
-            description=self.text,
-            task_class=self.task_class,
-            agent=self.agent,
-            strategy=self.strategy,
-            status=self.status,
-            tool_calls=self.tool_calls,
-            minutes=self.minutes,
-            files=self.files if files_shown is None else self.files[:files_shown],
-            ts=self.ts,
-            session=self.session,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,46 +452,38 @@ class RecordRows:
     support: list[tuple[str, float]] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class ExperienceWrite:
-    """An experience as the ingest stage and the pipeline prepared it for the store."""
+@dataclass(frozen=True, slots=True)
+class ExperienceRecord:
+    """A ``records`` row an experience write adds: the experience's or one of its lessons'."""
 
-    description: str
-    strategy: str | None
-    files: list[str]
-    lessons: list[str]
-    # Trust of the description (with the strategy), and of each lesson.
-    trust: Assessment
-    lesson_trust: list[Assessment]
-    # records.source of what is written (record_experience, experience_rollup).
+    id: str
+    ts: float
+    created_at: float
+    workspace: str
+    agent: str
+    uid: int
+    session: str | None
+    # records.source (record_experience, experience_rollup).
     source: str
-    # Row 0 the description's vector, row i + 1 lesson i's; None when no model is up (the
-    # embedding actor embeds them later).
-    vectors: np.ndarray | None = None
-    model: str | None = None
-
-    def vector(self, i: int) -> np.ndarray | None:
-        return None if self.vectors is None else self.vectors[i]
-
-
-@dataclass(slots=True)
-class ExperienceWritten:
-    """What an experience write left for after its COMMIT."""
-
-    # Rows written without a vector (for the embedding actor).
-    rowids: list[int] = field(default_factory=list)
-    # (rowid, vector) written with one (for the vector index).
-    vectors: list[tuple[int, np.ndarray]] = field(default_factory=list)
+    text: str
+    content_hash: bytes
+    trust: Assessment
+    visibility: Visibility
+    # Its vector under ``model``; None when no model is up (the embedding actor embeds it).
+    vector: np.ndarray | None
+    model: str | None
 
 
-@dataclass(slots=True)
-class RollupWrite:
-    """What a roll-up adds to an experience write."""
+@dataclass(frozen=True, slots=True)
+class ExperienceFields:
+    """An experience's own row (``experiences``), beside its record."""
 
-    session: str
-    given: frozenset[str]
-    episodes: int
-    why: str
+    task_class: str
+    strategy: str | None
+    status: str
+    tool_calls: int
+    minutes: float
+    files: list[str]
 
 
 # --------------------------------------------------------------------------- reads
@@ -919,26 +893,77 @@ class EpisodeWrites(Protocol):
 
 
 class ExperienceWrites(Protocol):
-    def record(
+    def find_duplicate(self, workspace: str, content_hash: bytes) -> str | None:
+        """The id of the workspace's live experience with this content hash, if any."""
+        ...
+
+    def insert(self, record: ExperienceRecord, fields: ExperienceFields) -> int:
+        """Write a new experience (its record, its row, its vector if it has one); its rowid."""
+        ...
+
+    def rewrite(
+        self, rowid: int, record: ExperienceRecord, fields: ExperienceFields, now: float
+    ) -> None:
+        """Write the experience ``rowid`` as ``record`` and ``fields`` now say it (its text,
+        ts, agent, trust, vector), noted updated now; what identifies it stays. Without a
+        vector it waits for the embedding actor, which replaces the old one."""
+        ...
+
+    def find_lesson(self, workspace: str, content_hash: bytes) -> int | None:
+        """The rowid of the workspace's live lesson with this content hash, if any."""
+        ...
+
+    def nearest_lesson(self, workspace: str, vec: np.ndarray) -> int | None:
+        """The surfacing lesson of the workspace nearest ``vec`` in meaning, if it is within
+        the policy's merge cosine (lessons this transaction wrote included)."""
+        ...
+
+    def insert_lesson(self, record: ExperienceRecord) -> int:
+        """Write a new lesson; its rowid."""
+        ...
+
+    def link(self, lesson_rowid: int, experience_rowid: int, now: float) -> None:
+        """Link the lesson to the experience (once), and note the lesson updated now."""
+        ...
+
+    def linked(self, record_id: str) -> list[int]:
+        """The rowids of the lessons linked to the record ``record_id``, oldest link first."""
+        ...
+
+    def recorded(self, lesson_rowids: Sequence[int]) -> dict[int, LessonRow]:
+        """Each of the lessons, surfacing or not, in the given order, with the support of
+        the experiences that still surface (0 when none)."""
+        ...
+
+    def note_rollup(
         self,
-        who: Principal,
-        req: p.RecordExperience,
-        plan: ExperienceWrite,
+        rowid: int,
+        workspace: str,
+        session: str,
+        given: frozenset[str],
+        episodes: int,
         now: float,
-        written: ExperienceWritten,
-    ) -> p.ExperienceRecorded: ...
-    def roll_up(
-        self,
-        who: Principal,
-        req: p.RecordExperience,
-        plan: ExperienceWrite,
-        rollup: RollupWrite,
-        now: float,
-        written: ExperienceWritten,
-    ) -> p.ExperienceRolledUp: ...
-    def forget(
-        self, workspace: str, record_id: str, now: float
-    ) -> tuple[p.ExperienceForgotten, list[int]]: ...
+    ) -> None:
+        """Note the experience ``rowid`` as the session's roll-up (the caller's ``given``
+        fields, the ``episodes`` read), or update the note."""
+        ...
+
+    def find(self, workspace: str, record_id: str) -> tuple[int, bool] | None:
+        """(rowid, forgotten) of the workspace's experience ``record_id``, if there is one."""
+        ...
+
+    def tombstone(self, rowid: int, now: float) -> bool:
+        """Tombstone the record ``rowid`` and drop its vector row; False (and nothing done)
+        when it was tombstoned already."""
+        ...
+
+    def live_support(self, lesson_rowid: int) -> int:
+        """How many experiences not forgotten the lesson is linked to."""
+        ...
+
+    def touch(self, rowid: int, now: float) -> None:
+        """Note the record ``rowid`` updated now."""
+        ...
 
 
 class OperationWrites(Protocol):

@@ -7,11 +7,10 @@ an ``experiences`` row (class, strategy, status, tool_calls, minutes, files). A 
 they are counted from the live links, so forgetting an experience takes its support away
 with no bookkeeping to drift.
 
-Lessons are merged as they are written, inside the experience's own transaction, by the
-policy's rule (same words, or a vector within its cosine of a surfacing lesson of the
-workspace): the reply can say which stored lesson a new one joined, and two experiences
-bringing the same new lesson in one group commit cannot both create it. The nearest stored
-lessons come from the engine (:class:`NearLessons`).
+Which stored lesson a new one joins is decided above the port
+(:mod:`recalld.handlers.experience_writes`), inside the experience's own transaction, over
+the rows these statements read and write; the nearest stored lessons come from the engine
+(:class:`NearLessons`).
 """
 
 from __future__ import annotations
@@ -21,30 +20,21 @@ from typing import Protocol
 
 import msgspec
 import numpy as np
-from recall_client import protocol as p
 
-from ...domain.dedup import experience_digest, lesson_digest, rollup_digest
-from ...domain.ids import new_id
-from ...domain.policy import LESSON_MERGE_COSINE, Assessment, confidence
-from ...domain.principal import Principal
-from ...errors import RecallError
+from ...domain.policy import LESSON_MERGE_COSINE, confidence
 from ..port import (
+    ExperienceFields,
+    ExperienceRecord,
     ExperienceRow,
-    ExperienceWrite,
-    ExperienceWritten,
     Filter,
     LessonRow,
-    RollupWrite,
     SessionRollup,
 )
 from .db import Db
 from .filters import marks, where
-from .records import NewRecord, insert_record, remember_key, replayed
+from .records import NewRecord, insert_record
 
 __all__ = ["NearLessons", "SqlExperienceReads", "SqlExperienceWrites"]
-
-# A session's rolled-up experience supports at most this many lessons.
-MAX_LESSONS = 20
 
 _json = msgspec.json.Encoder()
 _strings = msgspec.json.Decoder(list[str])
@@ -99,21 +89,6 @@ def experience_rows(conn: Db, rowids: Sequence[int]) -> dict[int, ExperienceRow]
             list(rowids),
         )
     }
-
-
-def recorded_lessons(conn: Db, merged: dict[int, bool]) -> list[p.RecordedLesson]:
-    """The lessons linked to an experience, in its order, with their live support."""
-    stats = lesson_stats(conn, list(merged))
-    out = []
-    for rowid, was_merged in merged.items():
-        rid, text = conn.execute(
-            "SELECT id, text FROM records WHERE rowid = ?", (rowid,)
-        ).fetchone()
-        support, conf = stats.get(rowid, (0, confidence(0, 0, 0)))
-        out.append(
-            p.RecordedLesson(id=rid, text=text, support=support, confidence=conf, merged=was_merged)
-        )
-    return out
 
 
 class SqlExperienceReads:
@@ -213,145 +188,69 @@ class SqlExperienceReads:
 
 
 class SqlExperienceWrites:
-    """Recording, rolling up and forgetting experiences, with their lessons."""
+    """The rows of experiences, their lessons, the links between them and roll-ups."""
 
-    def __init__(
-        self,
-        conn: Db,
-        lessons: NearLessons,
-    ) -> None:
+    def __init__(self, conn: Db, lessons: NearLessons) -> None:
         self._conn = conn
         self._lessons = lessons
 
-    # ------------------------------------------------------------------ recording
-
-    def record(
-        self,
-        who: Principal,
-        req: p.RecordExperience,
-        plan: ExperienceWrite,
-        now: float,
-        written: ExperienceWritten,
-    ) -> p.ExperienceRecorded:
-        """Insert one experience (or answer with the stored one for a duplicate or a
-        replayed key), merge or insert its lessons and link them; what was written goes to
-        ``written``, for after the COMMIT."""
-        conn = self._conn
-        earlier = replayed(conn, who, req.idempotency_key)
-        if earlier is not None:
-            return self._existing(earlier, replayed=True)
-        digest = experience_digest(plan.description, req.status, plan.strategy, req.session)
-        row = conn.execute(
+    def find_duplicate(self, workspace: str, content_hash: bytes) -> str | None:
+        row = self._conn.execute(
             "SELECT id FROM records WHERE workspace = ? AND kind = 'experience'"
             " AND content_hash = ? AND tombstoned_at IS NULL",
-            (who.workspace, digest),
+            (workspace, content_hash),
         ).fetchone()
-        if row is not None:
-            result = self._existing(row[0], duplicate=True)
-        else:
-            record_id, exp_rowid = self._insert(who, req, plan, now, digest, written)
-            merged = self._link_lessons(who, req, plan, now, exp_rowid, written)
-            result = p.ExperienceRecorded(
-                record_id=record_id, lessons=recorded_lessons(conn, merged)
-            )
-        remember_key(conn, who, req.idempotency_key, result.record_id, now)
-        return result
+        return None if row is None else str(row[0])
 
-    def _insert(
-        self,
-        who: Principal,
-        req: p.RecordExperience,
-        plan: ExperienceWrite,
-        now: float,
-        digest: bytes,
-        written: ExperienceWritten,
-    ) -> tuple[str, int]:
-        record_id = new_id("exp")
-        exp_rowid = self._insert_record(
-            who,
-            req,
-            plan,
-            now,
-            record_id,
-            "experience",
-            plan.description,
-            digest,
-            plan.trust,
-            plan.vector(0),
-            written,
-        )
+    def insert(self, record: ExperienceRecord, fields: ExperienceFields) -> int:
+        rowid = self._insert_record(record, "experience")
         self._conn.execute(
             "INSERT INTO experiences (rowid, task_class, strategy, status, tool_calls, minutes,"
             " files) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (rowid, *self._fields(fields)),
+        )
+        return rowid
+
+    def rewrite(
+        self, rowid: int, record: ExperienceRecord, fields: ExperienceFields, now: float
+    ) -> None:
+        vec = record.vector
+        self._conn.execute(
+            "UPDATE records SET text = ?, ts = ?, updated_at = ?, agent = ?, trust = ?,"
+            " eligibility = ?, embed_state = ? WHERE rowid = ?",
             (
-                exp_rowid,
-                req.task_class,
-                plan.strategy,
-                req.status,
-                req.tool_calls,
-                req.minutes,
-                _json.encode(plan.files).decode(),
+                record.text,
+                record.ts,
+                now,
+                record.agent,
+                record.trust.trust,
+                record.trust.eligibility,
+                0 if vec is None else 1,
+                rowid,
             ),
         )
-        return record_id, exp_rowid
-
-    def _link_lessons(
-        self,
-        who: Principal,
-        req: p.RecordExperience,
-        plan: ExperienceWrite,
-        now: float,
-        exp_rowid: int,
-        written: ExperienceWritten,
-    ) -> dict[int, bool]:
-        """Merge or insert each lesson and link it to the experience: {lesson rowid: merged}."""
-        merged: dict[int, bool] = {}
-        for i, lesson in enumerate(plan.lessons):
-            rowid, was_merged = self._lesson(
-                who, req, plan, now, lesson, plan.lesson_trust[i], plan.vector(i + 1), written
-            )
+        if vec is not None:
+            assert record.model is not None
             self._conn.execute(
-                "INSERT INTO lesson_support (lesson_rowid, experience_rowid, created_at)"
-                " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                (rowid, exp_rowid, now),
+                "INSERT INTO vectors (rowid, model, vec) VALUES (?, ?, ?)"
+                " ON CONFLICT (rowid) DO UPDATE SET model = excluded.model, vec = excluded.vec",
+                (rowid, record.model, self._conn.vector(vec)),
             )
-            self._conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, rowid))
-            merged.setdefault(rowid, was_merged)
-        return merged
+        self._conn.execute(
+            "UPDATE experiences SET task_class = ?, strategy = ?, status = ?, tool_calls = ?,"
+            " minutes = ?, files = ? WHERE rowid = ?",
+            (*self._fields(fields), rowid),
+        )
 
-    def _lesson(
-        self,
-        who: Principal,
-        req: p.RecordExperience,
-        plan: ExperienceWrite,
-        now: float,
-        text: str,
-        trust: Assessment,
-        vec: np.ndarray | None,
-        written: ExperienceWritten,
-    ) -> tuple[int, bool]:
-        """The rowid of the stored lesson ``text`` says the same as, else of a new one."""
-        digest = lesson_digest(text)
+    def find_lesson(self, workspace: str, content_hash: bytes) -> int | None:
         row = self._conn.execute(
             "SELECT rowid FROM records WHERE workspace = ? AND kind = 'lesson'"
             " AND content_hash = ? AND tombstoned_at IS NULL",
-            (who.workspace, digest),
+            (workspace, content_hash),
         ).fetchone()
-        if row is not None:
-            return int(row[0]), True
-        # Only a lesson that may surface is merged by meaning, and only into one that
-        # surfaces: an injected text must not borrow (or lend) a real lesson's support.
-        if vec is not None and trust.eligibility == "eligible":
-            near = self._nearest_lesson(who.workspace, vec)
-            if near is not None:
-                return near, True
-        rowid = self._insert_record(
-            who, req, plan, now, new_id("les"), "lesson", text, digest, trust, vec, written
-        )
-        return rowid, False
+        return None if row is None else int(row[0])
 
-    def _nearest_lesson(self, workspace: str, vec: np.ndarray) -> int | None:
-        """The surfacing lesson of this workspace nearest in meaning, if near enough."""
+    def nearest_lesson(self, workspace: str, vec: np.ndarray) -> int | None:
         # The engine proposes, SQL keeps this workspace's live lessons.
         near = self._lessons.near(vec, LESSON_MERGE_COSINE)
         if not near:
@@ -368,255 +267,133 @@ class SqlExperienceWrites:
         ]
         return max(live, key=lambda rowid: near[rowid][1]) if live else None
 
-    def _insert_record(
-        self,
-        who: Principal,
-        req: p.RecordExperience,
-        plan: ExperienceWrite,
-        now: float,
-        record_id: str,
-        kind: str,
-        text: str,
-        digest: bytes,
-        trust: Assessment,
-        vec: np.ndarray | None,
-        written: ExperienceWritten,
-    ) -> int:
-        rowid = insert_record(
-            self._conn,
-            NewRecord(
-                id=record_id,
-                kind=kind,
-                ts=now if req.ts is None else req.ts,
-                created_at=now,
-                workspace=who.workspace,
-                agent=who.agent,
-                uid=who.uid,
-                session=req.session,
-                source=plan.source,
-                text=text,
-                content_hash=digest,
-                trust=trust.trust,
-                eligibility=trust.eligibility,
-                embed_state=0 if vec is None else 1,
-                visibility=req.visibility,
-            ),
-        )
-        if vec is not None:
-            assert plan.model is not None
-            self._conn.execute(
-                "INSERT INTO vectors (rowid, model, vec) VALUES (?, ?, ?)",
-                (rowid, plan.model, self._conn.vector(vec)),
-            )
-            written.vectors.append((rowid, vec))
-            if kind == "lesson":
-                self._lessons.written(rowid, record_id, vec)
-        else:
-            written.rowids.append(rowid)
+    def insert_lesson(self, record: ExperienceRecord) -> int:
+        rowid = self._insert_record(record, "lesson")
+        if record.vector is not None:
+            self._lessons.written(rowid, record.id, record.vector)
         return rowid
 
-    def _existing(
-        self, record_id: str, *, duplicate: bool = False, replayed: bool = False
-    ) -> p.ExperienceRecorded:
-        row = self._conn.execute("SELECT rowid FROM records WHERE id = ?", (record_id,)).fetchone()
-        lessons: dict[int, bool] = {}
-        if row is not None:
-            lessons = {
-                lesson: True
-                for (lesson,) in self._conn.execute(
-                    "SELECT lesson_rowid FROM lesson_support WHERE experience_rowid = ?", (row[0],)
-                )
-            }
-        return p.ExperienceRecorded(
-            record_id=record_id,
-            duplicate=duplicate,
-            replayed=replayed,
-            lessons=recorded_lessons(self._conn, lessons),
+    def link(self, lesson_rowid: int, experience_rowid: int, now: float) -> None:
+        self._conn.execute(
+            "INSERT INTO lesson_support (lesson_rowid, experience_rowid, created_at)"
+            " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            (lesson_rowid, experience_rowid, now),
         )
+        self.touch(lesson_rowid, now)
 
-    # ------------------------------------------------------------------ rolling up
-
-    def roll_up(
-        self,
-        who: Principal,
-        req: p.RecordExperience,
-        plan: ExperienceWrite,
-        rollup: RollupWrite,
-        now: float,
-        written: ExperienceWritten,
-    ) -> p.ExperienceRolledUp:
-        """Insert the session's experience, or update the one an earlier roll-up wrote."""
-        conn = self._conn
-        workspace = who.workspace
-        row = conn.execute(
-            "SELECT u.rowid, r.id, r.tombstoned_at FROM experience_rollups u"
-            " JOIN records r ON r.rowid = u.rowid WHERE u.workspace = ? AND u.session = ?",
-            (workspace, rollup.session),
-        ).fetchone()
-        if row is not None and row[2] is not None:
-            rollup.why = "the session's experience was forgotten"
-            return self._rolled(rollup, row[1], created=False, forgotten=True)
-        given = _json.encode(sorted(rollup.given)).decode()
-        if row is None:
-            # The session names the experience: a record_experience of the same words is
-            # another experience, and an update does not change what identifies this one.
-            digest = rollup_digest(rollup.session)
-            record_id, rowid = self._insert(who, req, plan, now, digest, written)
-            merged = self._link_lessons(who, req, plan, now, rowid, written)
-            conn.execute(
-                "INSERT INTO experience_rollups (rowid, workspace, session, given, episodes,"
-                " rolled_up_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (rowid, workspace, rollup.session, given, rollup.episodes, now),
-            )
-            return self._rolled(
-                rollup, record_id, created=True, rowid=rowid, lessons=recorded_lessons(conn, merged)
-            )
-        rowid, record_id = row[0], row[1]
-        self._update(who, req, plan, now, rowid, written)
-        merged = self._link_lessons(who, req, plan, now, rowid, written)
-        linked = [
-            lesson
-            for (lesson,) in conn.execute(
-                "SELECT lesson_rowid FROM lesson_support WHERE experience_rowid = ?"
-                " ORDER BY created_at",
-                (rowid,),
-            )
+    def linked(self, record_id: str) -> list[int]:
+        return [
+            int(lesson)
+            for (lesson,) in self._conn.execute(
+                "SELECT ls.lesson_rowid FROM lesson_support ls"
+                " JOIN records r ON r.rowid = ls.experience_rowid WHERE r.id = ?"
+                " ORDER BY ls.created_at, ls.lesson_rowid",
+                (record_id,),
+            ).fetchall()
         ]
-        if len(linked) > MAX_LESSONS:
-            raise RecallError(
-                "invalid_request",
-                f"the experience of session {rollup.session} would support {len(linked)} lessons;"
-                f" at most {MAX_LESSONS}",
-            )
-        conn.execute(
+
+    def recorded(self, lesson_rowids: Sequence[int]) -> dict[int, LessonRow]:
+        stats = lesson_stats(self._conn, lesson_rowids)
+        out: dict[int, LessonRow] = {}
+        for rowid in lesson_rowids:
+            rid, text = self._conn.execute(
+                "SELECT id, text FROM records WHERE rowid = ?", (rowid,)
+            ).fetchone()
+            support, conf = stats.get(rowid, (0, confidence(0, 0, 0)))
+            out[rowid] = LessonRow(rowid, rid, text, support, conf)
+        return out
+
+    def note_rollup(
+        self,
+        rowid: int,
+        workspace: str,
+        session: str,
+        given: frozenset[str],
+        episodes: int,
+        now: float,
+    ) -> None:
+        fields = _json.encode(sorted(given)).decode()
+        cur = self._conn.execute(
             "UPDATE experience_rollups SET given = ?, episodes = ?, rolled_up_at = ?"
             " WHERE rowid = ?",
-            (given, rollup.episodes, now, rowid),
+            (fields, episodes, now, rowid),
         )
-        earlier = {lesson: True for lesson in linked if lesson not in merged}
-        lessons = recorded_lessons(conn, merged) + recorded_lessons(conn, earlier)
-        return self._rolled(rollup, record_id, created=False, rowid=rowid, lessons=lessons)
-
-    def _update(
-        self,
-        who: Principal,
-        req: p.RecordExperience,
-        plan: ExperienceWrite,
-        now: float,
-        rowid: int,
-        written: ExperienceWritten,
-    ) -> None:
-        vec = plan.vector(0)
-        self._conn.execute(
-            "UPDATE records SET text = ?, ts = ?, updated_at = ?, agent = ?, trust = ?,"
-            " eligibility = ?, embed_state = ? WHERE rowid = ?",
-            (
-                plan.description,
-                req.ts if req.ts is not None else now,
-                now,
-                who.agent,
-                plan.trust.trust,
-                plan.trust.eligibility,
-                0 if vec is None else 1,
-                rowid,
-            ),
-        )
-        if vec is None:
-            # embed_state 0: the embedding actor re-embeds it and replaces the old vector.
-            written.rowids.append(rowid)
-        else:
-            assert plan.model is not None
+        if not cur.rowcount:
             self._conn.execute(
-                "INSERT INTO vectors (rowid, model, vec) VALUES (?, ?, ?)"
-                " ON CONFLICT (rowid) DO UPDATE SET model = excluded.model, vec = excluded.vec",
-                (rowid, plan.model, self._conn.vector(vec)),
+                "INSERT INTO experience_rollups (rowid, workspace, session, given, episodes,"
+                " rolled_up_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (rowid, workspace, session, fields, episodes, now),
             )
-            written.vectors.append((rowid, vec))
-        self._conn.execute(
-            "UPDATE experiences SET task_class = ?, strategy = ?, status = ?, tool_calls = ?,"
-            " minutes = ?, files = ? WHERE rowid = ?",
-            (
-                req.task_class,
-                plan.strategy,
-                req.status,
-                req.tool_calls,
-                req.minutes,
-                _json.encode(plan.files).decode(),
-                rowid,
-            ),
-        )
 
-    def _rolled(
-        self,
-        rollup: RollupWrite,
-        record_id: str,
-        *,
-        created: bool,
-        forgotten: bool = False,
-        rowid: int | None = None,
-        lessons: list[p.RecordedLesson] | None = None,
-    ) -> p.ExperienceRolledUp:
-        experience = None
-        if rowid is not None:
-            experience = experience_rows(self._conn, [rowid])[rowid].info(0.0, None)
-        return p.ExperienceRolledUp(
-            record_id=record_id,
-            session=rollup.session,
-            episodes=rollup.episodes,
-            created=created,
-            forgotten=forgotten,
-            why=rollup.why,
-            experience=experience,
-            lessons=lessons or [],
-        )
-
-    # ------------------------------------------------------------------ forgetting
-
-    def forget(
-        self, workspace: str, record_id: str, now: float
-    ) -> tuple[p.ExperienceForgotten, list[int]]:
-        """Tombstone an experience; retire the lessons it leaves with no support at all.
-        Returns the reply and the rowids to take out of the vector index."""
-        conn = self._conn
-        row = conn.execute(
+    def find(self, workspace: str, record_id: str) -> tuple[int, bool] | None:
+        row = self._conn.execute(
             "SELECT rowid, tombstoned_at FROM records WHERE id = ? AND kind = 'experience'"
             " AND workspace = ?",
             (record_id, workspace),
         ).fetchone()
-        if row is None:
-            raise RecallError("not_found", f"no experience {record_id} in workspace {workspace}")
-        rowid, tombstoned_at = row
-        if tombstoned_at is not None:
-            return p.ExperienceForgotten(record_id=record_id, already_forgotten=True), []
-        conn.execute(
-            "UPDATE records SET tombstoned_at = ?, updated_at = ? WHERE rowid = ?",
+        return None if row is None else (int(row[0]), row[1] is not None)
+
+    def tombstone(self, rowid: int, now: float) -> bool:
+        cur = self._conn.execute(
+            "UPDATE records SET tombstoned_at = ?, updated_at = ? WHERE rowid = ?"
+            " AND tombstoned_at IS NULL",
             (now, now, rowid),
         )
-        conn.execute("DELETE FROM vectors WHERE rowid = ?", (rowid,))
-        removed = [rowid]
-        weakened = retired = 0
-        for (lesson,) in conn.execute(
-            "SELECT lesson_rowid FROM lesson_support WHERE experience_rowid = ?", (rowid,)
-        ).fetchall():
-            left = conn.execute(
+        if not cur.rowcount:
+            return False
+        self._conn.execute("DELETE FROM vectors WHERE rowid = ?", (rowid,))
+        return True
+
+    def live_support(self, lesson_rowid: int) -> int:
+        return int(
+            self._conn.execute(
                 "SELECT count(*) FROM lesson_support ls JOIN records x"
                 " ON x.rowid = ls.experience_rowid AND x.tombstoned_at IS NULL"
                 " WHERE ls.lesson_rowid = ?",
-                (lesson,),
+                (lesson_rowid,),
             ).fetchone()[0]
-            if left:
-                weakened += 1
-                conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, lesson))
-                continue
-            cur = conn.execute(
-                "UPDATE records SET tombstoned_at = ?, updated_at = ? WHERE rowid = ?"
-                " AND tombstoned_at IS NULL",
-                (now, now, lesson),
+        )
+
+    def touch(self, rowid: int, now: float) -> None:
+        self._conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, rowid))
+
+    def _insert_record(self, record: ExperienceRecord, kind: str) -> int:
+        rowid = insert_record(
+            self._conn,
+            NewRecord(
+                id=record.id,
+                kind=kind,
+                ts=record.ts,
+                created_at=record.created_at,
+                workspace=record.workspace,
+                agent=record.agent,
+                uid=record.uid,
+                session=record.session,
+                source=record.source,
+                text=record.text,
+                content_hash=record.content_hash,
+                trust=record.trust.trust,
+                eligibility=record.trust.eligibility,
+                embed_state=0 if record.vector is None else 1,
+                visibility=record.visibility,
+            ),
+        )
+        if record.vector is not None:
+            assert record.model is not None
+            self._conn.execute(
+                "INSERT INTO vectors (rowid, model, vec) VALUES (?, ?, ?)",
+                (rowid, record.model, self._conn.vector(record.vector)),
             )
-            if cur.rowcount:
-                retired += 1
-                conn.execute("DELETE FROM vectors WHERE rowid = ?", (lesson,))
-                removed.append(lesson)
-        return p.ExperienceForgotten(
-            record_id=record_id, lessons_weakened=weakened, lessons_retired=retired
-        ), removed
+        return rowid
+
+    @staticmethod
+    def _fields(fields: ExperienceFields) -> tuple[object, ...]:
+        """The experiences columns after rowid, in their order."""
+        return (
+            fields.task_class,
+            fields.strategy,
+            fields.status,
+            fields.tool_calls,
+            fields.minutes,
+            _json.encode(fields.files).decode(),
+        )

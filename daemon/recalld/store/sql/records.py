@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 
 import msgspec
 import numpy as np
+from recall_client.vocabulary import Visibility
 
 from ...domain.policy import HARD_TRUST_FLOOR, SETTLED_STATUSES, record_visibility
 from ...domain.principal import Principal
@@ -90,7 +91,7 @@ class NewRecord:
     expires_at: float | None = None
     embed_state: int = 0
     # None: the daemon's own write (see policy.record_visibility).
-    visibility: str | None = None
+    visibility: Visibility | None = None
 
 
 _NEW_RECORD = [f.name for f in fields(NewRecord)]
