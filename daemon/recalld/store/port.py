@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from recall_client import protocol as p
@@ -34,6 +34,7 @@ __all__ = [
     "ContextReads",
     "ContextWrites",
     "CredentialRow",
+    "DatabaseFigures",
     "DoctorFigures",
     "EpisodeReads",
     "EpisodeRow",
@@ -45,6 +46,7 @@ __all__ = [
     "ExperienceWritten",
     "Fact",
     "Filter",
+    "IndexFigures",
     "LessonRow",
     "MemoryChange",
     "MemoryInsert",
@@ -965,6 +967,36 @@ class BatchJob(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class IndexFigures:
+    """The vector index as the engine holds it."""
+
+    type: str
+    size: int
+    dim: int
+    model: str
+    # Why it was rebuilt from the store at open rather than loaded, if it was.
+    rebuilt_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseFigures:
+    """The engine and whether it answers, as last seen."""
+
+    engine: Literal["sqlite", "postgresql"]
+    # The database file, or the server's URL without its password.
+    location: str
+    answers: bool = True
+    # Since when it answers (or not), and the last error while it does not.
+    since: float | None = None
+    error: str | None = None
+    # A shared database: the role this daemon connects as, the connections it holds to it
+    # now, and their bound.
+    role: str | None = None
+    connections: int | None = None
+    connections_max: int | None = None
+
+
 class Store(Protocol):
     """An engine: its readers, its group commits, and the vector index it keeps."""
 
@@ -1003,15 +1035,15 @@ class Store(Protocol):
 
     def vectors_removed(self, ids: np.ndarray) -> None: ...
     def index_ids(self) -> np.ndarray: ...
-    def index_status(self) -> p.IndexStatus | None:
-        """What status shows of the vector index; None while it is not open."""
+    def index_status(self) -> IndexFigures | None:
+        """The vector index as status shows it; None while it is not open."""
         ...
 
     def snapshot(self) -> None:
         """Persist the vector index if it changed (blocking)."""
         ...
 
-    def database(self) -> p.DatabaseStatus:
+    def database(self) -> DatabaseFigures:
         """The engine and whether it answers, as last seen (no I/O: status calls it)."""
         ...
 
