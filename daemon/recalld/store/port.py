@@ -16,7 +16,7 @@ once (``store.sql``). The shapes are the engine's business, not the callers'.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -47,6 +47,8 @@ __all__ = [
     "Fact",
     "Filter",
     "IndexFigures",
+    "InjectedItem",
+    "InjectionRow",
     "LessonRow",
     "MemoryChange",
     "MemoryInsert",
@@ -360,6 +362,37 @@ class SessionEpisode:
     task_result: float | None
     verdict_at: float | None
     files: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedItem:
+    """An item of a block a context hook was given, in the block's order."""
+
+    id: str
+    section: str
+    tokens: int
+    drift: str | None
+    contested: bool
+    # The nonce of the use token a memory was injected with; None for a lesson or an episode.
+    use_token: str | None
+    # That use's outcome as it stands now: a read joins it in, a write leaves it None.
+    outcome: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InjectionRow:
+    """A block a context hook was given: the log keeps its ids, never its lines."""
+
+    id: str
+    ts: float
+    workspace: str
+    uid: int
+    agent: str
+    session: str
+    event: str
+    budget: int
+    tokens: int
+    items: list[InjectedItem]
 
 
 @dataclass(frozen=True, slots=True)
@@ -684,7 +717,7 @@ class ContextReads(Protocol):
         memory_id: str | None,
         before: tuple[float, str] | None,
         limit: int,
-    ) -> list[p.ContextInjection]:
+    ) -> list[InjectionRow]:
         """Up to ``limit`` injections of ``uid`` (and of the workspace, agent and session
         where given; holding ``memory_id`` where given), newest first by (ts, id),
         strictly after the (ts, id) ``before``; each item with its use's outcome now."""
@@ -921,17 +954,8 @@ class OperationWrites(Protocol):
 
 
 class ContextWrites(Protocol):
-    def record_injection(
-        self,
-        who: Principal,
-        workspace: str,
-        session: str,
-        block: p.ContextInjected,
-        nonces: Mapping[str, str],
-        now: float,
-    ) -> str:
-        """Log the block a context hook was given (``nonces``: its memories' use tokens',
-        memory id -> nonce); the injection's id."""
+    def record_injection(self, injection: InjectionRow) -> None:
+        """Log a block a context hook was given."""
         ...
 
 
