@@ -36,6 +36,7 @@ __all__ = [
     "CredentialRow",
     "DatabaseFigures",
     "DoctorFigures",
+    "EpisodeInsert",
     "EpisodeReads",
     "EpisodeRow",
     "EpisodeWrites",
@@ -304,6 +305,38 @@ class EpisodeRow:
     eligibility: str
     blocked: bool
     prev_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeInsert:
+    """A new episode as the store writes it: its record (``pending``) and its episode row."""
+
+    id: str
+    ts: float
+    created_at: float
+    workspace: str
+    agent: str
+    uid: int
+    session: str | None
+    source: str | None
+    text: str
+    content_hash: bytes
+    tags: list[str]
+    trust: float
+    blocked: bool
+    expires_at: float | None
+    channel: str
+    episode_type: str
+    tool: str | None
+    status: str
+    error_code: str | None
+    duration_ms: float | None
+    result_size: int | None
+    task_result: float | None
+    verdict_at: float | None
+    # The session's previous episode; None for its first, or without a session.
+    prev_id: str | None
+    files: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -620,6 +653,10 @@ class MemoryReads(Protocol):
 
 class EpisodeReads(Protocol):
     def rows(self, rowids: Sequence[int]) -> dict[int, EpisodeRow]: ...
+    def find(self, record_id: str) -> EpisodeRow | None:
+        """The episode ``record_id`` (forgotten or not); None when it is no episode."""
+        ...
+
     def of_session(
         self, workspace: str, session: str, uid: int, agent: str | None, now: float
     ) -> list[SessionEpisode]: ...
@@ -899,12 +936,37 @@ class MemoryWrites(Protocol):
 
 
 class EpisodeWrites(Protocol):
-    def capture(
-        self, who: Principal, req: p.CaptureEpisode, trust: Assessment, now: float
-    ) -> tuple[p.EpisodeCaptured, int | None]: ...
+    def find_duplicate(self, workspace: str, content_hash: bytes) -> str | None:
+        """The id of the workspace's live episode with this content hash, if there is one."""
+        ...
+
+    def lock_session(self, workspace: str, session: str, agent: str, uid: int) -> str | None:
+        """The id of the newest episode of an agent's session in the workspace, kept so until
+        this transaction ends: another writer capturing into the session waits for its
+        COMMIT."""
+        ...
+
+    def insert(self, episode: EpisodeInsert) -> int:
+        """Write a new episode; its rowid."""
+        ...
+
+    def verdict_targets(
+        self,
+        workspace: str,
+        uid: int,
+        agent: str | None,
+        episode_id: str | None,
+        session: str | None,
+    ) -> list[tuple[int, float | None]]:
+        """(rowid, task_result) of the live episode ``episode_id``, else of every live
+        episode of ``session``, in the workspace of ``uid`` (and of ``agent`` when given)."""
+        ...
+
     def set_verdict(
-        self, who: Principal, req: p.WorkResult, now: float
-    ) -> tuple[p.VerdictSet, list[int]]: ...
+        self, rowids: Sequence[int], task_result: float, verdict_at: float, now: float
+    ) -> None:
+        """Judge the episodes ``rowids``: their task_result and verdict_at, updated now."""
+        ...
 
 
 class ExperienceWrites(Protocol):
