@@ -218,6 +218,20 @@ def test_the_shared_sql_knows_no_engine() -> None:
     assert not wrong, wrong
 
 
+def test_the_store_knows_rows_not_the_wire() -> None:
+    """The store reads and writes rows; the use cases above it take requests and build
+    replies. It may name the words a record is made of (``recall_client.vocabulary``), never
+    the protocol's messages."""
+    wrong = [
+        f"{m} -> {d}"
+        for m, deps in graph().items()
+        if m == "recalld.store" or m.startswith("recalld.store.")
+        for d in deps
+        if d == "recall_client.protocol" or d.startswith("recall_client.protocol.")
+    ]
+    assert not wrong, wrong
+
+
 def test_every_request_type_has_a_route() -> None:
     requests = set(typing.get_args(p.Requests)) - {p.Hello}
     assert requests == set(ROUTES), requests ^ set(ROUTES)

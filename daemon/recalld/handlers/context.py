@@ -17,11 +17,12 @@ from functools import partial
 
 from recall_client import protocol as p
 
+from ..domain.ids import new_id
 from ..domain.principal import Principal
 from ..pipeline.writer import WriteJob
 from ..retrieval import context_log, host_tokens
 from ..retrieval.context_reader import Injection, gather
-from ..store.port import WriteTx
+from ..store.port import InjectedItem, InjectionRow, WriteTx
 from .services import Services
 
 __all__ = ["block", "injections"]
@@ -49,10 +50,34 @@ class _Injected(WriteJob[None]):
         self.block, self.uses = block, uses
 
     def apply(self, tx: WriteTx, now: float) -> None:
-        who = self.principal
-        tx.memories.record_uses(who, self.uses, "injected", self.block.event, now)
+        who, block = self.principal, self.block
+        tx.memories.record_uses(who, self.uses, "injected", block.event, now)
+        # A memory's item names its use by the token's nonce: a read of the log joins in
+        # what became of the use.
+        nonces = dict(self.uses)
         tx.context.record_injection(
-            who, self.workspace, self.session, self.block, dict(self.uses), now
+            InjectionRow(
+                id=new_id("ctx"),
+                ts=now,
+                workspace=self.workspace,
+                uid=who.uid,
+                agent=who.agent,
+                session=self.session,
+                event=block.event,
+                budget=block.budget,
+                tokens=block.tokens,
+                items=[
+                    InjectedItem(
+                        item.id,
+                        item.section,
+                        item.tokens,
+                        item.drift,
+                        item.contested,
+                        nonces.get(item.id),
+                    )
+                    for item in block.items
+                ],
+            )
         )
 
 

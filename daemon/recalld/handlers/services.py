@@ -26,7 +26,7 @@ from ..pipeline.writer import WriteJob
 from ..retrieval.context_reader import SessionLog
 from ..retrieval.fusion import PendingVector
 from ..retrieval.memory_reader import MemoryReader
-from ..store.port import Reader
+from ..store.port import IndexFigures, Reader
 
 __all__ = ["Services"]
 
@@ -91,7 +91,7 @@ class Services:
     wake_embedding: Callable[[], None]
     # The ids the vector index holds, and what status shows of it.
     index_ids: Callable[[], Awaitable[np.ndarray]]
-    index_status: Callable[[], p.IndexStatus | None]
+    index_status: Callable[[], IndexFigures | None]
     # What each session's context hooks were given (context_block dedupes against it).
     injected: SessionLog = field(default_factory=SessionLog)
 

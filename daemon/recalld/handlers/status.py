@@ -15,6 +15,7 @@ from ..domain.principal import Principal
 from ..domain.scopes import ADMIN
 from ..errors import RecallError
 from ..pipeline.model import Model
+from ..store.port import DatabaseFigures, IndexFigures
 from .services import Services
 
 __all__ = ["Connection", "StatusParts", "build_report", "status"]
@@ -40,14 +41,14 @@ class StatusParts:
     actors: Sequence[Actor]
     connections: Callable[[], Sequence[Connection]]
     latency: Callable[[], tuple[float | None, float | None, float | None]]
-    index: Callable[[], p.IndexStatus | None]
+    index: Callable[[], IndexFigures | None]
     # Records by kind and eligibility, and the embedding backlog (a store read).
     counts: Callable[[], Awaitable[tuple[dict[str, dict[str, int]], int]]]
     settled: Callable[[], bool]
     # The index keeper, reported with the index (it is the embedding stage's tail).
     keeper: Actor
     # The store the daemon uses and whether it answers.
-    database: Callable[[], p.DatabaseStatus]
+    database: Callable[[], DatabaseFigures]
     # The capture spool as the daemon sees it (a directory scan, in a thread).
     spool: Callable[[], Awaitable[p.SpoolStatus]]
     # Why there is no admin token, None while there is one.
@@ -84,7 +85,7 @@ async def build_report(parts: StatusParts, who: Principal) -> p.StatusReport:
             raise
         # The database is away: the report says so (database.state) instead of failing.
         records, backlog = {}, 0
-    index = parts.index() or p.IndexStatus()
+    index = _index(parts.index())
     index.embedding_backlog = backlog
     index.pending_changes = parts.keeper.queue_depth()[0]
     index.last_error = parts.keeper.stats.last_error
@@ -125,9 +126,30 @@ async def build_report(parts: StatusParts, who: Principal) -> p.StatusReport:
         agents=agents,
         search_latency_ms=p.Latency(p50=p50, p90=p90, p99=p99),
         settled=parts.settled(),
-        database=parts.database(),
+        database=_database(parts.database()),
         spool=await parts.spool(),
         admin_token_problem=parts.admin_token_problem(),
+    )
+
+
+def _index(f: IndexFigures | None) -> p.IndexStatus:
+    if f is None:
+        return p.IndexStatus()
+    return p.IndexStatus(
+        type=f.type, size=f.size, dim=f.dim, model=f.model, rebuilt_reason=f.rebuilt_reason
+    )
+
+
+def _database(f: DatabaseFigures) -> p.DatabaseStatus:
+    return p.DatabaseStatus(
+        engine=f.engine,
+        location=f.location,
+        state="ok" if f.answers else "unavailable",
+        since=f.since,
+        error=f.error,
+        role=f.role,
+        connections=f.connections,
+        connections_max=f.connections_max,
     )
 
 

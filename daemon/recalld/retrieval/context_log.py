@@ -8,10 +8,12 @@ listings' cursor (:func:`listing.cursor`): the ts and id of the last injection r
 
 from __future__ import annotations
 
+from typing import cast
+
 from recall_client import protocol as p
 
 from ..domain.principal import Principal
-from ..store.port import Reader
+from ..store.port import InjectionRow, Reader
 from .listing import cursor, parse_cursor
 
 __all__ = ["page"]
@@ -36,6 +38,31 @@ def page(reader: Reader, *, who: Principal, req: p.ContextLog) -> p.ContextLogRe
     shown = found[: req.limit]
     more = len(found) > req.limit
     return p.ContextLogResult(
-        injections=shown,
+        injections=[_injection(row) for row in shown],
         next_before=cursor(shown[-1].ts, shown[-1].id) if more else None,
+    )
+
+
+def _injection(row: InjectionRow) -> p.ContextInjection:
+    # The columns hold what the writer took from the protocol's own Literals.
+    return p.ContextInjection(
+        id=row.id,
+        ts=row.ts,
+        workspace=row.workspace,
+        agent=row.agent,
+        session_id=row.session,
+        event=cast("p.ContextEvent", row.event),
+        budget=row.budget,
+        tokens=row.tokens,
+        items=[
+            p.LoggedItem(
+                id=item.id,
+                section=cast("p.ContextSection", item.section),
+                tokens=item.tokens,
+                drift=cast("p.StalenessVerdict | None", item.drift),
+                contested=item.contested,
+                outcome=cast("p.StoredOutcome | None", item.outcome),
+            )
+            for item in row.items
+        ],
     )

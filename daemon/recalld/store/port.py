@@ -19,10 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
-from recall_client import protocol as p
 from recall_client.vocabulary import (
     Authority,
     DistortionTolerance,
@@ -41,7 +40,9 @@ __all__ = [
     "ContextReads",
     "ContextWrites",
     "CredentialRow",
+    "DatabaseFigures",
     "DoctorFigures",
+    "EpisodeInsert",
     "EpisodeReads",
     "EpisodeRow",
     "EpisodeWrites",
@@ -52,6 +53,9 @@ __all__ = [
     "ExperienceWrites",
     "Fact",
     "Filter",
+    "IndexFigures",
+    "InjectedItem",
+    "InjectionRow",
     "LessonRow",
     "MemoryChange",
     "MemoryInsert",
@@ -310,6 +314,38 @@ class EpisodeRow:
 
 
 @dataclass(frozen=True, slots=True)
+class EpisodeInsert:
+    """A new episode as the store writes it: its record (``pending``) and its episode row."""
+
+    id: str
+    ts: float
+    created_at: float
+    workspace: str
+    agent: str
+    uid: int
+    session: str | None
+    source: str | None
+    text: str
+    content_hash: bytes
+    tags: list[str]
+    trust: float
+    blocked: bool
+    expires_at: float | None
+    channel: str
+    episode_type: str
+    tool: str | None
+    status: str
+    error_code: str | None
+    duration_ms: float | None
+    result_size: int | None
+    task_result: float | None
+    verdict_at: float | None
+    # The session's previous episode; None for its first, or without a session.
+    prev_id: str | None
+    files: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class ExperienceRow:
     rowid: int
     id: str
@@ -348,6 +384,37 @@ class SessionEpisode:
     task_result: float | None
     verdict_at: float | None
     files: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedItem:
+    """An item of a block a context hook was given, in the block's order."""
+
+    id: str
+    section: str
+    tokens: int
+    drift: str | None
+    contested: bool
+    # The nonce of the use token a memory was injected with; None for a lesson or an episode.
+    use_token: str | None
+    # That use's outcome as it stands now: a read joins it in, a write leaves it None.
+    outcome: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InjectionRow:
+    """A block a context hook was given: the log keeps its ids, never its lines."""
+
+    id: str
+    ts: float
+    workspace: str
+    uid: int
+    agent: str
+    session: str
+    event: str
+    budget: int
+    tokens: int
+    items: list[InjectedItem]
 
 
 @dataclass(frozen=True, slots=True)
@@ -585,6 +652,10 @@ class MemoryReads(Protocol):
 
 class EpisodeReads(Protocol):
     def rows(self, rowids: Sequence[int]) -> dict[int, EpisodeRow]: ...
+    def find(self, record_id: str) -> EpisodeRow | None:
+        """The episode ``record_id`` (forgotten or not); None when it is no episode."""
+        ...
+
     def of_session(
         self, workspace: str, session: str, uid: int, agent: str | None, now: float
     ) -> list[SessionEpisode]: ...
@@ -702,7 +773,7 @@ class ContextReads(Protocol):
         memory_id: str | None,
         before: tuple[float, str] | None,
         limit: int,
-    ) -> list[p.ContextInjection]:
+    ) -> list[InjectionRow]:
         """Up to ``limit`` injections of ``uid`` (and of the workspace, agent and session
         where given; holding ``memory_id`` where given), newest first by (ts, id),
         strictly after the (ts, id) ``before``; each item with its use's outcome now."""
@@ -884,12 +955,37 @@ class MemoryWrites(Protocol):
 
 
 class EpisodeWrites(Protocol):
-    def capture(
-        self, who: Principal, req: p.CaptureEpisode, trust: Assessment, now: float
-    ) -> tuple[p.EpisodeCaptured, int | None]: ...
+    def find_duplicate(self, workspace: str, content_hash: bytes) -> str | None:
+        """The id of the workspace's live episode with this content hash, if there is one."""
+        ...
+
+    def lock_session(self, workspace: str, session: str, agent: str, uid: int) -> str | None:
+        """The id of the newest episode of an agent's session in the workspace, kept so until
+        this transaction ends: another writer capturing into the session waits for its
+        COMMIT."""
+        ...
+
+    def insert(self, episode: EpisodeInsert) -> int:
+        """Write a new episode; its rowid."""
+        ...
+
+    def verdict_targets(
+        self,
+        workspace: str,
+        uid: int,
+        agent: str | None,
+        episode_id: str | None,
+        session: str | None,
+    ) -> list[tuple[int, float | None]]:
+        """(rowid, task_result) of the live episode ``episode_id``, else of every live
+        episode of ``session``, in the workspace of ``uid`` (and of ``agent`` when given)."""
+        ...
+
     def set_verdict(
-        self, who: Principal, req: p.WorkResult, now: float
-    ) -> tuple[p.VerdictSet, list[int]]: ...
+        self, rowids: Sequence[int], task_result: float, verdict_at: float, now: float
+    ) -> None:
+        """Judge the episodes ``rowids``: their task_result and verdict_at, updated now."""
+        ...
 
 
 class ExperienceWrites(Protocol):
@@ -994,17 +1090,8 @@ class OperationWrites(Protocol):
 
 
 class ContextWrites(Protocol):
-    def record_injection(
-        self,
-        who: Principal,
-        workspace: str,
-        session: str,
-        block: p.ContextInjected,
-        nonces: Mapping[str, str],
-        now: float,
-    ) -> str:
-        """Log the block a context hook was given (``nonces``: its memories' use tokens',
-        memory id -> nonce); the injection's id."""
+    def record_injection(self, injection: InjectionRow) -> None:
+        """Log a block a context hook was given."""
         ...
 
 
@@ -1038,6 +1125,36 @@ class BatchJob(Protocol):
     def rolled_back(self) -> None:
         """The job's savepoint (or its batch) was rolled back: it must leave nothing."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFigures:
+    """The vector index as the engine holds it."""
+
+    type: str
+    size: int
+    dim: int
+    model: str
+    # Why it was rebuilt from the store at open rather than loaded, if it was.
+    rebuilt_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseFigures:
+    """The engine and whether it answers, as last seen."""
+
+    engine: Literal["sqlite", "postgresql"]
+    # The database file, or the server's URL without its password.
+    location: str
+    answers: bool = True
+    # Since when it answers (or not), and the last error while it does not.
+    since: float | None = None
+    error: str | None = None
+    # A shared database: the role this daemon connects as, the connections it holds to it
+    # now, and their bound.
+    role: str | None = None
+    connections: int | None = None
+    connections_max: int | None = None
 
 
 class Store(Protocol):
@@ -1078,15 +1195,15 @@ class Store(Protocol):
 
     def vectors_removed(self, ids: np.ndarray) -> None: ...
     def index_ids(self) -> np.ndarray: ...
-    def index_status(self) -> p.IndexStatus | None:
-        """What status shows of the vector index; None while it is not open."""
+    def index_status(self) -> IndexFigures | None:
+        """The vector index as status shows it; None while it is not open."""
         ...
 
     def snapshot(self) -> None:
         """Persist the vector index if it changed (blocking)."""
         ...
 
-    def database(self) -> p.DatabaseStatus:
+    def database(self) -> DatabaseFigures:
         """The engine and whether it answers, as last seen (no I/O: status calls it)."""
         ...
 

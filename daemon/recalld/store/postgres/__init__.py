@@ -34,10 +34,16 @@ from typing import Any
 import numpy as np
 import psycopg
 import psycopg.errors
-from recall_client import protocol as p
 
 from ...errors import RecallError
-from ..port import BatchJob, Reader, StorageFailure, StoreUnreachable
+from ..port import (
+    BatchJob,
+    DatabaseFigures,
+    IndexFigures,
+    Reader,
+    StorageFailure,
+    StoreUnreachable,
+)
 from ..sql.sides import SqlReader, SqlWriteTx
 from .db import LOST, ConnectionState, PgDb, connect
 from .retrieval import PgRetrieval
@@ -353,12 +359,10 @@ class PgStore:
             self.close_reader(reader)
         return np.array([r[0] for r in rows], dtype=np.int64)
 
-    def index_status(self) -> p.IndexStatus | None:
+    def index_status(self) -> IndexFigures | None:
         if self.model is None:
             return None
-        return p.IndexStatus(
-            type="pgvector-hnsw", size=self._size, dim=VECTOR_DIM, model=self.model
-        )
+        return IndexFigures(type="pgvector-hnsw", size=self._size, dim=VECTOR_DIM, model=self.model)
 
     def snapshot(self) -> None:
         """Nothing to persist (the index is the database's); the vectors this daemon can see
@@ -379,12 +383,12 @@ class PgStore:
         with self._size_lock:
             self._size = int(size)
 
-    def database(self) -> p.DatabaseStatus:
+    def database(self) -> DatabaseFigures:
         s = self.state
-        return p.DatabaseStatus(
+        return DatabaseFigures(
             engine="postgresql",
             location=self.location,
-            state="ok" if s.ok else "unavailable",
+            answers=s.ok,
             since=s.since,
             error=s.error,
             role=self.role,

@@ -9,25 +9,22 @@ now: "injected" until a memory_record_use of that token replaced it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
-from recall_client import protocol as p
-
-from ...domain.ids import new_id
-from ...domain.principal import Principal
+from ..port import InjectedItem, InjectionRow
 from .db import Db
 from .filters import marks
 
 __all__ = ["SqlContextReads", "SqlContextWrites"]
 
 _INJECTION_SQL = (
-    "SELECT i.id, i.ts, i.workspace, i.agent, i.session, i.event, i.budget, i.tokens"
+    "SELECT i.id, i.ts, i.workspace, i.uid, i.agent, i.session, i.event, i.budget, i.tokens"
     " FROM context_injections i"
 )
 # The outcome of a memory's use, by its token's nonce (a lesson or an episode has none).
 _ITEM_SQL = (
-    "SELECT c.injection, c.item_id, c.section, c.tokens, c.drift, c.contested, u.outcome"
+    "SELECT c.injection, c.item_id, c.section, c.tokens, c.drift, c.contested, c.use_token,"
+    " u.outcome"
     " FROM context_items c LEFT JOIN memory_uses u ON u.token = c.use_token"
 )
 
@@ -46,7 +43,7 @@ class SqlContextReads:
         memory_id: str | None,
         before: tuple[float, str] | None,
         limit: int,
-    ) -> list[p.ContextInjection]:
+    ) -> list[InjectionRow]:
         clauses = ["i.uid = ?"]
         params: list[Any] = [uid]
         for column, value in (("workspace", workspace), ("agent", agent), ("session", session)):
@@ -68,35 +65,37 @@ class SqlContextReads:
         if not rows:
             return []
         ids = [row[0] for row in rows]
-        items: dict[str, list[p.LoggedItem]] = {i: [] for i in ids}
-        for injection, item_id, section, tokens, drift, contested, outcome in self._conn.execute(
+        items: dict[str, list[InjectedItem]] = {i: [] for i in ids}
+        for (
+            injection,
+            item_id,
+            section,
+            tokens,
+            drift,
+            contested,
+            token,
+            outcome,
+        ) in self._conn.execute(
             f"{_ITEM_SQL} WHERE c.injection IN ({marks(ids)}) ORDER BY c.injection, c.position",
             ids,
         ):
-            # The columns hold what the writer took from the protocol's own Literals.
             items[injection].append(
-                p.LoggedItem(
-                    id=item_id,
-                    section=cast("p.ContextSection", section),
-                    tokens=int(tokens),
-                    drift=cast("p.StalenessVerdict | None", drift),
-                    contested=bool(contested),
-                    outcome=cast("p.StoredOutcome | None", outcome),
-                )
+                InjectedItem(item_id, section, int(tokens), drift, bool(contested), token, outcome)
             )
         return [
-            p.ContextInjection(
+            InjectionRow(
                 id=i,
                 ts=float(ts),
                 workspace=workspace_,
+                uid=int(uid_),
                 agent=agent_,
-                session_id=session_,
-                event=cast("p.ContextEvent", event),
+                session=session_,
+                event=event,
                 budget=int(budget),
                 tokens=int(tokens),
                 items=items[i],
             )
-            for i, ts, workspace_, agent_, session_, event, budget, tokens in rows
+            for i, ts, workspace_, uid_, agent_, session_, event, budget, tokens in rows
         ]
 
 
@@ -104,50 +103,20 @@ class SqlContextWrites:
     def __init__(self, conn: Db) -> None:
         self._conn = conn
 
-    def record_injection(
-        self,
-        who: Principal,
-        workspace: str,
-        session: str,
-        block: p.ContextInjected,
-        nonces: Mapping[str, str],
-        now: float,
-    ) -> str:
-        """Log ``block`` as given to ``session``; ``nonces`` are its memories' use tokens'
-        (memory id -> nonce). The injection's id."""
-        injection = new_id("ctx")
+    def record_injection(self, injection: InjectionRow) -> None:
+        i = injection
         self._conn.execute(
             "INSERT INTO context_injections"
             " (id, ts, workspace, uid, agent, session, event, budget, tokens)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                injection,
-                now,
-                workspace,
-                who.uid,
-                who.agent,
-                session,
-                block.event,
-                block.budget,
-                block.tokens,
-            ),
+            (i.id, i.ts, i.workspace, i.uid, i.agent, i.session, i.event, i.budget, i.tokens),
         )
         self._conn.executemany(
             "INSERT INTO context_items"
             " (injection, position, item_id, section, tokens, drift, contested, use_token)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (
-                    injection,
-                    n,
-                    item.id,
-                    item.section,
-                    item.tokens,
-                    item.drift,
-                    int(item.contested),
-                    nonces.get(item.id),
-                )
-                for n, item in enumerate(block.items)
+                (i.id, n, it.id, it.section, it.tokens, it.drift, int(it.contested), it.use_token)
+                for n, it in enumerate(i.items)
             ],
         )
-        return injection

@@ -13,17 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-from recall_client import protocol as p
 
-from ...domain.dedup import episode_digest
-from ...domain.ids import new_id
-from ...domain.policy import Assessment
-from ...domain.principal import Principal
-from ...errors import RecallError
-from ..port import EpisodeRow, SessionEpisode
+from ..port import EpisodeInsert, EpisodeRow, SessionEpisode
 from .db import Db
 from .filters import marks
-from .records import NewRecord, insert_record, remember_key, replayed
+from .records import NewRecord, insert_record
 
 __all__ = ["SqlEpisodeReads", "SqlEpisodeWrites"]
 
@@ -38,14 +32,21 @@ class SqlEpisodeReads:
     def rows(self, rowids: Sequence[int]) -> dict[int, EpisodeRow]:
         if not rowids:
             return {}
-        out = {}
+        found = self._select(f"r.rowid IN ({marks(rowids)})", list(rowids))
+        return {row.rowid: row for row in found}
+
+    def find(self, record_id: str) -> EpisodeRow | None:
+        found = self._select("r.id = ?", [record_id])
+        return found[0] if found else None
+
+    def _select(self, where: str, params: list[Any]) -> list[EpisodeRow]:
+        out = []
         for row in self._conn.execute(
             "SELECT r.rowid, r.id, r.ts, r.workspace, r.session, r.agent, e.channel,"
             " e.episode_type, e.task_result, e.verdict_at, e.tool, e.status, e.error_code,"
             " e.duration_ms, e.result_size, r.text, r.tags, r.trust, r.eligibility, e.blocked,"
-            " e.prev_id FROM records r JOIN episodes e ON e.rowid = r.rowid"
-            f" WHERE r.rowid IN ({marks(rowids)})",
-            list(rowids),
+            f" e.prev_id FROM records r JOIN episodes e ON e.rowid = r.rowid WHERE {where}",
+            params,
         ):
             values: list[Any] = [
                 *row[:16],
@@ -55,7 +56,7 @@ class SqlEpisodeReads:
                 bool(row[19]),
                 row[20],
             ]
-            out[row[0]] = EpisodeRow(*values)
+            out.append(EpisodeRow(*values))
         return out
 
     def of_session(
@@ -139,163 +140,108 @@ class SqlEpisodeReads:
         ]
 
 
-def _existing(
-    conn: Db, record_id: str, *, duplicate: bool = False, replayed: bool = False
-) -> p.EpisodeCaptured:
-    row = conn.execute(
-        "SELECT e.prev_id, r.eligibility, r.trust, e.blocked FROM records r"
-        " JOIN episodes e ON e.rowid = r.rowid WHERE r.id = ?",
-        (record_id,),
-    ).fetchone()
-    if row is None:
-        raise RecallError(
-            "invalid_request",
-            f"idempotency_key was already used for {record_id}, which is not an episode",
-        )
-    prev_id, eligibility, trust, blocked = row
-    return p.EpisodeCaptured(
-        record_id=record_id,
-        prev_id=prev_id,
-        eligibility=eligibility,
-        trust=trust,
-        blocked=bool(blocked),
-        duplicate=duplicate,
-        replayed=replayed,
-    )
-
-
 class SqlEpisodeWrites:
     def __init__(self, conn: Db) -> None:
         self._conn = conn
 
-    def capture(
-        self, who: Principal, req: p.CaptureEpisode, trust: Assessment, now: float
-    ) -> tuple[p.EpisodeCaptured, int | None]:
-        """Insert one episode, chained to its session's previous one and stored ``pending``
-        (the evaluation actor settles it); a duplicate or a replayed key answers with the
-        stored one. Returns the reply and the new row, if one was written."""
-        conn = self._conn
-        earlier = replayed(conn, who, req.idempotency_key)
-        if earlier is not None:
-            return _existing(conn, earlier, replayed=True), None
-        workspace = who.workspace
-        status = req.status.strip().lower()
-        ts = req.ts if req.ts is not None else now
-        # The same event reported twice is stored once; the same words at another time are
-        # another episode.
-        digest = episode_digest(who.agent, req.session_id, ts, req.tool, status, req.summary)
-        row = conn.execute(
+    def find_duplicate(self, workspace: str, content_hash: bytes) -> str | None:
+        row = self._conn.execute(
             "SELECT id FROM records WHERE workspace = ? AND kind = 'episode' AND content_hash = ?"
             " AND tombstoned_at IS NULL",
-            (workspace, digest),
+            (workspace, content_hash),
         ).fetchone()
-        rowid = None
-        if row is not None:
-            result = _existing(conn, row[0], duplicate=True)
-        else:
-            prev_id = None
-            if req.session_id is not None:
-                # The chain stays one chain when two daemons capture into one session. A
-                # session is the agent's within its workspace: the same name elsewhere is
-                # another chain (its ids are not this one's to see).
-                conn.lock("session", workspace, req.session_id, who.agent, str(who.uid))
-                prev = conn.execute(
-                    "SELECT id FROM records WHERE workspace = ? AND session = ?"
-                    " AND kind = 'episode' AND agent = ? AND uid = ?"
-                    " ORDER BY rowid DESC LIMIT 1",
-                    (workspace, req.session_id, who.agent, who.uid),
-                ).fetchone()
-                prev_id = prev[0] if prev else None
-            record_id = new_id("ep")
-            rowid = insert_record(
-                conn,
-                NewRecord(
-                    id=record_id,
-                    kind="episode",
-                    ts=ts,
-                    created_at=now,
-                    workspace=workspace,
-                    agent=who.agent,
-                    uid=who.uid,
-                    session=req.session_id,
-                    source=req.source,
-                    text=req.summary,
-                    content_hash=digest,
-                    tags=req.tags,
-                    trust=trust.trust,
-                    expires_at=now + req.ttl_s if req.ttl_s is not None else None,
-                ),
-            )
-            conn.execute(
-                "INSERT INTO episodes (rowid, channel, episode_type, tool, status, error_code,"
-                " duration_ms, result_size, task_result, verdict_at, blocked, prev_id, files)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    rowid,
-                    req.channel,
-                    req.episode_type,
-                    req.tool,
-                    status,
-                    req.error_code,
-                    req.duration_ms,
-                    req.result_size,
-                    req.task_result,
-                    now if req.task_result is not None else None,
-                    int(trust.blocked),
-                    prev_id,
-                    _json.encode(list(dict.fromkeys(req.files))).decode(),
-                ),
-            )
-            result = p.EpisodeCaptured(
-                record_id=record_id,
-                prev_id=prev_id,
-                trust=trust.trust,
-                blocked=trust.blocked,
-            )
-        remember_key(conn, who, req.idempotency_key, result.record_id, now)
-        return result, rowid
+        return None if row is None else str(row[0])
 
-    def set_verdict(
-        self, who: Principal, req: p.WorkResult, now: float
-    ) -> tuple[p.VerdictSet, list[int]]:
-        """Set task_result and verdict_at on one episode or a whole session of the caller's
-        workspace (as work_search shows them); returns the reply and the rows it changed
-        (episodes waiting for this verdict can settle now). Another workspace's episode or
-        session is not found, exactly as one that does not exist."""
+    def lock_session(self, workspace: str, session: str, agent: str, uid: int) -> str | None:
+        # The chain stays one chain when two daemons capture into one session. A session is
+        # the agent's within its workspace: the same name elsewhere is another chain (its
+        # ids are not this one's to see).
+        self._conn.lock("session", workspace, session, agent, str(uid))
+        row = self._conn.execute(
+            "SELECT id FROM records WHERE workspace = ? AND session = ?"
+            " AND kind = 'episode' AND agent = ? AND uid = ?"
+            " ORDER BY rowid DESC LIMIT 1",
+            (workspace, session, agent, uid),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def insert(self, episode: EpisodeInsert) -> int:
+        e = episode
+        rowid = insert_record(
+            self._conn,
+            NewRecord(
+                id=e.id,
+                kind="episode",
+                ts=e.ts,
+                created_at=e.created_at,
+                workspace=e.workspace,
+                agent=e.agent,
+                uid=e.uid,
+                session=e.session,
+                source=e.source,
+                text=e.text,
+                content_hash=e.content_hash,
+                tags=e.tags,
+                trust=e.trust,
+                expires_at=e.expires_at,
+            ),
+        )
+        self._conn.execute(
+            "INSERT INTO episodes (rowid, channel, episode_type, tool, status, error_code,"
+            " duration_ms, result_size, task_result, verdict_at, blocked, prev_id, files)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                rowid,
+                e.channel,
+                e.episode_type,
+                e.tool,
+                e.status,
+                e.error_code,
+                e.duration_ms,
+                e.result_size,
+                e.task_result,
+                e.verdict_at,
+                int(e.blocked),
+                e.prev_id,
+                _json.encode(e.files).decode(),
+            ),
+        )
+        return rowid
+
+    def verdict_targets(
+        self,
+        workspace: str,
+        uid: int,
+        agent: str | None,
+        episode_id: str | None,
+        session: str | None,
+    ) -> list[tuple[int, float | None]]:
         where = "r.kind = 'episode' AND r.workspace = ? AND r.uid = ? AND r.tombstoned_at IS NULL"
-        params: list[Any] = [who.workspace, who.uid]
-        if not req.any_caller:
+        params: list[Any] = [workspace, uid]
+        if agent is not None:
             where += " AND r.agent = ?"
-            params.append(who.agent)
-        if req.episode_id is not None:
+            params.append(agent)
+        if episode_id is not None:
             where += " AND r.id = ?"
-            params.append(req.episode_id)
+            params.append(episode_id)
         else:
             where += " AND r.session = ?"
-            params.append(req.session_id)
-        rows = self._conn.execute(
-            f"SELECT r.rowid, e.task_result FROM records r JOIN episodes e ON e.rowid = r.rowid"
-            f" WHERE {where}",
-            params,
-        ).fetchall()
-        if not rows:
-            what = f"episode {req.episode_id}" if req.episode_id else f"session {req.session_id}"
-            whose = "" if req.any_caller else f" of agent {who.agent!r}"
-            raise RecallError(
-                "not_found", f"no {what}{whose} in workspace {who.workspace} to judge"
-            )
-        verdict_at = req.verdict_at if req.verdict_at is not None else now
-        # Re-sending the same verdict changes nothing (not even verdict_at).
-        changed = [rowid for rowid, current in rows if current != req.task_result]
-        for rowid in changed:
+            params.append(session)
+        return [
+            (int(rowid), task_result)
+            for rowid, task_result in self._conn.execute(
+                "SELECT r.rowid, e.task_result FROM records r JOIN episodes e"
+                f" ON e.rowid = r.rowid WHERE {where}",
+                params,
+            ).fetchall()
+        ]
+
+    def set_verdict(
+        self, rowids: Sequence[int], task_result: float, verdict_at: float, now: float
+    ) -> None:
+        for rowid in rowids:
             self._conn.execute(
                 "UPDATE episodes SET task_result = ?, verdict_at = ? WHERE rowid = ?",
-                (req.task_result, verdict_at, rowid),
+                (task_result, verdict_at, rowid),
             )
             self._conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, rowid))
-        return p.VerdictSet(
-            task_result=req.task_result,
-            verdict_at=verdict_at,
-            matched=len(rows),
-            updated=len(changed),
-        ), changed

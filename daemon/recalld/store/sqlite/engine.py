@@ -10,10 +10,9 @@ from concurrent.futures import Executor
 from pathlib import Path
 
 import numpy as np
-from recall_client import protocol as p
 
 from ...errors import RecallError
-from ..port import BatchJob, Reader, StorageFailure
+from ..port import BatchJob, DatabaseFigures, IndexFigures, Reader, StorageFailure
 from ..sql.sides import SqlReader, SqlWriteTx
 from .lessons import FaissLessons, Unindexed
 from .readers import SqliteProcessReaders, SqliteReader, reader_on
@@ -186,11 +185,11 @@ class SqliteStore:
     def index_ids(self) -> np.ndarray:
         return self._index.ids_sync() if self._index is not None else np.empty(0, dtype=np.int64)
 
-    def index_status(self) -> p.IndexStatus | None:
+    def index_status(self) -> IndexFigures | None:
         index = self._index
         if index is None:
             return None
-        return p.IndexStatus(
+        return IndexFigures(
             type=index.kind,
             size=index.ntotal,
             dim=index.dim,
@@ -207,8 +206,8 @@ class SqliteStore:
                 conn.close()
             self._index.snapshot_sync(latest)
 
-    def database(self) -> p.DatabaseStatus:
-        return p.DatabaseStatus(engine="sqlite", location=str(self.data_dir / DB_NAME))
+    def database(self) -> DatabaseFigures:
+        return DatabaseFigures(engine="sqlite", location=str(self.data_dir / DB_NAME))
 
     def close(self) -> None:
         self._writer.close()
