@@ -143,7 +143,8 @@ OpsRequests = (
 # stage sanitises it like any write.
 
 RecordKind = Literal["memory", "episode", "experience", "lesson"]
-# A session as a record keeps it (a write may have named it empty).
+# A session as a record keeps it: a store written before session ids became one type may
+# hold an empty one.
 StoredSession = Annotated[str, Meta(max_length=200)]
 # Lists a record gathers over its life (uses, events, lesson links): bounded by this, and
 # by the frame one export page or import request travels in.
