@@ -22,7 +22,7 @@ from ..domain.principal import Principal
 from ..errors import RecallError
 from ..pipeline.intake import RequestJob
 from ..retrieval import work_reader
-from ..store.port import EpisodeInsert, WriteTx
+from ..store.port import EpisodeInsert, NewRecord, WriteTx
 from .services import Services
 
 __all__ = ["capture", "capture_episode", "capture_job", "judge", "search", "set_verdict"]
@@ -57,20 +57,23 @@ def capture_episode(
     record_id = new_id("ep")
     rowid = tx.episodes.insert(
         EpisodeInsert(
-            id=record_id,
-            ts=ts,
-            created_at=now,
-            workspace=workspace,
-            agent=who.agent,
-            uid=who.uid,
-            session=req.session_id,
-            source=req.source,
-            text=req.summary,
-            content_hash=digest,
-            tags=req.tags,
-            trust=trust.trust,
+            NewRecord(
+                id=record_id,
+                kind="episode",
+                ts=ts,
+                created_at=now,
+                workspace=workspace,
+                agent=who.agent,
+                uid=who.uid,
+                session=req.session_id,
+                source=req.source,
+                text=req.summary,
+                content_hash=digest,
+                tags=req.tags,
+                trust=trust.trust,
+                expires_at=now + req.ttl_s if req.ttl_s is not None else None,
+            ),
             blocked=trust.blocked,
-            expires_at=now + req.ttl_s if req.ttl_s is not None else None,
             channel=req.channel,
             episode_type=req.episode_type,
             tool=req.tool,

@@ -22,7 +22,7 @@ from ..domain.policy import Assessment, record_visibility
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..retrieval.experience_reader import experience_info
-from ..store.port import ExperienceFields, ExperienceRecord, WriteTx
+from ..store.port import ExperienceFields, ExperienceRecord, NewRecord, WriteTx
 
 __all__ = [
     "MAX_LESSONS",
@@ -94,7 +94,9 @@ class _Write:
         """A new experience of content hash ``digest``: its id and rowid."""
         record_id = new_id("exp")
         rowid = self.tx.experiences.insert(
-            self._record(record_id, self.plan.description, digest, self.plan.trust, 0),
+            self._record(
+                "experience", record_id, self.plan.description, digest, self.plan.trust, 0
+            ),
             self._fields(),
         )
         self.written.append((rowid, self.plan.vector(0)))
@@ -102,7 +104,9 @@ class _Write:
 
     def rewrite(self, rowid: int, record_id: str, digest: bytes) -> None:
         """The stored experience ``rowid`` as this request now says it."""
-        record = self._record(record_id, self.plan.description, digest, self.plan.trust, 0)
+        record = self._record(
+            "experience", record_id, self.plan.description, digest, self.plan.trust, 0
+        )
         self.tx.experiences.rewrite(rowid, record, self._fields(), self.now)
         self.written.append((rowid, record.vector))
 
@@ -129,29 +133,35 @@ class _Write:
             if near is not None:
                 return near, True
         rowid = self.tx.experiences.insert_lesson(
-            self._record(new_id("les"), text, digest, trust, row)
+            self._record("lesson", new_id("les"), text, digest, trust, row)
         )
         self.written.append((rowid, vec))
         return rowid, False
 
     def _record(
-        self, record_id: str, text: str, digest: bytes, trust: Assessment, row: int
+        self, kind: str, record_id: str, text: str, digest: bytes, trust: Assessment, row: int
     ) -> ExperienceRecord:
         req, who = self.req, self.who
+        vector = self.plan.vector(row)
         return ExperienceRecord(
-            id=record_id,
-            ts=self.now if req.ts is None else req.ts,
-            created_at=self.now,
-            workspace=who.workspace,
-            agent=who.agent,
-            uid=who.uid,
-            session=req.session,
-            source=self.plan.source,
-            text=text,
-            content_hash=digest,
-            trust=trust,
-            visibility=record_visibility(req.visibility),
-            vector=self.plan.vector(row),
+            NewRecord(
+                id=record_id,
+                kind=kind,
+                ts=self.now if req.ts is None else req.ts,
+                created_at=self.now,
+                workspace=who.workspace,
+                agent=who.agent,
+                uid=who.uid,
+                session=req.session,
+                source=self.plan.source,
+                text=text,
+                content_hash=digest,
+                trust=trust.trust,
+                eligibility=trust.eligibility,
+                embed_state=0 if vector is None else 1,
+                visibility=record_visibility(req.visibility),
+            ),
+            vector=vector,
             model=self.plan.model,
         )
 

@@ -22,7 +22,7 @@ from ..domain.policy import (
 from ..domain.principal import Principal
 from ..errors import RecallError
 from ..ingest.trust import score
-from ..store.port import MemoryChange, MemoryInsert, WriteTx
+from ..store.port import MemoryChange, MemoryInsert, NewRecord, WriteTx
 
 __all__ = ["resolve_fact", "store_memory", "update_memory"]
 
@@ -63,21 +63,26 @@ def store_memory(
     paths = _paths(req.text, req.paths)
     rowid = tx.memories.insert(
         MemoryInsert(
-            id=record_id,
-            ts=ts,
-            created_at=now,
-            workspace=workspace,
-            agent=who.agent,
-            uid=who.uid,
-            session=req.session or who.session,
-            source=req.source,
-            text=req.text,
-            content_hash=digest,
-            tags=req.tags,
-            trust=trust,
-            expires_at=now + req.ttl_s if req.ttl_s is not None else None,
-            visibility=visibility,
-            kind=req.kind,
+            NewRecord(
+                id=record_id,
+                kind="memory",
+                ts=ts,
+                created_at=now,
+                workspace=workspace,
+                agent=who.agent,
+                uid=who.uid,
+                session=req.session or who.session,
+                source=req.source,
+                text=req.text,
+                content_hash=digest,
+                tags=req.tags,
+                trust=trust.trust,
+                eligibility=trust.eligibility,
+                expires_at=now + req.ttl_s if req.ttl_s is not None else None,
+                visibility=visibility,
+            ),
+            trust_reasons=trust.reasons,
+            memory_kind=req.kind,
             subject=req.subject,
             subject_key=key,
             authority=req.authority,

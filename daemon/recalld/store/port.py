@@ -63,6 +63,7 @@ __all__ = [
     "MemoryRow",
     "MemoryTarget",
     "MemoryWrites",
+    "NewRecord",
     "OperationReads",
     "OperationWrites",
     "Ownership",
@@ -183,10 +184,13 @@ class Fact:
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryInsert:
-    """A new memory as the store writes it: its record, its metadata, labels, paths, links."""
+class NewRecord:
+    """A ``records`` row as a writer inserts it, each field its column (a default is the
+    schema's). Every kind of record is one of these plus its own rows."""
 
     id: str
+    # The kind of record: memory, episode, experience, lesson.
+    kind: str
     ts: float
     created_at: float
     workspace: str
@@ -196,11 +200,25 @@ class MemoryInsert:
     source: str | None
     text: str
     content_hash: bytes
-    tags: list[str]
-    trust: Assessment
-    expires_at: float | None
-    visibility: Visibility
-    kind: str
+    tags: Sequence[str] = ()
+    trust: float = 1.0
+    eligibility: str = "pending"
+    expires_at: float | None = None
+    embed_state: int = 0
+    # None: the daemon's own write (see policy.record_visibility).
+    visibility: Visibility | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryInsert:
+    """A new memory as the store writes it: its record, its metadata, labels, paths, links."""
+
+    # Its ``records`` row (kind ``memory``), trust and eligibility as scoring settled them.
+    record: NewRecord
+    # Why scoring trusted it as it did (memory_meta.trust_reasons).
+    trust_reasons: Sequence[str]
+    # entry or fact (memory_meta.kind), not the record's kind.
+    memory_kind: str
     subject: str | None
     subject_key: str | None
     authority: str
@@ -317,20 +335,9 @@ class EpisodeRow:
 class EpisodeInsert:
     """A new episode as the store writes it: its record (``pending``) and its episode row."""
 
-    id: str
-    ts: float
-    created_at: float
-    workspace: str
-    agent: str
-    uid: int
-    session: str | None
-    source: str | None
-    text: str
-    content_hash: bytes
-    tags: list[str]
-    trust: float
+    # Its ``records`` row (kind ``episode``), left ``pending`` for the evaluation actor.
+    record: NewRecord
     blocked: bool
-    expires_at: float | None
     channel: str
     episode_type: str
     tool: str | None
@@ -521,21 +528,12 @@ class RecordRows:
 
 @dataclass(frozen=True, slots=True)
 class ExperienceRecord:
-    """A ``records`` row an experience write adds: the experience's or one of its lessons'."""
+    """A ``records`` row an experience write adds: the experience's or one of its lessons',
+    with the vector it is stored with."""
 
-    id: str
-    ts: float
-    created_at: float
-    workspace: str
-    agent: str
-    uid: int
-    session: str | None
-    # records.source (record_experience, experience_rollup).
-    source: str
-    text: str
-    content_hash: bytes
-    trust: Assessment
-    visibility: Visibility
+    # Kind experience or lesson, source record_experience or experience_rollup; embed_state
+    # is 1 when it comes with its vector.
+    record: NewRecord
     # Its vector under ``model``; None when no model is up (the embedding actor embeds it).
     vector: np.ndarray | None
     model: str | None

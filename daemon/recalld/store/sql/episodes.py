@@ -17,7 +17,7 @@ import msgspec
 from ..port import EpisodeInsert, EpisodeRow, SessionEpisode
 from .db import Db
 from .filters import marks
-from .records import NewRecord, insert_record
+from .records import insert_record
 
 __all__ = ["SqlEpisodeReads", "SqlEpisodeWrites"]
 
@@ -167,25 +167,7 @@ class SqlEpisodeWrites:
 
     def insert(self, episode: EpisodeInsert) -> int:
         e = episode
-        rowid = insert_record(
-            self._conn,
-            NewRecord(
-                id=e.id,
-                kind="episode",
-                ts=e.ts,
-                created_at=e.created_at,
-                workspace=e.workspace,
-                agent=e.agent,
-                uid=e.uid,
-                session=e.session,
-                source=e.source,
-                text=e.text,
-                content_hash=e.content_hash,
-                tags=e.tags,
-                trust=e.trust,
-                expires_at=e.expires_at,
-            ),
-        )
+        rowid = insert_record(self._conn, e.record)
         self._conn.execute(
             "INSERT INTO episodes (rowid, channel, episode_type, tool, status, error_code,"
             " duration_ms, result_size, task_result, verdict_at, blocked, prev_id, files)"

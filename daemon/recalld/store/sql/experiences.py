@@ -32,7 +32,7 @@ from ..port import (
 )
 from .db import Db
 from .filters import marks, where
-from .records import NewRecord, insert_record
+from .records import insert_record
 
 __all__ = ["NearLessons", "SqlExperienceReads", "SqlExperienceWrites"]
 
@@ -203,7 +203,7 @@ class SqlExperienceWrites:
         return None if row is None else str(row[0])
 
     def insert(self, record: ExperienceRecord, fields: ExperienceFields) -> int:
-        rowid = self._insert_record(record, "experience")
+        rowid = self._insert_record(record)
         self._conn.execute(
             "INSERT INTO experiences (rowid, task_class, strategy, status, tool_calls, minutes,"
             " files) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -214,20 +214,11 @@ class SqlExperienceWrites:
     def rewrite(
         self, rowid: int, record: ExperienceRecord, fields: ExperienceFields, now: float
     ) -> None:
-        vec = record.vector
+        vec, row = record.vector, record.record
         self._conn.execute(
             "UPDATE records SET text = ?, ts = ?, updated_at = ?, agent = ?, trust = ?,"
             " eligibility = ?, embed_state = ? WHERE rowid = ?",
-            (
-                record.text,
-                record.ts,
-                now,
-                record.agent,
-                record.trust.trust,
-                record.trust.eligibility,
-                0 if vec is None else 1,
-                rowid,
-            ),
+            (row.text, row.ts, now, row.agent, row.trust, row.eligibility, row.embed_state, rowid),
         )
         if vec is not None:
             assert record.model is not None
@@ -268,9 +259,9 @@ class SqlExperienceWrites:
         return max(live, key=lambda rowid: near[rowid][1]) if live else None
 
     def insert_lesson(self, record: ExperienceRecord) -> int:
-        rowid = self._insert_record(record, "lesson")
+        rowid = self._insert_record(record)
         if record.vector is not None:
-            self._lessons.written(rowid, record.id, record.vector)
+            self._lessons.written(rowid, record.record.id, record.vector)
         return rowid
 
     def link(self, lesson_rowid: int, experience_rowid: int, now: float) -> None:
@@ -357,27 +348,8 @@ class SqlExperienceWrites:
     def touch(self, rowid: int, now: float) -> None:
         self._conn.execute("UPDATE records SET updated_at = ? WHERE rowid = ?", (now, rowid))
 
-    def _insert_record(self, record: ExperienceRecord, kind: str) -> int:
-        rowid = insert_record(
-            self._conn,
-            NewRecord(
-                id=record.id,
-                kind=kind,
-                ts=record.ts,
-                created_at=record.created_at,
-                workspace=record.workspace,
-                agent=record.agent,
-                uid=record.uid,
-                session=record.session,
-                source=record.source,
-                text=record.text,
-                content_hash=record.content_hash,
-                trust=record.trust.trust,
-                eligibility=record.trust.eligibility,
-                embed_state=0 if record.vector is None else 1,
-                visibility=record.visibility,
-            ),
-        )
+    def _insert_record(self, record: ExperienceRecord) -> int:
+        rowid = insert_record(self._conn, record.record)
         if record.vector is not None:
             assert record.model is not None
             self._conn.execute(

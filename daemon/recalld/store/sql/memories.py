@@ -29,7 +29,7 @@ from ..port import (
 )
 from .db import Db
 from .filters import marks, where
-from .records import NewRecord, insert_record
+from .records import insert_record
 
 __all__ = ["SqlMemoryReads", "SqlMemoryWrites"]
 
@@ -438,27 +438,7 @@ class SqlMemoryWrites:
     def insert(self, memory: MemoryInsert) -> int:
         conn = self._conn
         m = memory
-        rowid = insert_record(
-            conn,
-            NewRecord(
-                id=m.id,
-                kind="memory",
-                ts=m.ts,
-                created_at=m.created_at,
-                workspace=m.workspace,
-                agent=m.agent,
-                uid=m.uid,
-                session=m.session,
-                source=m.source,
-                text=m.text,
-                content_hash=m.content_hash,
-                tags=m.tags,
-                trust=m.trust.trust,
-                eligibility=m.trust.eligibility,
-                expires_at=m.expires_at,
-                visibility=m.visibility,
-            ),
-        )
+        rowid = insert_record(conn, m.record)
         conn.execute(
             "INSERT INTO memory_meta (rowid, kind, subject, subject_key, authority,"
             " distortion_tolerance, origin, origin_repo, origin_commit, verified_commit,"
@@ -466,7 +446,7 @@ class SqlMemoryWrites:
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 rowid,
-                m.kind,
+                m.memory_kind,
                 m.subject,
                 m.subject_key,
                 m.authority,
@@ -475,10 +455,10 @@ class SqlMemoryWrites:
                 m.origin_repo,
                 m.origin_commit,
                 m.origin_commit,
-                m.created_at,
+                m.record.created_at,
                 m.writer_client,
                 m.writer_model,
-                _json.encode(list(m.trust.reasons)).decode(),
+                _json.encode(list(m.trust_reasons)).decode(),
             ),
         )
         for kind, values in m.labels.items():

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 
 import msgspec
 import numpy as np
-from recall_client.vocabulary import Visibility
 
 from ...domain.policy import HARD_TRUST_FLOOR, SETTLED_STATUSES, record_visibility
 from ...domain.principal import Principal
 from ...errors import RecallError
-from ..port import Ownership, ShareRow, Tombstone
+from ..port import NewRecord, Ownership, ShareRow, Tombstone
 from .db import Db
 from .filters import marks
 
@@ -23,7 +22,6 @@ _json = msgspec.json.Encoder()
 
 __all__ = [
     "EMBEDDING_BACKLOG",
-    "NewRecord",
     "SqlRecordReads",
     "SqlRecordWrites",
     "insert_record",
@@ -67,31 +65,6 @@ def _scoped(who: Principal, key: str) -> str:
     # A key is the caller's in its workspace: the same agent name in another workspace using
     # the same key neither replays this record (its id, its lessons) nor collides with it.
     return key_digest(f"{who.workspace}\0{key}")
-
-
-@dataclass(frozen=True, slots=True)
-class NewRecord:
-    """A ``records`` row as a writer inserts it, each field its column (a default is the
-    schema's)."""
-
-    id: str
-    kind: str
-    ts: float
-    created_at: float
-    workspace: str
-    agent: str
-    uid: int
-    session: str | None
-    source: str | None
-    text: str
-    content_hash: bytes
-    tags: Sequence[str] = ()
-    trust: float = 1.0
-    eligibility: str = "pending"
-    expires_at: float | None = None
-    embed_state: int = 0
-    # None: the daemon's own write (see policy.record_visibility).
-    visibility: Visibility | None = None
 
 
 _NEW_RECORD = [f.name for f in fields(NewRecord)]
