@@ -301,12 +301,16 @@ def seconds(scan: Scan, text: str) -> float:
 
 def growth(scan: Scan, unit: str, size: int) -> tuple[float, float]:
     """(seconds at a quarter of ``size``, at ``size``), measured again when the first look
-    is superlinear: a busy machine can stretch any one run."""
+    is superlinear: a busy machine can stretch any one run. Another process hammering the
+    memory stretches the long text's run more than the short one's (its working set leaves
+    the caches), for as long as that process runs: the later looks wait longer and longer
+    (up to about 3 s in all), so such a spell can pass; a superlinear scan stays so."""
     short, long = family(unit, size // SPAN), family(unit, size)
     part, full = seconds(scan, short), seconds(scan, long)
-    for _ in range(3):
+    for attempt in range(6):
         if full <= MAX_SPAN_GROWTH * part:
             break
+        time.sleep(0.2 * attempt)
         part, full = min(part, seconds(scan, short)), min(full, seconds(scan, long))
     return part, full
 
