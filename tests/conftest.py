@@ -18,6 +18,7 @@ import pytest
 from _pytest.tmpdir import tmppath_result_key
 from pgserver import PgServer
 from recalld.store.postgres.schema import init_database
+from recalld.store.sqlite.engine import SqliteStore
 
 from tests.support.daemon import DaemonFactory, DaemonProcess
 from tests.support.team import ROLE_PASSWORDS, TeamDb
@@ -139,6 +140,15 @@ async def running_daemon(
 
 
 # ---------------------------------------------------------------- team memory (PostgreSQL)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteStore]:
+    """A real SQLite store in process, for use cases run by jobs of a test's own
+    (tests/support/store.py): no daemon, no socket."""
+    made = SqliteStore(tmp_path, durability="normal")
+    yield made
+    made.close()
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,7 @@ through a daemon are test_experience.py's and test_experience_rollup.py's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -33,13 +32,6 @@ WS = "/ws/rules"
 WHO = Principal(agent="t", workspace=WS, uid=0, pid=0)
 TRUSTED = Assessment(1.0, False)
 DOUBTED = Assessment(0.05, False)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    made = SqliteStore(tmp_path, durability="normal")
-    yield made
-    made.close()
 
 
 def _unit(*xs: float) -> np.ndarray:

@@ -4,8 +4,6 @@ changes. The same rules through a daemon, on both engines, are test_memories.py'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,13 +20,6 @@ from tests.support.store import run
 WS = "/ws/rules"
 WHO = Principal(agent="t", workspace=WS, uid=0, pid=0)
 TRUSTED = Assessment(1.0, False)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    made = SqliteStore(tmp_path, durability="normal")
-    yield made
-    made.close()
 
 
 def _store(store: SqliteStore, **fields: Any) -> tuple[p.MemoryStored, int | None]:
