@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -18,7 +19,14 @@ from ..pipeline.model import Model
 from ..store.port import DatabaseFigures, IndexFigures
 from .services import Services
 
-__all__ = ["Connection", "StatusParts", "build_report", "status"]
+__all__ = [
+    "Connection",
+    "StatusParts",
+    "build_report",
+    "database_status",
+    "index_status",
+    "status",
+]
 
 
 class Connection(Protocol):
@@ -85,7 +93,7 @@ async def build_report(parts: StatusParts, who: Principal) -> p.StatusReport:
             raise
         # The database is away: the report says so (database.state) instead of failing.
         records, backlog = {}, 0
-    index = _index(parts.index())
+    index = index_status(parts.index())
     index.embedding_backlog = backlog
     index.pending_changes = parts.keeper.queue_depth()[0]
     index.last_error = parts.keeper.stats.last_error
@@ -126,31 +134,23 @@ async def build_report(parts: StatusParts, who: Principal) -> p.StatusReport:
         agents=agents,
         search_latency_ms=p.Latency(p50=p50, p90=p90, p99=p99),
         settled=parts.settled(),
-        database=_database(parts.database()),
+        database=database_status(parts.database()),
         spool=await parts.spool(),
         admin_token_problem=parts.admin_token_problem(),
     )
 
 
-def _index(f: IndexFigures | None) -> p.IndexStatus:
-    if f is None:
-        return p.IndexStatus()
-    return p.IndexStatus(
-        type=f.type, size=f.size, dim=f.dim, model=f.model, rebuilt_reason=f.rebuilt_reason
-    )
+def index_status(f: IndexFigures | None) -> p.IndexStatus:
+    """The index as status shows it: the engine's figures, each by its name."""
+    return p.IndexStatus() if f is None else p.IndexStatus(**dataclasses.asdict(f))
 
 
-def _database(f: DatabaseFigures) -> p.DatabaseStatus:
-    return p.DatabaseStatus(
-        engine=f.engine,
-        location=f.location,
-        state="ok" if f.answers else "unavailable",
-        since=f.since,
-        error=f.error,
-        role=f.role,
-        connections=f.connections,
-        connections_max=f.connections_max,
-    )
+def database_status(f: DatabaseFigures) -> p.DatabaseStatus:
+    """The database as status shows it: the engine's figures, each by its name, and whether
+    it answers as a state."""
+    figures = dataclasses.asdict(f)
+    answers = figures.pop("answers")
+    return p.DatabaseStatus(**figures, state="ok" if answers else "unavailable")
 
 
 async def status(services: Services, who: Principal, req: p.Status) -> p.StatusResult:
