@@ -149,17 +149,18 @@ def _retrieve(
 
 def experience_info(row: ExperienceRow, score: float, files_shown: int | None) -> p.ExperienceInfo:
     """An experience as search, explain, context, experience_list and a roll-up return it."""
+    own = row.fields
     return p.ExperienceInfo(
         id=row.id,
         score=round(score, 4),
         description=row.text,
-        task_class=row.task_class,
+        task_class=own.task_class,
         agent=row.agent,
-        strategy=row.strategy,
-        status=row.status,
-        tool_calls=row.tool_calls,
-        minutes=row.minutes,
-        files=row.files if files_shown is None else row.files[:files_shown],
+        strategy=own.strategy,
+        status=own.status,
+        tool_calls=own.tool_calls,
+        minutes=own.minutes,
+        files=own.files if files_shown is None else own.files[:files_shown],
         ts=row.ts,
         session=row.session,
     )

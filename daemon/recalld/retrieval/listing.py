@@ -193,7 +193,8 @@ def experiences(reader: Reader, workspace: str, req: p.ExperienceList) -> p.Expe
         row = rows.get(rowid)
         if row is None:
             continue
-        size += len(row.text) + len(row.strategy or "") + sum(len(f) for f in row.files)
+        own = row.fields
+        size += len(row.text) + len(own.strategy or "") + sum(len(f) for f in own.files)
         if shown and size > EXPERIENCE_PAGE_CHARS:
             break
         shown.append(rowid)

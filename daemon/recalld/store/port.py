@@ -354,18 +354,15 @@ class EpisodeInsert:
 
 @dataclass(frozen=True, slots=True)
 class ExperienceRow:
+    """An experience as its readers read it: its record's columns and its own row."""
+
     rowid: int
     id: str
     text: str
     agent: str
     ts: float
     session: str | None
-    task_class: str
-    strategy: str | None
-    status: str
-    tool_calls: int
-    minutes: float
-    files: list[str]
+    fields: ExperienceFields
 
 
 @dataclass(frozen=True, slots=True)

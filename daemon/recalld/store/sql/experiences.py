@@ -16,7 +16,9 @@ the rows these statements read and write; the nearest stored lessons come from t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import astuple
+from dataclasses import fields as dataclass_fields
+from typing import Any, Protocol
 
 import msgspec
 import numpy as np
@@ -38,6 +40,9 @@ __all__ = ["NearLessons", "SqlExperienceReads", "SqlExperienceWrites"]
 
 _json = msgspec.json.Encoder()
 _strings = msgspec.json.Decoder(list[str])
+# The experiences columns after rowid: ExperienceFields', in its order (files last, as JSON).
+_COLUMNS = tuple(f.name for f in dataclass_fields(ExperienceFields))
+assert _COLUMNS[-1] == "files"
 
 
 class NearLessons(Protocol):
@@ -76,14 +81,23 @@ def lesson_stats(conn: Db, lesson_rowids: Sequence[int]) -> dict[int, tuple[int,
     return out
 
 
+def _experience_row(row: Sequence[Any]) -> ExperienceRow:
+    """A row of :func:`experience_rows`' query: the record's six columns, then :data:`_COLUMNS`
+    (bound by name)."""
+    rowid, id_, text, agent, ts, session = row[:6]
+    own = dict(zip(_COLUMNS, row[6:], strict=True))
+    own["files"] = _strings.decode(own["files"])
+    return ExperienceRow(rowid, id_, text, agent, ts, session, ExperienceFields(**own))
+
+
 def experience_rows(conn: Db, rowids: Sequence[int]) -> dict[int, ExperienceRow]:
     if not rowids:
         return {}
     return {
-        row[0]: ExperienceRow(*[*row[:11], _strings.decode(row[11])])
+        row[0]: _experience_row(row)
         for row in conn.execute(
-            "SELECT r.rowid, r.id, r.text, r.agent, r.ts, r.session, e.task_class, e.strategy,"
-            " e.status, e.tool_calls, e.minutes, e.files"
+            "SELECT r.rowid, r.id, r.text, r.agent, r.ts, r.session,"
+            f" {', '.join(f'e.{c}' for c in _COLUMNS)}"
             " FROM records r JOIN experiences e ON e.rowid = r.rowid"
             f" WHERE r.rowid IN ({marks(rowids)})",
             list(rowids),
@@ -205,8 +219,7 @@ class SqlExperienceWrites:
     def insert(self, record: ExperienceRecord, fields: ExperienceFields) -> int:
         rowid = self._insert_record(record)
         self._conn.execute(
-            "INSERT INTO experiences (rowid, task_class, strategy, status, tool_calls, minutes,"
-            " files) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO experiences (rowid, {', '.join(_COLUMNS)}) VALUES (?, {marks(_COLUMNS)})",
             (rowid, *self._fields(fields)),
         )
         return rowid
@@ -228,8 +241,7 @@ class SqlExperienceWrites:
                 (rowid, record.model, self._conn.vector(vec)),
             )
         self._conn.execute(
-            "UPDATE experiences SET task_class = ?, strategy = ?, status = ?, tool_calls = ?,"
-            " minutes = ?, files = ? WHERE rowid = ?",
+            f"UPDATE experiences SET {', '.join(f'{c} = ?' for c in _COLUMNS)} WHERE rowid = ?",
             (*self._fields(fields), rowid),
         )
 
@@ -360,12 +372,5 @@ class SqlExperienceWrites:
 
     @staticmethod
     def _fields(fields: ExperienceFields) -> tuple[object, ...]:
-        """The experiences columns after rowid, in their order."""
-        return (
-            fields.task_class,
-            fields.strategy,
-            fields.status,
-            fields.tool_calls,
-            fields.minutes,
-            _json.encode(fields.files).decode(),
-        )
+        """The experiences columns after rowid, in :data:`_COLUMNS`' order."""
+        return (*astuple(fields)[:-1], _json.encode(fields.files).decode())
