@@ -205,8 +205,9 @@ class NewRecord:
     eligibility: str = "pending"
     expires_at: float | None = None
     embed_state: int = 0
-    # None: the daemon's own write (see policy.record_visibility).
-    visibility: Visibility | None = None
+    # The handlers pass what the writer chose (policy.record_visibility); an episode, the
+    # daemon's own, stays private.
+    visibility: Visibility = "private"
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from dataclasses import fields
 import msgspec
 import numpy as np
 
-from ...domain.policy import HARD_TRUST_FLOOR, SETTLED_STATUSES, record_visibility
+from ...domain.policy import HARD_TRUST_FLOOR, SETTLED_STATUSES
 from ...domain.principal import Principal
 from ...errors import RecallError
 from ..port import NewRecord, Ownership, ShareRow, Tombstone
@@ -77,7 +77,6 @@ def insert_record(conn: Db, row: NewRecord) -> int:
     """Insert ``row`` (updated when created, its tags once each); its rowid."""
     values = {name: getattr(row, name) for name in _NEW_RECORD}
     values["tags"] = _json.encode(list(dict.fromkeys(row.tags))).decode()
-    values["visibility"] = record_visibility(row.visibility)
     return conn.insert_record(_INSERT_RECORD, [*values.values(), row.created_at], row.text)
 
 
