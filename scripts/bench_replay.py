@@ -27,9 +27,8 @@ from typing import Any
 
 import anyio
 from recall_client import protocol as p
-from recall_client.client import RecallClient, connect
+from recall_client.client import RecallClient
 from retrieval_bench import (
-    DEFAULT_SCOPE,
     Dataset,
     Loaded,
     Query,
@@ -39,6 +38,7 @@ from retrieval_bench import (
     _wait_embedded,
     _workdir,
     load_dataset,
+    served,
 )
 
 __all__ = ["halves", "main"]
@@ -124,34 +124,19 @@ async def replay(args: argparse.Namespace) -> dict[str, Any]:
     say(f"{data.name}: {len(data.memories)} memories, {len(taught)} taught, {len(measured)} kept")
     out: dict[str, Any] = {"dataset": data.name, "taught": len(taught), "measured": len(measured)}
     with _workdir(args.keep) as root:
-        daemon = _Daemon(root, args.embedder)
-        try:
-            await daemon.start()
-            async with connect(
-                agent="bench_replay",
-                workspace=DEFAULT_SCOPE,
-                path=daemon.socket,
-                timeout=30,
-                admin_token=daemon.admin_token(),
-            ) as rc:
-                loaded = await _load(rc, data.memories)
-                await _wait_embedded(rc, len(loaded.ids), args.timeout)
-                say("loaded and embedded; measuring before")
-                out["before"] = await _measure(rc, measured, loaded, args.min_score)
-                started = time.perf_counter()
-                out["outcomes"] = await _teach(rc, taught, loaded, args.min_score)
-                say(f"taught {out['outcomes']} in {time.perf_counter() - started:.1f}s")
-                out["after"] = await _measure(rc, measured, loaded, args.min_score)
-                scopes = sorted({q.scope for q in taught})
-                out["calibrations"] = await _calibrations(rc, scopes)
-                out["cleared"] = (await rc.call(p.RelevanceReset(), p.RelevanceCleared)).cleared
-                out["outcomes_only"] = await _measure(rc, measured, loaded, args.min_score)
-        except BaseException:
-            if daemon.log.exists():
-                sys.stderr.write(daemon.log.read_text(errors="replace")[-4000:])
-            raise
-        finally:
-            daemon.stop()
+        async with served(_Daemon(root, args.embedder), "bench_replay") as rc:
+            loaded = await _load(rc, data.memories)
+            await _wait_embedded(rc, len(loaded.ids), args.timeout)
+            say("loaded and embedded; measuring before")
+            out["before"] = await _measure(rc, measured, loaded, args.min_score)
+            started = time.perf_counter()
+            out["outcomes"] = await _teach(rc, taught, loaded, args.min_score)
+            say(f"taught {out['outcomes']} in {time.perf_counter() - started:.1f}s")
+            out["after"] = await _measure(rc, measured, loaded, args.min_score)
+            scopes = sorted({q.scope for q in taught})
+            out["calibrations"] = await _calibrations(rc, scopes)
+            out["cleared"] = (await rc.call(p.RelevanceReset(), p.RelevanceCleared)).cleared
+            out["outcomes_only"] = await _measure(rc, measured, loaded, args.min_score)
     out["lift"] = {k: out["after"][k] - out["before"][k] for k in REPORTED}
     out["learned_lift"] = {k: out["after"][k] - out["outcomes_only"][k] for k in REPORTED}
     return out

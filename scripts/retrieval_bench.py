@@ -52,8 +52,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -278,6 +278,28 @@ class _Daemon:
                 self.proc.wait()
 
 
+@asynccontextmanager
+async def served(daemon: _Daemon, agent: str) -> AsyncIterator[RecallClient]:
+    """``daemon`` started, and an admin connection to it as ``agent``; on a failure its log's
+    tail goes to stderr; stopped on the way out."""
+    try:
+        await daemon.start()
+        async with connect(
+            agent=agent,
+            workspace=DEFAULT_SCOPE,
+            path=daemon.socket,
+            timeout=30,
+            admin_token=daemon.admin_token(),
+        ) as rc:
+            yield rc
+    except BaseException:
+        if daemon.log.exists():
+            sys.stderr.write(daemon.log.read_text(errors="replace")[-4000:])
+        raise
+    finally:
+        daemon.stop()
+
+
 @contextmanager
 def _workdir(keep: Path | None) -> Iterator[Path]:
     if keep is not None:
@@ -490,47 +512,32 @@ async def _run_backend(
     # A lexical ranking owes nothing to the model: leave it out rather than let it embed
     # in the background while the searches are timed.
     embedder = args.embedder if "hybrid" in args.modes else "none"
-    daemon = _Daemon(root, embedder, database_url)
-    try:
-        await daemon.start()
-        async with connect(
-            agent="bench_retrieval",
-            workspace=DEFAULT_SCOPE,
-            path=daemon.socket,
-            timeout=30,
-            admin_token=daemon.admin_token(),
-        ) as rc:
-            loaded = await _load(rc, data.memories)
+    async with served(_Daemon(root, embedder, database_url), "bench_retrieval") as rc:
+        loaded = await _load(rc, data.memories)
+        say(
+            f"stored {len(loaded.ids)} records ({loaded.duplicates} duplicate texts)"
+            f" in {loaded.seconds:.1f}s"
+        )
+        if "hybrid" in args.modes:
+            started = time.perf_counter()
+            report = await _wait_embedded(rc, len(loaded.ids), args.timeout)
             say(
-                f"stored {len(loaded.ids)} records ({loaded.duplicates} duplicate texts)"
-                f" in {loaded.seconds:.1f}s"
+                f"embedded with {report.model.name} in"
+                f" {time.perf_counter() - started:.1f}s after the last store"
             )
-            if "hybrid" in args.modes:
-                started = time.perf_counter()
-                report = await _wait_embedded(rc, len(loaded.ids), args.timeout)
-                say(
-                    f"embedded with {report.model.name} in"
-                    f" {time.perf_counter() - started:.1f}s after the last store"
-                )
-            run = BackendRun({}, {})
-            for mode in args.modes:  # one load, every mode over the same store
-                rows, latencies, tops = await _search_all(
-                    rc, data.queries, loaded, mode, args.min_score
-                )
-                run.results[mode] = _report(rows, latencies)
-                if data.none:
-                    run.results[mode]["none"] = await _abstain_all(rc, data.none, mode)
-                run.tops[mode] = tops
-            if args.inject:
-                run.inject = await inject_all(
-                    rc, data.queries, loaded.ids, args.inject, args.modes[0], data.none
-                )
-    except BaseException:
-        if daemon.log.exists():
-            sys.stderr.write(daemon.log.read_text(errors="replace")[-4000:])
-        raise
-    finally:
-        daemon.stop()
+        run = BackendRun({}, {})
+        for mode in args.modes:  # one load, every mode over the same store
+            rows, latencies, tops = await _search_all(
+                rc, data.queries, loaded, mode, args.min_score
+            )
+            run.results[mode] = _report(rows, latencies)
+            if data.none:
+                run.results[mode]["none"] = await _abstain_all(rc, data.none, mode)
+            run.tops[mode] = tops
+        if args.inject:
+            run.inject = await inject_all(
+                rc, data.queries, loaded.ids, args.inject, args.modes[0], data.none
+            )
     return run
 
 

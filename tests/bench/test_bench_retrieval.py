@@ -283,3 +283,38 @@ def test_bench_retrieval_refuses_a_budget_that_is_not_a_positive_number() -> Non
         timeout=60,
     )
     assert proc.returncode == 2 and "--inject" in proc.stderr
+
+
+def test_bench_replay_teaches_half_the_queries_and_measures_the_other_half() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "bench_replay.py"),
+            str(FIXTURE),
+            "--embedder",
+            "hash",
+            "--json",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["taught"] + out["measured"] == 7
+    assert out["taught"] >= 1
+    # Every hit of a taught query got an outcome, and each taught its workspace's
+    # calibration: the workspace ranks by its own, with one update per outcome.
+    recorded = out["outcomes"]["used"] + out["outcomes"]["ignored"]
+    assert out["outcomes"]["used"] >= 1
+    assert out["outcomes"]["ignored"] >= 1
+    learned = [c for c in out["calibrations"].values() if c["source"] == "workspace"]
+    assert sum(c["updates"] for c in learned) == recorded
+    assert out["cleared"] >= 1
+    for name in ("before", "after", "outcomes_only"):
+        assert out[name]["n"] == out["measured"]
+        assert all(0.0 <= out[name][k] <= 1.0 for k in ("recall@10", "mrr@10", "p@1"))
+    for k in ("recall@10", "mrr@10", "p@1"):
+        assert out["lift"][k] == pytest.approx(out["after"][k] - out["before"][k])
+        assert out["learned_lift"][k] == pytest.approx(out["after"][k] - out["outcomes_only"][k])
